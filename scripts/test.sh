@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds vlmc and runs every test: the README's second command, and what CI runs.
+#   1. the normal build (warnings as errors) and its ctest suite;
+#   2. the same suite built with clang-19 under ASan+UBSan;
+#   3. the runtime-only build (no LLVM/MLIR) and the tests that apply to it;
+#   4. every libFuzzer target for a bounded time (VLMC_FUZZ_SECONDS each, default 20).
+# Ends with one line "tests: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${VLMC_FUZZ_SECONDS:-20}
+
+scripts/install-deps.sh
+
+passed=0
+failed=0
+LOGDIR=$(mktemp -d)
+
+# Runs ctest in build dir $1 and adds its counts to the totals.
+run_ctest() {
+  local dir=$1 log="$LOGDIR/$(basename "$1").log"
+  local rc=0
+  (cd "$dir" && ctest -j"$JOBS" --output-on-failure --timeout 1500) 2>&1 | tee "$log" || rc=$?
+  local line
+  line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$log" | tail -1 || true)
+  if [ -z "$line" ]; then
+    echo "test.sh: ctest in $dir printed no summary" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  local total fails
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  fails=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$line")
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+  [ "$rc" -eq 0 ] || [ "$fails" -gt 0 ] || failed=$((failed + 1))
+}
+
+configure_and_build() {
+  local dir=$1; shift
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DVLMC_WERROR=ON "$@" >"$LOGDIR/$(basename "$dir").cmake.log" \
+    || { cat "$LOGDIR/$(basename "$dir").cmake.log"; exit 1; }
+  cmake --build "$dir" -j"$JOBS"
+}
+
+echo "== 1/4 build and test"
+configure_and_build build
+run_ctest build
+
+echo "== 2/4 ASan+UBSan"
+configure_and_build build-asan -DCMAKE_C_COMPILER=clang-19 -DVLMC_SANITIZE=ON
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
+
+echo "== 3/4 runtime-only build (no LLVM/MLIR)"
+configure_and_build build-runtime -DVLMC_COMPILER=OFF
+run_ctest build-runtime
+
+echo "== 4/4 fuzzing, ${FUZZ_SECONDS}s per target"
+configure_and_build build-fuzz -DCMAKE_C_COMPILER=clang-19 -DVLMC_FUZZ=ON -DVLMC_SANITIZE=ON
+for fuzzer in build-fuzz/tests/fuzz_*; do
+  [ -x "$fuzzer" ] || continue
+  name=$(basename "$fuzzer"); short=${name#fuzz_}
+  work=$(mktemp -d)  # new inputs go here, never into the committed corpus
+  echo "-- $name"
+  if "$fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
+       -artifact_prefix="$LOGDIR/$name-" "$work" "tests/fuzz/corpus/$short" \
+       >"$LOGDIR/$name.log" 2>&1; then
+    passed=$((passed + 1)); tail -1 "$LOGDIR/$name.log"
+  else
+    failed=$((failed + 1)); tail -40 "$LOGDIR/$name.log"
+    echo "fuzz: $name found a crash; reproducer under $LOGDIR" >&2
+  fi
+  rm -rf "$work"
+done
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,29 @@
+/* Files: whole-file reads for small inputs (configs, IR text) and read-only mappings for
+ * large ones (safetensors, artifacts). Errors name the path and the system's reason. */
+#ifndef VLMC_SUPPORT_FILE_H
+#define VLMC_SUPPORT_FILE_H
+
+#include <stddef.h>
+
+#include "support/status.h"
+
+/* Reads all of `path` ("-" = stdin) into a malloc'd, NUL-terminated buffer. The caller
+ * frees *out_data. Embedded NULs are kept; *out_len excludes the terminator. */
+vlmc_status_t vlmc_file_read_all(const char *path, char **out_data, size_t *out_len);
+
+/* Writes `len` bytes to `path` (replaces the file). */
+vlmc_status_t vlmc_file_write_all(const char *path, const void *data, size_t len);
+
+typedef struct {
+  const unsigned char *data; /* NULL for an empty file */
+  size_t size;
+} vlmc_mapped_file_t;
+
+/* Maps `path` read-only. An empty file maps to {NULL, 0}. */
+vlmc_status_t vlmc_file_map(const char *path, vlmc_mapped_file_t *out_file);
+void vlmc_file_unmap(vlmc_mapped_file_t *file);
+
+/* Creates `path` and any missing parents (like mkdir -p). */
+vlmc_status_t vlmc_file_mkdirs(const char *path);
+
+#endif

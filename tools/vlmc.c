@@ -1,0 +1,41 @@
+/* vlmc: the compiler driver. `vlmc <command> ...`; see docs/design.md for the contract. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command_t;
+
+static const command_t commands[] = {
+    {"opt", vlmc_cmd_opt, "run passes on a textual IR file (.vir)"},
+    {"tokenize", vlmc_cmd_tokenize, "print token ids for each JSON string on stdin"},
+    {"preprocess", vlmc_cmd_preprocess, "turn an image into pixel_values and image_grid_thw"},
+};
+
+static void print_usage(FILE *out) {
+  fprintf(out, "usage: vlmc <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
+    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\n`vlmc <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    print_usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}
