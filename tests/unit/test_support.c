@@ -4,6 +4,7 @@
 #include "support/arena.h"
 #include "support/checked_math.h"
 #include "support/file.h"
+#include "support/hash.h"
 #include "support/strbuf.h"
 #include "tests/unit/test.h"
 
@@ -58,7 +59,31 @@ static void test_file_errors_name_the_path(void) {
   EXPECT_ERROR(vlmc_file_map("/tmp", &mapped), "not a regular file");
 }
 
+/* Published XXH64 test vectors (seed 0). */
+static void test_xxh64_known_values(void) {
+  EXPECT_TRUE(vlmc_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL);
+  EXPECT_TRUE(vlmc_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ULL);
+}
+
+static void test_xxh64_streaming_equals_one_shot(void) {
+  unsigned char data[1000];
+  for (int i = 0; i < 1000; ++i) data[i] = (unsigned char)(i * 7 + 3);
+  for (size_t split = 0; split <= 1000; split += 37) {
+    vlmc_xxh64_state_t st;
+    vlmc_xxh64_init(&st, 42);
+    vlmc_xxh64_update(&st, data, split);
+    vlmc_xxh64_update(&st, data + split, 1000 - split);
+    EXPECT_TRUE(vlmc_xxh64_digest(&st) == vlmc_xxh64(data, 1000, 42));
+  }
+  unsigned char flipped[1000];
+  memcpy(flipped, data, 1000);
+  flipped[500] ^= 1;
+  EXPECT_TRUE(vlmc_xxh64(flipped, 1000, 0) != vlmc_xxh64(data, 1000, 0));
+}
+
 int main(void) {
+  RUN_TEST(test_xxh64_known_values);
+  RUN_TEST(test_xxh64_streaming_equals_one_shot);
   RUN_TEST(test_status_annotate_prefixes_message);
   RUN_TEST(test_arena_alignment_and_overflow);
   RUN_TEST(test_checked_math);
