@@ -6,5 +6,6 @@
 int vlmc_cmd_opt(int argc, char **argv);
 int vlmc_cmd_tokenize(int argc, char **argv);
 int vlmc_cmd_preprocess(int argc, char **argv);
+int vlmc_cmd_diff_taps(int argc, char **argv);
 
 #endif

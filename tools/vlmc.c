@@ -14,6 +14,7 @@ static const command_t commands[] = {
     {"opt", vlmc_cmd_opt, "run passes on a textual IR file (.vir)"},
     {"tokenize", vlmc_cmd_tokenize, "print token ids for each JSON string on stdin"},
     {"preprocess", vlmc_cmd_preprocess, "turn an image into pixel_values and image_grid_thw"},
+    {"diff-taps", vlmc_cmd_diff_taps, "compare two sets of stage taps, name the first divergence"},
 };
 
 static void print_usage(FILE *out) {
