@@ -1,0 +1,436 @@
+/* config.json: the real 3B/7B configs and the tiny test config in every layout, then every
+ * missing key, wrong type and inconsistency, each refused with the file and key named. */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/unit/test_safetensors_util.h"
+
+#include <cJSON.h>
+
+#include "frontend/config.h"
+#include "tests/unit/test.h"
+
+#define FIXTURES "tests/fixtures/configs/"
+#define TINY FIXTURES "tiny_nested_config.json"
+#define TINY_FLAT FIXTURES "tiny_flat_config.json"
+#define TINY_5X FIXTURES "tiny_5x_config.json"
+#define CFG_3B FIXTURES "qwen2_5_vl_3b_config.json"
+
+static vlmc_status_t parse_fixture(const char *fixture, vlmc_model_config_t *out) {
+  size_t len;
+  char *text = read_fixture(fixture, &len);
+  vlmc_status_t status = vlmc_model_config_parse(text, len, "config.json", out);
+  free(text);
+  return status;
+}
+
+/* The fixture with the value at dotted `path` replaced by the JSON text `value` (added when
+ * absent), or removed when `value` is NULL; parsed as "config.json" into *out (may be NULL). */
+static vlmc_status_t parse_edited_into(const char *fixture, const char *path, const char *value,
+                                       vlmc_model_config_t *out) {
+  size_t len;
+  char *text = read_fixture(fixture, &len);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  char key_path[256];
+  snprintf(key_path, sizeof key_path, "%s", path);
+  cJSON *parent = root;
+  char *key = key_path, *dot;
+  while ((dot = strchr(key, '.')) != NULL) {
+    *dot = '\0';
+    parent = cJSON_GetObjectItemCaseSensitive(parent, key);
+    key = dot + 1;
+  }
+  if (!parent) {
+    fprintf(stderr, "test setup: %s has no parent for %s\n", fixture, path);
+    exit(2);
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(parent, key);
+  if (value) cJSON_AddItemToObject(parent, key, cJSON_Parse(value));
+  char *edited = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  vlmc_model_config_t config;
+  vlmc_status_t status =
+      vlmc_model_config_parse(edited, strlen(edited), "config.json", out ? out : &config);
+  free(edited);
+  return status;
+}
+
+static vlmc_status_t parse_edited(const char *fixture, const char *path, const char *value) {
+  return parse_edited_into(fixture, path, value, NULL);
+}
+
+static vlmc_status_t parse_text(const char *text) {
+  vlmc_model_config_t config;
+  return vlmc_model_config_parse(text, strlen(text), "config.json", &config);
+}
+
+/* ---- accepted configs -------------------------------------------------------------------- */
+
+static void test_3b_legacy_flat(void) {
+  vlmc_model_config_t c;
+  EXPECT_OK(parse_fixture(CFG_3B, &c));
+  EXPECT_EQ_INT(c.family, VLMC_MODEL_QWEN2_5_VL);
+  EXPECT_TRUE(!c.nested);
+  EXPECT_EQ_INT(c.text.vocab_size, 151936);
+  EXPECT_EQ_INT(c.text.hidden_size, 2048);
+  EXPECT_EQ_INT(c.text.intermediate_size, 11008);
+  EXPECT_EQ_INT(c.text.num_hidden_layers, 36);
+  EXPECT_EQ_INT(c.text.num_attention_heads, 16);
+  EXPECT_EQ_INT(c.text.num_key_value_heads, 2);
+  EXPECT_EQ_INT(c.text.head_dim, 128);
+  EXPECT_NEAR(c.text.rms_norm_eps, 1e-6, 0);
+  EXPECT_NEAR(c.text.rope_theta, 1e6, 0);
+  EXPECT_EQ_INT(c.text.mrope_section[0], 16);
+  EXPECT_EQ_INT(c.text.mrope_section[1], 24);
+  EXPECT_EQ_INT(c.text.mrope_section[2], 24);
+  EXPECT_EQ_INT(c.text.max_position_embeddings, 128000);
+  EXPECT_TRUE(c.text.has_bos_token_id && c.text.bos_token_id == 151643);
+  EXPECT_TRUE(c.text.has_eos_token_id && c.text.eos_token_id == 151645);
+  EXPECT_EQ_INT(c.vision.depth, 32);
+  EXPECT_EQ_INT(c.vision.hidden_size, 1280);
+  EXPECT_EQ_INT(c.vision.intermediate_size, 3420);
+  EXPECT_EQ_INT(c.vision.num_heads, 16);
+  EXPECT_EQ_INT(c.vision.head_dim, 80);
+  EXPECT_EQ_INT(c.vision.out_hidden_size, 2048);
+  EXPECT_EQ_INT(c.vision.in_channels, 3);  /* from the legacy in_chans */
+  EXPECT_EQ_INT(c.vision.patch_size, 14);  /* patch_size and spatial_patch_size agree */
+  EXPECT_EQ_INT(c.vision.temporal_patch_size, 2);
+  EXPECT_EQ_INT(c.vision.spatial_merge_size, 2);
+  EXPECT_EQ_INT(c.vision.window_size, 112);
+  EXPECT_EQ_INT(c.vision.tokens_per_second, 2);
+  EXPECT_EQ_INT(c.vision.fullatt_count, 4);
+  const int64_t full[4] = {7, 15, 23, 31};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ_INT(c.vision.fullatt_block_indexes[i], full[i]);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ_INT(c.image_token_id, 151655);
+  EXPECT_EQ_INT(c.video_token_id, 151656);
+  EXPECT_EQ_INT(c.vision_start_token_id, 151652);
+  EXPECT_EQ_INT(c.vision_end_token_id, 151653);
+  EXPECT_STREQ(c.weights_dtype, "bfloat16");
+}
+
+static void test_7b_flat_and_nested_agree(void) {
+  vlmc_model_config_t flat, nested;
+  EXPECT_OK(parse_fixture(FIXTURES "qwen2_5_vl_7b_config.json", &flat));
+  EXPECT_OK(parse_fixture(FIXTURES "qwen2_5_vl_7b_nested_config.json", &nested));
+  EXPECT_TRUE(!flat.nested && nested.nested);
+  EXPECT_EQ_INT(flat.text.hidden_size, 3584);
+  EXPECT_EQ_INT(flat.text.num_attention_heads, 28);
+  EXPECT_EQ_INT(flat.text.num_key_value_heads, 4);
+  EXPECT_EQ_INT(flat.text.vocab_size, 152064);
+  EXPECT_EQ_INT(flat.vision.out_hidden_size, 3584);
+  EXPECT_TRUE(!flat.tie_word_embeddings && !nested.tie_word_embeddings);
+  EXPECT_TRUE(memcmp(&flat.text, &nested.text, sizeof flat.text) == 0);
+  EXPECT_TRUE(memcmp(&flat.vision, &nested.vision, sizeof flat.vision) == 0);
+  /* text_config.image_token_id is null there: the top-level id is used. */
+  EXPECT_EQ_INT(nested.image_token_id, 151655);
+  EXPECT_EQ_INT(nested.video_token_id, 151656);
+}
+
+static void test_tiny_layouts_agree(void) {
+  vlmc_model_config_t nested, flat, five;
+  EXPECT_OK(parse_fixture(TINY, &nested));
+  EXPECT_OK(parse_fixture(TINY_FLAT, &flat));
+  EXPECT_OK(parse_fixture(TINY_5X, &five));
+  EXPECT_TRUE(nested.nested && !flat.nested && five.nested);
+  EXPECT_EQ_INT(nested.text.head_dim, 16);
+  EXPECT_EQ_INT(nested.text.mrope_section[0], 2);
+  EXPECT_EQ_INT(nested.vision.head_dim, 16);
+  EXPECT_EQ_INT(nested.vision.fullatt_count, 2);
+  EXPECT_EQ_INT(nested.image_token_id, 500);
+  EXPECT_STREQ(nested.weights_dtype, "");
+  EXPECT_TRUE(memcmp(&nested.text, &flat.text, sizeof nested.text) == 0);
+  EXPECT_TRUE(memcmp(&nested.vision, &flat.vision, sizeof nested.vision) == 0);
+  EXPECT_TRUE(memcmp(&nested.text, &five.text, sizeof nested.text) == 0);
+  EXPECT_TRUE(memcmp(&nested.vision, &five.vision, sizeof nested.vision) == 0);
+  EXPECT_TRUE(!nested.tie_word_embeddings && five.tie_word_embeddings);
+  EXPECT_STREQ(five.weights_dtype, "bfloat16");
+}
+
+static void test_preferences(void) {
+  /* text_config wins over the top level; the top level wins for the multimodal ids. */
+  vlmc_model_config_t c;
+  EXPECT_OK(parse_edited_into(TINY, "hidden_size", "4096", &c));
+  EXPECT_EQ_INT(c.text.hidden_size, 64);
+  EXPECT_OK(parse_edited_into(TINY, "text_config.image_token_id", "7", &c));
+  EXPECT_EQ_INT(c.image_token_id, 500);
+  /* The flat layout reads the text keys at the top level. */
+  EXPECT_OK(parse_edited_into(TINY_FLAT, "vocab_size", "1000", &c));
+  EXPECT_EQ_INT(c.text.vocab_size, 1000);
+  /* rope_parameters.rope_theta wins over rope_theta; the 5.x spelling of the type is accepted. */
+  EXPECT_OK(parse_edited_into(TINY, "text_config.rope_scaling",
+                              "{\"rope_type\":\"default\",\"mrope_section\":[2,3,3],\"rope_theta\":5}",
+                              &c));
+  EXPECT_NEAR(c.text.rope_theta, 5, 0);
+  /* text_config.rope_parameters wins over a top-level rope_scaling. */
+  EXPECT_OK(parse_edited_into(TINY_5X, "rope_scaling", "{\"mrope_section\":[1,1,1]}", &c));
+  EXPECT_EQ_INT(c.text.mrope_section[1], 3);
+  /* A null required value counts as missing, with the top-level fallback. */
+  EXPECT_OK(parse_edited(FIXTURES "qwen2_5_vl_7b_nested_config.json", "text_config.hidden_size",
+                         "null"));
+  EXPECT_ERROR(parse_edited(TINY, "text_config.hidden_size", "null"),
+               "config.json: required key text_config.hidden_size is missing (also looked for "
+               "hidden_size)");
+}
+
+static void test_load_from_folder_and_file(void) {
+  char dir[256];
+  scratch_dir_create(dir, sizeof dir);
+  copy_fixture(TINY, dir, "config.json");
+  vlmc_model_config_t c;
+  EXPECT_OK(vlmc_model_config_load(dir, &c));
+  EXPECT_EQ_INT(c.text.vocab_size, 512);
+  char path[512];
+  path_join_buf(path, sizeof path, dir, "config.json");
+  EXPECT_OK(vlmc_model_config_load(path, &c));
+  unlink(path);
+  EXPECT_ERROR(vlmc_model_config_load(dir, &c), "/config.json: no such file");
+  scratch_dir_remove(dir);
+  EXPECT_ERROR(vlmc_model_config_load("/nonexistent/config.json", &c),
+               "/nonexistent/config.json: no such file");
+}
+
+/* ---- refused configs --------------------------------------------------------------------- */
+
+typedef struct {
+  const char *fixture, *path, *value, *expected;
+} edit_case_t;
+
+static void run_edit_cases(const edit_case_t *cases, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    vlmc_status_t status = parse_edited(cases[i].fixture, cases[i].path, cases[i].value);
+    if (!status) {
+      TEST_FAIL_("editing %s = %s was accepted, expected \"%s\"", cases[i].path,
+                 cases[i].value ? cases[i].value : "(removed)", cases[i].expected);
+    } else if (!strstr(vlmc_status_message(status), cases[i].expected)) {
+      TEST_FAIL_("editing %s = %s: \"%s\" does not contain \"%s\"", cases[i].path,
+                 cases[i].value ? cases[i].value : "(removed)", vlmc_status_message(status),
+                 cases[i].expected);
+    }
+    vlmc_status_free(status);
+  }
+}
+
+#define MISSING "config.json: required key "
+
+static void test_missing_keys(void) {
+  static const edit_case_t cases[] = {
+      {TINY, "model_type", NULL, MISSING "model_type is missing"},
+      {TINY, "vision_config", NULL, MISSING "vision_config is missing"},
+      {TINY, "text_config.vocab_size", NULL,
+       MISSING "text_config.vocab_size is missing (also looked for vocab_size)"},
+      {TINY, "text_config.hidden_size", NULL, MISSING "text_config.hidden_size is missing"},
+      {TINY, "text_config.intermediate_size", NULL, MISSING "text_config.intermediate_size"},
+      {TINY, "text_config.num_hidden_layers", NULL, MISSING "text_config.num_hidden_layers"},
+      {TINY, "text_config.num_attention_heads", NULL, MISSING "text_config.num_attention_heads"},
+      {TINY, "text_config.num_key_value_heads", NULL, MISSING "text_config.num_key_value_heads"},
+      {TINY, "text_config.rms_norm_eps", NULL, MISSING "text_config.rms_norm_eps"},
+      {TINY, "text_config.hidden_act", NULL, MISSING "text_config.hidden_act"},
+      {TINY, "text_config.rope_scaling", NULL,
+       MISSING "text_config.rope_parameters is missing (also looked for text_config.rope_scaling, "
+               "rope_parameters, rope_scaling)"},
+      {TINY, "text_config.rope_scaling.mrope_section", NULL,
+       MISSING "text_config.rope_scaling.mrope_section is missing"},
+      {TINY, "text_config.rope_theta", NULL,
+       MISSING "text_config.rope_scaling.rope_theta is missing (also looked for "
+               "text_config.rope_theta)"},
+      {TINY, "vision_config.depth", NULL, MISSING "vision_config.depth is missing"},
+      {TINY, "vision_config.hidden_size", NULL, MISSING "vision_config.hidden_size"},
+      {TINY, "vision_config.intermediate_size", NULL, MISSING "vision_config.intermediate_size"},
+      {TINY, "vision_config.num_heads", NULL, MISSING "vision_config.num_heads"},
+      {TINY, "vision_config.out_hidden_size", NULL, MISSING "vision_config.out_hidden_size"},
+      {TINY, "vision_config.in_channels", NULL,
+       MISSING "vision_config.in_channels is missing (also looked for vision_config.in_chans)"},
+      {TINY, "vision_config.patch_size", NULL,
+       MISSING "vision_config.patch_size is missing (also looked for "
+               "vision_config.spatial_patch_size)"},
+      {TINY, "vision_config.temporal_patch_size", NULL, MISSING "vision_config.temporal_patch"},
+      {TINY, "vision_config.spatial_merge_size", NULL, MISSING "vision_config.spatial_merge_size"},
+      {TINY, "vision_config.window_size", NULL, MISSING "vision_config.window_size"},
+      {TINY, "vision_config.tokens_per_second", NULL, MISSING "vision_config.tokens_per_second"},
+      {TINY, "vision_config.fullatt_block_indexes", NULL, MISSING "vision_config.fullatt_block"},
+      {TINY, "vision_config.hidden_act", NULL, MISSING "vision_config.hidden_act"},
+      {TINY, "tie_word_embeddings", NULL,
+       MISSING "tie_word_embeddings is missing (also looked for text_config.tie_word_embeddings)"},
+      {TINY, "image_token_id", NULL, MISSING "image_token_id is missing"},
+      {TINY, "video_token_id", NULL, MISSING "video_token_id is missing"},
+      {TINY, "vision_start_token_id", NULL, MISSING "vision_start_token_id is missing"},
+      {TINY, "vision_end_token_id", NULL, MISSING "vision_end_token_id is missing"},
+      {CFG_3B, "hidden_size", NULL, MISSING "hidden_size is missing"},
+      {CFG_3B, "rope_scaling", NULL,
+       MISSING "rope_parameters is missing (also looked for rope_scaling)"},
+      {CFG_3B, "rope_theta", NULL, MISSING "rope_scaling.rope_theta is missing (also looked for "
+                                   "rope_theta)"},
+      {CFG_3B, "vision_config.in_chans", NULL, MISSING "vision_config.in_channels is missing"},
+      {TINY_5X, "text_config.rope_parameters.rope_theta", NULL,
+       MISSING "text_config.rope_parameters.rope_theta is missing"},
+  };
+  run_edit_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_wrong_types(void) {
+  static const edit_case_t cases[] = {
+      {TINY, "text_config.hidden_size", "\"64\"",
+       "config.json: text_config.hidden_size: expected an integer, got a string"},
+      {TINY, "vision_config.depth", "4.5", "config.json: vision_config.depth: expected an integer, "
+                                           "got 4.5"},
+      {TINY, "vision_config.depth", "0", "vision_config.depth: expected an integer >= 1, got 0"},
+      {TINY, "vision_config.depth", "300", "vision_config.depth: expected an integer <= 256, got 300"},
+      {TINY, "text_config.num_hidden_layers", "-2", "text_config.num_hidden_layers: expected an "
+                                                    "integer >= 1, got -2"},
+      {TINY, "text_config.vocab_size", "1e300", "text_config.vocab_size: expected an integer, got "
+                                                "1e+300"},
+      {TINY, "tie_word_embeddings", "\"yes\"",
+       "config.json: tie_word_embeddings: expected true or false, got a string"},
+      {TINY, "text_config.rms_norm_eps", "\"1e-6\"",
+       "text_config.rms_norm_eps: expected a number, got a string"},
+      {TINY, "text_config.rms_norm_eps", "0", "text_config.rms_norm_eps: expected a number in (0, 1)"},
+      {TINY, "text_config.rope_theta", "-1", "text_config.rope_theta: expected a positive number"},
+      {TINY, "vision_config.fullatt_block_indexes", "\"1,3\"",
+       "vision_config.fullatt_block_indexes: expected an array, got a string"},
+      {TINY, "vision_config.fullatt_block_indexes", "[1,\"3\"]",
+       "vision_config.fullatt_block_indexes[1]: expected an integer, got a string"},
+      {TINY, "text_config.rope_scaling.mrope_section", "[2,3]",
+       "text_config.rope_scaling.mrope_section: expected 3 elements, got 2"},
+      {TINY, "text_config.rope_scaling.mrope_section", "[2,3,true]",
+       "text_config.rope_scaling.mrope_section[2]: expected an integer, got a boolean"},
+      {TINY, "text_config.rope_scaling", "[2,3,3]",
+       "text_config.rope_scaling: expected an object, got an array"},
+      {TINY, "text_config", "[]", "config.json: text_config: expected an object, got an array"},
+      {TINY, "vision_config", "7", "config.json: vision_config: expected an object, got a number"},
+      {TINY, "text_config.hidden_act", "1", "text_config.hidden_act: expected a string, got a number"},
+      {TINY, "model_type", "3", "config.json: model_type: expected a string, got a number"},
+      {TINY, "image_token_id", "-1", "image_token_id: expected an integer >= 0, got -1"},
+      {TINY, "text_config.eos_token_id", "[]", "text_config.eos_token_id: expected 1 to 8 ids"},
+      {TINY, "text_config.use_sliding_window", "0",
+       "text_config.use_sliding_window: expected true or false, got a number"},
+  };
+  run_edit_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_inconsistent_values(void) {
+  static const edit_case_t cases[] = {
+      {TINY, "text_config.rope_scaling.mrope_section", "[2,3,2]",
+       "config.json: text_config.rope_scaling.mrope_section [2,3,2] sums to 7, rotary half-width "
+       "is 8"},
+      {CFG_3B, "rope_scaling.mrope_section", "[16,24,16]",
+       "config.json: rope_scaling.mrope_section [16,24,16] sums to 56, rotary half-width is 64"},
+      {TINY, "text_config.hidden_size", "66",
+       "config.json: text_config.hidden_size 66 is not divisible by text_config.num_attention_heads 4"},
+      {TINY, "text_config.num_key_value_heads", "3",
+       "config.json: text_config.num_attention_heads 4 is not divisible by "
+       "text_config.num_key_value_heads 3"},
+      {CFG_3B, "num_key_value_heads", "3",
+       "config.json: num_attention_heads 16 is not divisible by num_key_value_heads 3"},
+      {TINY, "vision_config.out_hidden_size", "32",
+       "config.json: vision_config.out_hidden_size 32 differs from text_config.hidden_size 64"},
+      {TINY, "vision_config.fullatt_block_indexes", "[1,4]",
+       "config.json: vision_config.fullatt_block_indexes[1] = 4 is out of range for "
+       "vision_config.depth 4"},
+      {TINY, "vision_config.fullatt_block_indexes", "[-1]",
+       "vision_config.fullatt_block_indexes[0] = -1 is out of range"},
+      {TINY, "vision_config.fullatt_block_indexes", "[3,1,3]",
+       "vision_config.fullatt_block_indexes: block 3 is listed twice"},
+      {TINY, "vision_config.fullatt_block_indexes", "[0,1,2,3,3]",
+       "vision_config.fullatt_block_indexes: has 5 entries for vision_config.depth 4"},
+      {TINY, "image_token_id", "512", "config.json: image_token_id 512 is not below "
+                                      "text_config.vocab_size 512"},
+      {TINY, "vision_end_token_id", "600", "config.json: vision_end_token_id 600 is not below"},
+      {CFG_3B, "video_token_id", "151936", "config.json: video_token_id 151936 is not below "
+                                           "vocab_size 151936"},
+      {TINY, "text_config.eos_token_id", "512", "text_config.eos_token_id 512 is not below the "
+                                                "vocabulary (512)"},
+      {TINY, "vision_config.in_chans", "4",
+       "config.json: vision_config.in_channels: 3 disagrees with vision_config.in_chans 4"},
+      {CFG_3B, "vision_config.patch_size", "16",
+       "vision_config.patch_size: 16 disagrees with vision_config.spatial_patch_size 14"},
+      {TINY, "vision_config.window_size", "100",
+       "config.json: vision_config.window_size 100 is not a multiple of patch_size * "
+       "spatial_merge_size = 28"},
+      {TINY, "vision_config.hidden_size", "72",
+       "vision head_dim 18 (vision_config.hidden_size / num_heads) is not a multiple of 4"},
+      {TINY, "vision_config.hidden_size", "66",
+       "vision_config.hidden_size 66 is not divisible by vision_config.num_heads 4"},
+  };
+  run_edit_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* The message the task names, on a 5.x-style config with the 3B's text sizes. */
+static void test_brief_mrope_message(void) {
+  size_t len;
+  char *text = read_fixture(TINY_5X, &len);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  cJSON *t = cJSON_GetObjectItem(root, "text_config");
+  cJSON_SetNumberValue(cJSON_GetObjectItem(t, "hidden_size"), 2048);
+  cJSON_SetNumberValue(cJSON_GetObjectItem(t, "num_attention_heads"), 16);
+  cJSON *section = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "rope_parameters"), "mrope_section");
+  const int values[3] = {16, 24, 16};
+  for (int i = 0; i < 3; ++i) cJSON_SetNumberValue(cJSON_GetArrayItem(section, i), values[i]);
+  cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "vision_config"),
+                                           "out_hidden_size"), 2048);
+  char *edited = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  EXPECT_ERROR(parse_text(edited), "config.json: text_config.rope_parameters.mrope_section "
+                                   "[16,24,16] sums to 56, rotary half-width is 64");
+  free(edited);
+}
+
+static void test_unsupported_values(void) {
+  static const edit_case_t cases[] = {
+      {TINY, "model_type", "\"qwen2_vl\"",
+       "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet; vlmc reads qwen2_5_vl"},
+      {TINY, "model_type", "\"qwen3_vl\"", "model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet"},
+      {TINY, "model_type", "\"qwen3_vl_moe\"", "'qwen3_vl_moe' (Qwen3-VL-MoE) is not supported yet"},
+      {TINY, "model_type", "\"llama\"", "model_type: 'llama' is not a model family vlmc knows"},
+      {TINY, "text_config.hidden_act", "\"gelu\"",
+       "config.json: text_config.hidden_act: activation 'gelu' is not supported"},
+      {TINY, "vision_config.hidden_act", "\"quick_gelu\"",
+       "vision_config.hidden_act: activation 'quick_gelu' is not supported"},
+      {TINY, "text_config.use_sliding_window", "true",
+       "text_config.use_sliding_window: sliding-window attention is not supported"},
+      {TINY, "text_config.rope_scaling.type", "\"yarn\"",
+       "config.json: text_config.rope_scaling.type: 'yarn' is not supported"},
+      {TINY, "vision_config.in_channels", "4",
+       "config.json: vision_config.in_channels 4: only RGB (3) images are supported"},
+      {TINY, "torch_dtype", "\"int8\"",
+       "config.json: torch_dtype: 'int8' is not a weight dtype vlmc reads"},
+  };
+  run_edit_cases(cases, sizeof cases / sizeof cases[0]);
+  /* A Qwen3-VL config is named as such even though its keys differ. */
+  EXPECT_ERROR(parse_text("{\"model_type\":\"qwen3_vl\",\"text_config\":{}}"),
+               "'qwen3_vl' (Qwen3-VL) is not supported yet");
+}
+
+static void test_bad_json(void) {
+  EXPECT_ERROR(parse_text("{\n  \"model_type\": \"qwen2_5_vl\",\n  \"x\": [1,,2]\n}"),
+               "config.json:3:11: invalid JSON");
+  EXPECT_ERROR(parse_text(""), "config.json:1:1: invalid JSON");
+  EXPECT_ERROR(parse_text("[]"), "config.json: expected a JSON object, got an array");
+  EXPECT_ERROR(parse_text("{} {}"), "config.json:1:4: unexpected text after the JSON value");
+  EXPECT_ERROR(parse_text("{\"a\":1,\"b\":{\"c\":1,\"c\":2}}"),
+               "config.json: key \"c\" is given twice in one object");
+  size_t len;
+  char *text = read_fixture(TINY, &len);
+  for (size_t cut = 0; cut < len; cut += 7) { /* every truncation is refused, never a crash */
+    vlmc_model_config_t c;
+    vlmc_status_t status = vlmc_model_config_parse(text, cut, "config.json", &c);
+    EXPECT_TRUE(status != NULL);
+    vlmc_status_free(status);
+  }
+  free(text);
+}
+
+int main(void) {
+  RUN_TEST(test_3b_legacy_flat);
+  RUN_TEST(test_7b_flat_and_nested_agree);
+  RUN_TEST(test_tiny_layouts_agree);
+  RUN_TEST(test_preferences);
+  RUN_TEST(test_load_from_folder_and_file);
+  RUN_TEST(test_missing_keys);
+  RUN_TEST(test_wrong_types);
+  RUN_TEST(test_inconsistent_values);
+  RUN_TEST(test_brief_mrope_message);
+  RUN_TEST(test_unsupported_values);
+  RUN_TEST(test_bad_json);
+  return TEST_SUMMARY();
+}
