@@ -1,0 +1,363 @@
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/manifest.h"
+
+#include <cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vlmc_manifest_init(vlmc_manifest_t *m) { memset(m, 0, sizeof *m); }
+
+static void param_deinit(vlmc_manifest_param_t *p) {
+  free(p->name);
+  free(p->file);
+}
+
+void vlmc_manifest_deinit(vlmc_manifest_t *m) {
+  free(m->model_family);
+  free(m->producer);
+  free(m->compile_options);
+  free(m->targets);
+  free(m->chat_template_source);
+  for (size_t i = 0; i < m->num_params; ++i) param_deinit(&m->params[i]);
+  free(m->params);
+  memset(m, 0, sizeof *m);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+vlmc_status_t vlmc_manifest_add_param(vlmc_manifest_t *m, const vlmc_manifest_param_t *p) {
+  vlmc_manifest_param_t *grown = realloc(m->params, (m->num_params + 1) * sizeof *grown);
+  if (!grown) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "manifest: out of memory");
+  m->params = grown;
+  vlmc_manifest_param_t *copy = &m->params[m->num_params];
+  *copy = *p;
+  copy->name = dup_or_null(p->name);
+  copy->file = dup_or_null(p->file);
+  if (!copy->name || (p->file && !copy->file)) {
+    param_deinit(copy);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "manifest: out of memory");
+  }
+  ++m->num_params;
+  return NULL;
+}
+
+const vlmc_manifest_param_t *vlmc_manifest_find_param(const vlmc_manifest_t *m, const char *name) {
+  for (size_t i = 0; i < m->num_params; ++i)
+    if (strcmp(m->params[i].name, name) == 0) return &m->params[i];
+  return NULL;
+}
+
+/* ---- writing ---- */
+
+/* 64-bit integers travel as decimal strings where they may exceed 2^53 (checksums, offsets of
+ * 10 GB files stay exact as numbers up to 2^53, but checksums do not). */
+static cJSON *hex64(uint64_t v) {
+  char text[24];
+  snprintf(text, sizeof text, "%016" PRIx64, v);
+  return cJSON_CreateString(text);
+}
+
+static cJSON *int_array(const int64_t *v, size_t n) {
+  cJSON *a = cJSON_CreateArray();
+  for (size_t i = 0; a && i < n; ++i) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+  return a;
+}
+
+static cJSON *double_array(const double *v, size_t n) {
+  cJSON *a = cJSON_CreateArray();
+  for (size_t i = 0; a && i < n; ++i) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+  return a;
+}
+
+static cJSON *param_to_json(const vlmc_manifest_param_t *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "name", p->name);
+  cJSON_AddStringToObject(o, "dtype", vlmc_dtype_info(p->dtype)->name);
+  cJSON_AddItemToObject(o, "shape", int_array(p->shape, p->rank));
+  if (p->file) cJSON_AddStringToObject(o, "file", p->file);
+  cJSON_AddNumberToObject(o, "offset", (double)p->offset);
+  cJSON_AddNumberToObject(o, "nbytes", (double)p->nbytes);
+  cJSON_AddItemToObject(o, "checksum", hex64(p->checksum));
+  return o;
+}
+
+static cJSON *preprocess_to_json(const vlmc_preprocess_params_t *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "min_pixels", (double)p->min_pixels);
+  cJSON_AddNumberToObject(o, "max_pixels", (double)p->max_pixels);
+  cJSON_AddNumberToObject(o, "patch_size", p->patch_size);
+  cJSON_AddNumberToObject(o, "temporal_patch_size", p->temporal_patch_size);
+  cJSON_AddNumberToObject(o, "merge_size", p->merge_size);
+  cJSON_AddItemToObject(o, "image_mean", double_array(p->image_mean, 3));
+  cJSON_AddItemToObject(o, "image_std", double_array(p->image_std, 3));
+  cJSON_AddNumberToObject(o, "rescale_factor", p->rescale_factor);
+  cJSON_AddStringToObject(o, "resample",
+                          p->resample == VLMC_RESAMPLE_PIL ? "pil" : "torchvision");
+  return o;
+}
+
+vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", "vlmc");
+  cJSON_AddStringToObject(root, "model_family", m->model_family ? m->model_family : "");
+  cJSON_AddStringToObject(root, "producer", m->producer ? m->producer : "");
+  cJSON_AddStringToObject(root, "compile_options", m->compile_options ? m->compile_options : "");
+  cJSON_AddStringToObject(root, "targets", m->targets ? m->targets : "ref");
+  cJSON *tokens = cJSON_AddObjectToObject(root, "tokens");
+  cJSON_AddNumberToObject(tokens, "vocab_size", (double)m->vocab_size);
+  cJSON_AddNumberToObject(tokens, "image_token_id", (double)m->image_token_id);
+  cJSON_AddNumberToObject(tokens, "video_token_id", (double)m->video_token_id);
+  cJSON_AddNumberToObject(tokens, "vision_start_token_id", (double)m->vision_start_token_id);
+  cJSON_AddNumberToObject(tokens, "vision_end_token_id", (double)m->vision_end_token_id);
+  cJSON_AddItemToObject(tokens, "eos_token_ids", int_array(m->eos_token_ids, (size_t)m->eos_count));
+  cJSON_AddNumberToObject(root, "merge_size", (double)m->merge_size);
+  cJSON_AddItemToObject(root, "preprocess", preprocess_to_json(&m->preprocess));
+  cJSON_AddStringToObject(root, "chat_template_source",
+                          m->chat_template_source ? m->chat_template_source : "");
+  cJSON *params = cJSON_AddObjectToObject(root, "params");
+  cJSON_AddStringToObject(params, "storage", m->params_external ? "external" : "inline");
+  cJSON *list = cJSON_AddArrayToObject(params, "tensors");
+  for (size_t i = 0; i < m->num_params; ++i)
+    cJSON_AddItemToArray(list, param_to_json(&m->params[i]));
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "manifest: out of memory");
+  vlmc_strbuf_puts(out, text);
+  free(text);
+  return NULL;
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+  const char *source;
+} reader_t;
+
+static vlmc_status_t field_error(const reader_t *r, const char *path, const char *expected) {
+  return vlmc_status_make(VLMC_PARSE_ERROR, "%s: manifest: %s: expected %s", r->source, path,
+                          expected);
+}
+
+static vlmc_status_t get_item(const reader_t *r, const cJSON *obj, const char *key,
+                              const char *path, const cJSON **out) {
+  *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!*out) return vlmc_status_make(VLMC_PARSE_ERROR, "%s: manifest: %s: missing", r->source, path);
+  return NULL;
+}
+
+static vlmc_status_t get_int(const reader_t *r, const cJSON *obj, const char *key,
+                             const char *path, int64_t min, int64_t *out) {
+  const cJSON *item;
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, &item));
+  double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+  if (!(v >= (double)min && v <= 9007199254740992.0) || v != floor(v))
+    return field_error(r, path, min >= 0 ? "a non-negative integer" : "an integer");
+  *out = (int64_t)v;
+  return NULL;
+}
+
+static vlmc_status_t get_double(const reader_t *r, const cJSON *obj, const char *key,
+                                const char *path, double *out) {
+  const cJSON *item;
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, &item));
+  if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble)) return field_error(r, path, "a number");
+  *out = item->valuedouble;
+  return NULL;
+}
+
+static vlmc_status_t get_string(const reader_t *r, const cJSON *obj, const char *key,
+                                const char *path, char **out) {
+  const cJSON *item;
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, &item));
+  if (!cJSON_IsString(item)) return field_error(r, path, "a string");
+  *out = strdup(item->valuestring);
+  if (!*out) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", r->source);
+  return NULL;
+}
+
+static vlmc_status_t get_object(const reader_t *r, const cJSON *obj, const char *key,
+                                const char *path, const cJSON **out) {
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, out));
+  if (!cJSON_IsObject(*out)) return field_error(r, path, "an object");
+  return NULL;
+}
+
+static vlmc_status_t get_array(const reader_t *r, const cJSON *obj, const char *key,
+                               const char *path, size_t max, const cJSON **out, size_t *out_n) {
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, out));
+  if (!cJSON_IsArray(*out)) return field_error(r, path, "an array");
+  *out_n = (size_t)cJSON_GetArraySize(*out);
+  if (*out_n > max)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: manifest: %s: %zu entries, at most %zu",
+                            r->source, path, *out_n, max);
+  return NULL;
+}
+
+static vlmc_status_t get_hex64(const reader_t *r, const cJSON *obj, const char *key,
+                               const char *path, uint64_t *out) {
+  const cJSON *item;
+  VLMC_RETURN_IF_ERROR(get_item(r, obj, key, path, &item));
+  const char *s = cJSON_IsString(item) ? item->valuestring : NULL;
+  char *end = NULL;
+  if (s && strlen(s) == 16) *out = strtoull(s, &end, 16);
+  if (!s || strlen(s) != 16 || !end || *end) return field_error(r, path, "16 hex digits");
+  return NULL;
+}
+
+static vlmc_status_t read_doubles(const reader_t *r, const cJSON *obj, const char *key,
+                                  const char *path, double out[3]) {
+  const cJSON *a;
+  size_t n;
+  VLMC_RETURN_IF_ERROR(get_array(r, obj, key, path, 3, &a, &n));
+  if (n != 3) return field_error(r, path, "3 numbers");
+  for (size_t i = 0; i < 3; ++i) {
+    const cJSON *v = cJSON_GetArrayItem(a, (int)i);
+    if (!cJSON_IsNumber(v)) return field_error(r, path, "3 numbers");
+    out[i] = v->valuedouble;
+  }
+  return NULL;
+}
+
+static vlmc_status_t read_preprocess(const reader_t *r, const cJSON *o,
+                                     vlmc_preprocess_params_t *p) {
+  int64_t v;
+  vlmc_preprocess_params_init(p);
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "min_pixels", "preprocess.min_pixels", 1, &p->min_pixels));
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "max_pixels", "preprocess.max_pixels", 1, &p->max_pixels));
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "patch_size", "preprocess.patch_size", 1, &v));
+  p->patch_size = (int32_t)v;
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "temporal_patch_size", "preprocess.temporal_patch_size", 1,
+                               &v));
+  p->temporal_patch_size = (int32_t)v;
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "merge_size", "preprocess.merge_size", 1, &v));
+  p->merge_size = (int32_t)v;
+  VLMC_RETURN_IF_ERROR(read_doubles(r, o, "image_mean", "preprocess.image_mean", p->image_mean));
+  VLMC_RETURN_IF_ERROR(read_doubles(r, o, "image_std", "preprocess.image_std", p->image_std));
+  VLMC_RETURN_IF_ERROR(get_double(r, o, "rescale_factor", "preprocess.rescale_factor",
+                                  &p->rescale_factor));
+  char *resample = NULL;
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "resample", "preprocess.resample", &resample));
+  bool known = strcmp(resample, "pil") == 0 || strcmp(resample, "torchvision") == 0;
+  p->resample = strcmp(resample, "pil") == 0 ? VLMC_RESAMPLE_PIL : VLMC_RESAMPLE_TORCHVISION;
+  free(resample);
+  if (!known) return field_error(r, "preprocess.resample", "\"torchvision\" or \"pil\"");
+  vlmc_status_t status = vlmc_preprocess_params_check(p);
+  return vlmc_status_annotate(status, "%s: manifest: preprocess: ", r->source);
+}
+
+static vlmc_status_t read_param(const reader_t *r, const cJSON *o, size_t index, bool external,
+                                vlmc_manifest_param_t *p) {
+  char path[64];
+  snprintf(path, sizeof path, "params.tensors[%zu]", index);
+  if (!cJSON_IsObject(o)) return field_error(r, path, "an object");
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "name", path, &p->name));
+  char *dtype = NULL;
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "dtype", path, &dtype));
+  bool ok = vlmc_dtype_from_name(dtype, strlen(dtype), &p->dtype);
+  free(dtype);
+  if (!ok) return field_error(r, path, "a known dtype (f32, bf16, f16, ...)");
+  const cJSON *shape;
+  size_t rank;
+  VLMC_RETURN_IF_ERROR(get_array(r, o, "shape", path, VLMC_IR_MAX_RANK, &shape, &rank));
+  p->rank = (uint32_t)rank;
+  for (size_t i = 0; i < rank; ++i) {
+    const cJSON *d = cJSON_GetArrayItem(shape, (int)i);
+    if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
+        d->valuedouble > 9007199254740992.0)
+      return field_error(r, path, "a shape of non-negative integers");
+    p->shape[i] = (int64_t)d->valuedouble;
+  }
+  int64_t v;
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "offset", path, 0, &v));
+  p->offset = (uint64_t)v;
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "nbytes", path, 0, &v));
+  p->nbytes = (uint64_t)v;
+  VLMC_RETURN_IF_ERROR(get_hex64(r, o, "checksum", path, &p->checksum));
+  if (external) VLMC_RETURN_IF_ERROR(get_string(r, o, "file", path, &p->file));
+  return NULL;
+}
+
+static vlmc_status_t read_params(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  const cJSON *params, *list;
+  VLMC_RETURN_IF_ERROR(get_object(r, root, "params", "params", &params));
+  char *storage = NULL;
+  VLMC_RETURN_IF_ERROR(get_string(r, params, "storage", "params.storage", &storage));
+  bool inline_storage = strcmp(storage, "inline") == 0;
+  m->params_external = strcmp(storage, "external") == 0;
+  free(storage);
+  if (!inline_storage && !m->params_external)
+    return field_error(r, "params.storage", "\"inline\" or \"external\"");
+  size_t n;
+  VLMC_RETURN_IF_ERROR(get_array(r, params, "tensors", "params.tensors", 1u << 20, &list, &n));
+  m->params = calloc(n ? n : 1, sizeof *m->params);
+  if (!m->params) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", r->source);
+  for (size_t i = 0; i < n; ++i) {
+    ++m->num_params; /* counted before reading so that deinit frees a partial entry */
+    VLMC_RETURN_IF_ERROR(read_param(r, cJSON_GetArrayItem(list, (int)i), i, m->params_external,
+                                    &m->params[i]));
+  }
+  return NULL;
+}
+
+static vlmc_status_t read_tokens(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  const cJSON *t, *eos;
+  VLMC_RETURN_IF_ERROR(get_object(r, root, "tokens", "tokens", &t));
+  VLMC_RETURN_IF_ERROR(get_int(r, t, "vocab_size", "tokens.vocab_size", 1, &m->vocab_size));
+  VLMC_RETURN_IF_ERROR(get_int(r, t, "image_token_id", "tokens.image_token_id", 0,
+                               &m->image_token_id));
+  VLMC_RETURN_IF_ERROR(get_int(r, t, "video_token_id", "tokens.video_token_id", 0,
+                               &m->video_token_id));
+  VLMC_RETURN_IF_ERROR(get_int(r, t, "vision_start_token_id", "tokens.vision_start_token_id", 0,
+                               &m->vision_start_token_id));
+  VLMC_RETURN_IF_ERROR(get_int(r, t, "vision_end_token_id", "tokens.vision_end_token_id", 0,
+                               &m->vision_end_token_id));
+  size_t n;
+  VLMC_RETURN_IF_ERROR(get_array(r, t, "eos_token_ids", "tokens.eos_token_ids",
+                                 VLMC_MANIFEST_MAX_EOS, &eos, &n));
+  for (size_t i = 0; i < n; ++i) {
+    const cJSON *v = cJSON_GetArrayItem(eos, (int)i);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= (double)m->vocab_size)
+      return field_error(r, "tokens.eos_token_ids", "ids below tokens.vocab_size");
+    m->eos_token_ids[i] = (int64_t)v->valuedouble;
+  }
+  m->eos_count = (int)n;
+  return NULL;
+}
+
+static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  if (!cJSON_IsObject(root)) return field_error(r, "(top level)", "a JSON object");
+  char *format = NULL;
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "format", "format", &format));
+  bool ok = strcmp(format, "vlmc") == 0;
+  free(format);
+  if (!ok) return field_error(r, "format", "\"vlmc\"");
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "model_family", "model_family", &m->model_family));
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "producer", "producer", &m->producer));
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "compile_options", "compile_options",
+                                  &m->compile_options));
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "targets", "targets", &m->targets));
+  VLMC_RETURN_IF_ERROR(read_tokens(r, root, m));
+  VLMC_RETURN_IF_ERROR(get_int(r, root, "merge_size", "merge_size", 1, &m->merge_size));
+  const cJSON *pre;
+  VLMC_RETURN_IF_ERROR(get_object(r, root, "preprocess", "preprocess", &pre));
+  VLMC_RETURN_IF_ERROR(read_preprocess(r, pre, &m->preprocess));
+  VLMC_RETURN_IF_ERROR(get_string(r, root, "chat_template_source", "chat_template_source",
+                                  &m->chat_template_source));
+  return read_params(r, root, m);
+}
+
+vlmc_status_t vlmc_manifest_from_json(const char *source, const char *text, size_t len,
+                                      vlmc_manifest_t *out) {
+  vlmc_manifest_init(out);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  if (!root)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: manifest: not valid JSON", source);
+  reader_t r = {source};
+  vlmc_status_t status = read_root(&r, root, out);
+  cJSON_Delete(root);
+  if (status) vlmc_manifest_deinit(out);
+  return status;
+}

@@ -1,0 +1,64 @@
+/* The artifact's manifest: a JSON section that says what the rest of the artifact is — the
+ * model family and its token ids, the preprocessing and generation settings, where each
+ * parameter's bytes are (inline, or in an external safetensors file checked by checksum), and
+ * the options that compiled it. docs/artifact.md documents every field. The compiler writes it
+ * from this struct; the runtime reads it back into the same struct, refusing by name any field
+ * that is missing or of the wrong type. */
+#ifndef VLMC_RUNTIME_MANIFEST_H
+#define VLMC_RUNTIME_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frontend/preprocess.h"
+#include "ir/ir.h"
+#include "support/status.h"
+#include "support/strbuf.h"
+
+enum { VLMC_MANIFEST_MAX_EOS = 8 };
+
+typedef struct {
+  char *name;            /* the checkpoint's tensor name, as the program's params use it */
+  vlmc_dtype_t dtype;
+  uint32_t rank;
+  int64_t shape[VLMC_IR_MAX_RANK];
+  char *file;            /* external only: the safetensors file, relative to --params DIR */
+  uint64_t offset;       /* inline: within the params section; external: within `file` */
+  uint64_t nbytes;
+  uint64_t checksum;     /* XXH64 of the tensor's bytes */
+} vlmc_manifest_param_t;
+
+typedef struct {
+  char *model_family;    /* "qwen2_5_vl" */
+  char *producer;        /* "vlmc <version>" */
+  char *compile_options; /* the command line options that produced it, for `vlmc inspect` */
+  char *targets;         /* comma-separated backends the artifact carries code for: "ref" */
+  int64_t vocab_size;
+  int64_t image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
+  int64_t merge_size;
+  int eos_count;
+  int64_t eos_token_ids[VLMC_MANIFEST_MAX_EOS];
+  vlmc_preprocess_params_t preprocess;
+  char *chat_template_source; /* the checkpoint file the template came from */
+  bool params_external;
+  vlmc_manifest_param_t *params;
+  size_t num_params;
+} vlmc_manifest_t;
+
+void vlmc_manifest_init(vlmc_manifest_t *manifest);
+void vlmc_manifest_deinit(vlmc_manifest_t *manifest);
+
+/* Appends a parameter (copies the strings). */
+vlmc_status_t vlmc_manifest_add_param(vlmc_manifest_t *manifest, const vlmc_manifest_param_t *p);
+/* NULL when absent. */
+const vlmc_manifest_param_t *vlmc_manifest_find_param(const vlmc_manifest_t *manifest,
+                                                      const char *name);
+
+vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *manifest, vlmc_strbuf_t *out);
+/* `source` names the artifact in messages ("model.vlmc: manifest: preprocess.min_pixels:
+ * expected an integer"). */
+vlmc_status_t vlmc_manifest_from_json(const char *source, const char *text, size_t len,
+                                      vlmc_manifest_t *out_manifest);
+
+#endif
