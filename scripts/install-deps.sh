@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   build-essential cmake ninja-build pkg-config python3 git
+  # fixture self-checks (tests/oracle/check_fixtures.py, selftest.py) and image generators
+  python3-numpy python3-pil python3-jinja2
   # compiler: LLVM/MLIR 19 C APIs, clang-19 for the sanitizer and libFuzzer builds, FileCheck
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libmlir-19-dev mlir-19-tools
   # frontends and runtime: JSON, PNG, JPEG, the tokenizer's regex and Unicode normalisation

@@ -387,7 +387,7 @@ def run_wrong_inverse(model, inputs, n):
 
 
 def save_resized_images(out_dir, inputs, images, model_ckpt):
-    """Write the 8-bit image behind each resized image's pixel_values, verified to reproduce them."""
+    """Writes the 8-bit image behind each resized image's pixel_values, once verified."""
     import numpy as np
     from PIL import Image
     written = []

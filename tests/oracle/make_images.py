@@ -101,7 +101,8 @@ def odd(w, h):
 def thin(w, h):
     """Colour bands down a 30-pixel strip, with 1-pixel dark lines every 13 rows."""
     x, y = coords(w, h)
-    a = np.stack([128 + 127 * np.sin(y / 50.0), 128 + 127 * np.cos(y / 80.0), 255 * x / (w - 1)], -1)
+    a = np.stack([128 + 127 * np.sin(y / 50.0), 128 + 127 * np.cos(y / 80.0),
+                  255 * x / (w - 1)], -1)
     a[(y.astype(np.int64) % 13) == 0] = 20
     return Image.fromarray(to_u8(a))
 

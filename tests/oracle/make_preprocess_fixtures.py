@@ -96,7 +96,8 @@ def one_image(path, fast, pil, out_dir):
             info["pil_vs_torchvision_mean_abs"] = float(d.double().mean())
     print("preprocess %-24s %4dx%-4d -> grid %s N=%5d %s 8bit-dist %.2g pil max %.3g mean %.3g"
           % (name, img.size[0], img.size[1], [t, gh, gw], n, form, dist,
-             info.get("pil_vs_torchvision_max_abs", -1), info.get("pil_vs_torchvision_mean_abs", -1)))
+             info.get("pil_vs_torchvision_max_abs", -1),
+             info.get("pil_vs_torchvision_mean_abs", -1)))
     return name, info
 
 

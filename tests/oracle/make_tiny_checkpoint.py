@@ -3,8 +3,9 @@
 
 Weights: a fixed-seed torch.Generator, drawn so that every parameter matters (a C implementation
 that drops a bias, ignores a norm weight or swaps q/k rows must fail):
-  Linear / Conv3d weights  N(0, 1/fan_in)   (unit-scale activations, attention far from uniform)
-  Linear biases            N(0, 0.1^2)      (transformers' own init would zero them)
+  Linear / Conv3d weights  normal, std 1/sqrt(fan_in)  (unit-scale activations, attention far
+                           from uniform)
+  Linear biases            normal, std 0.1  (transformers' own init would zero them)
   RMSNorm weights          U(0.5, 1.5)      (transformers' own init would set them to 1)
   embed_tokens             N(0, 1)
 then rounded to bf16 and saved with save_pretrained (hub tensor names, model.safetensors), so a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tokenizer and chat-template fixtures from transformers (run where transformers 5.17 is installed).
+"""Tokenizer and chat-template fixtures from transformers (run where transformers 5.17 is).
 
 Writes into OUT_DIR (default tests/fixtures/tokenizer/):
   corpus_ids.txt   one line of space-separated ids per line of corpus.jsonl
@@ -52,7 +52,8 @@ def corpus_fixtures(tok, tok_json_path, out_dir):
         ids = tok.encode(s, add_special_tokens=False)
         raw_ids = raw.encode(s, add_special_tokens=False).ids
         if raw_ids != ids:
-            raw_mismatch.append({"line": i + 1, "text": s, "transformers": ids, "tokenizers": raw_ids})
+            raw_mismatch.append({"line": i + 1, "text": s, "transformers": ids,
+                                 "tokenizers": raw_ids})
         lines.append(" ".join(str(t) for t in ids))
         back = tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
         if back != s:
@@ -88,7 +89,8 @@ def chat_case_specs():
          True),
         ("system_message",
          [{"role": "system", "content": "You are a careful vision expert. Answer in one word."},
-          {"role": "user", "content": [img, {"type": "text", "text": "What colour is the top-left?"}]}],
+          {"role": "user",
+           "content": [img, {"type": "text", "text": "What colour is the top-left?"}]}],
          [os.path.join(IMAGES, "tiny_40x40.png")], True),
         ("multi_turn",
          [{"role": "user", "content": [img, {"type": "text", "text": "What shapes do you see?"}]},
@@ -145,7 +147,8 @@ def chat_fixtures(tok, out_dir):
         grids = enc["image_grid_thw"].tolist() if images else []
         n_pad = sum(t * h * w // 4 for t, h, w in grids)
         if ids.count(oc.IMAGE_PAD) != n_pad:
-            problems.append("%s: %d image pads, grids say %d" % (name, ids.count(oc.IMAGE_PAD), n_pad))
+            problems.append("%s: %d image pads, grids say %d"
+                            % (name, ids.count(oc.IMAGE_PAD), n_pad))
         for (t, h, w), path in zip(grids, files):
             with Image.open(path) as im:
                 want = oc.image_grid(im.size[1], im.size[0])

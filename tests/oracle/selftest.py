@@ -4,6 +4,7 @@
 Usage: python3 tests/oracle/selftest.py   (exit status 0 when every check passes)
 """
 
+import importlib.util
 import sys
 
 import oracle_common as oc
@@ -54,7 +55,8 @@ def test_window_index():
             if ident != (wm <= 4 or hm == 1):
                 check("identity rule %dx%d" % (hm, wm), ident, not ident)
             inv = oc.is_involution(perm) and not ident
-            want_inv = not ident and ((wm == 16 and hm % 4 in (0, 1)) or (hm, wm) in ((2, 8), (3, 12)))
+            want_inv = not ident and ((wm == 16 and hm % 4 in (0, 1)) or
+                                      (hm, wm) in ((2, 8), (3, 12)))
             if inv != want_inv:
                 check("involution rule %dx%d" % (hm, wm), inv, want_inv)
     check("inverse [2,0,1]", oc.inverse_permutation([2, 0, 1]), [1, 2, 0])
@@ -105,10 +107,9 @@ def main():
     test_smart_resize()
     test_window_index()
     test_rope_index()
-    try:
-        import numpy  # noqa: F401
+    if importlib.util.find_spec("numpy") is not None:
         test_patchify_roundtrip()
-    except ImportError:
+    else:
         print("skip patchify (no numpy)")
     test_row_subset()
     print("%d failure(s)" % len(FAILURES))
