@@ -1,0 +1,42 @@
+/* Where the runtime finds each parameter's bytes: in the artifact's `params` section (inline,
+ * mmapped, zero-copy) or in the original safetensors files (`--params DIR`, for artifacts
+ * compiled with `--params external`). Every tensor is checked against the manifest before its
+ * first use: dtype, shape and XXH64 checksum, so a damaged or substituted weight is refused by
+ * name instead of silently changing the output. */
+#ifndef VLMC_RUNTIME_PARAMS_H
+#define VLMC_RUNTIME_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "frontend/safetensors.h"
+#include "ir/ir.h"
+#include "runtime/artifact.h"
+#include "runtime/manifest.h"
+#include "support/status.h"
+
+/* The IR dtype of a safetensors dtype; false for dtypes the IR does not have. */
+bool vlmc_ir_dtype_from_st(vlmc_st_dtype_t st, vlmc_dtype_t *out_dtype);
+
+typedef struct {
+  const void *data;
+  vlmc_dtype_t dtype;
+  uint32_t rank;
+  const int64_t *shape;
+  uint64_t nbytes;
+} vlmc_param_view_t;
+
+typedef struct vlmc_params_s vlmc_params_t;
+
+/* external_dir is required (and only allowed) when the manifest says the parameters are
+ * external. The artifact and manifest must outlive the params object. */
+vlmc_status_t vlmc_params_open(const vlmc_artifact_t *artifact, const vlmc_manifest_t *manifest,
+                               const char *external_dir, vlmc_params_t **out_params);
+void vlmc_params_destroy(vlmc_params_t *params);
+
+/* The bytes of parameter `name`, verified on first access. */
+vlmc_status_t vlmc_params_get(vlmc_params_t *params, const char *name, vlmc_param_view_t *out);
+/* Verifies every parameter now (vlmc inspect --verify, vlmc-run --verify). */
+vlmc_status_t vlmc_params_verify_all(vlmc_params_t *params);
+
+#endif
