@@ -112,7 +112,7 @@ static vlmc_status_t png_error(const char *name, const char *stage, int err) {
 
 static vlmc_status_t png_configure(spng_ctx *ctx, const char *name, const void *data,
                                    size_t size) {
-  /* Like PIL, a CRC mismatch in any chunk is an error, not something to skip silently. */
+  /* A CRC mismatch in any chunk is an error (PIL checks only the chunks it parses itself). */
   int err = spng_set_crc_action(ctx, SPNG_CRC_ERROR, SPNG_CRC_ERROR);
   if (!err) err = spng_set_chunk_limits(ctx, PNG_CHUNK_CACHE_LIMIT, PNG_CHUNK_CACHE_LIMIT);
   if (!err) err = spng_set_png_buffer(ctx, data, size);

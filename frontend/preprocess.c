@@ -183,8 +183,8 @@ static double axis_kernel_row(axis_kernel_t *kernel, int32_t i, int32_t in_size,
     w[j] = filter(((double)(j + xmin) - center + 0.5) * invscale);
     total += w[j];
   }
-  for (int64_t j = 0; j < count; ++j) {
-    if (total != 0.0) w[j] /= total;
+  for (int64_t j = 0; total != 0.0 && j < count; ++j) {
+    w[j] /= total;
     if (w[j] > largest) largest = w[j];
   }
   for (int64_t j = count; j < kernel->taps; ++j) w[j] = 0.0;

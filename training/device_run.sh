@@ -13,7 +13,8 @@ out=${OUT:-out}
 mkdir -p "$out/ckpt"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 { nproc; free -g | head -2; df -h /dev/shm "${TMPDIR:-/tmp}"; nvidia-smi -L; } 2>&1 | sed 's/^/# /'
-python3 training/train.py --out "$out/ckpt" --stage "$stage" "$@" 2>&1 | tee "$out/train_stage$stage.log"
+python3 training/train.py --out "$out/ckpt" --stage "$stage" "$@" 2>&1 \
+    | tee "$out/train_stage$stage.log"
 rc=$?
 if [ -f "$out/ckpt/model.safetensors" ]; then
     sha256sum "$out/ckpt/model.safetensors" | tee "$out/ckpt/model.safetensors.sha256"

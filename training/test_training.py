@@ -107,6 +107,22 @@ class SceneTest(unittest.TestCase):
             self.assertEqual(e["pairs"], [list(p) for p in scenes.pairs(scene)])
         json.dumps(entries)
 
+    def test_committed_fixtures_are_the_generator_output(self):
+        from PIL import Image
+        fixture_dir = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "shapes_scenes")
+        with open(os.path.join(fixture_dir, "expected.json")) as f:
+            images = json.load(f)["images"]
+        self.assertGreaterEqual(len(images), 4)
+        for e in images:
+            img = np.asarray(Image.open(os.path.join(fixture_dir, e["file"])).convert("RGB"))
+            scene = scenes.make_scene(e["seed"], e["index"], size=(e["width"], e["height"]),
+                                      n_shapes=e["n_shapes"])
+            self.assertEqual(img.shape, (e["height"], e["width"], 3))
+            self.assertTrue(np.array_equal(img, scenes.render(scene)), e["file"])
+            self.assertEqual(e["pairs"], [list(p) for p in scenes.pairs(scene)])
+            self.assertIn(len(e["pairs"]), (2, 3, 4))
+            self.assertTrue(scenes.exact_set(e["transformers_answer"], e["pairs"]), e["file"])
+
 
 def window_segments(grid_h, grid_w, k=4, m=2):
     """cu_window_seqlens (patches) of one image, per spec 3.3, deduplicated."""

@@ -172,10 +172,10 @@ def vision_tower(model):
 
 
 class FastAttention:
-    """Switch and per-batch image count for the batched vision attention."""
+    """Switch, per-batch image count and call counter for the batched vision attention."""
     enabled = True
     num_images = 1
-    cache_hits = 0
+    calls = 0
 
 
 def _rotate_half(x):
@@ -190,6 +190,7 @@ def _fast_vision_attention(self, hidden_states, cu_seqlens, rotary_pos_emb=None,
     if not FastAttention.enabled or position_embeddings is None or seq % b != 0:
         return self._stock_forward(hidden_states, cu_seqlens, rotary_pos_emb=rotary_pos_emb,
                                    position_embeddings=position_embeddings, **kwargs)
+    FastAttention.calls += 1
     n = seq // b
     qkv = self.qkv(hidden_states).reshape(seq, 3, self.num_heads, -1)
     q, k, v = qkv.permute(1, 0, 2, 3).unbind(0)
@@ -210,34 +211,11 @@ def _fast_vision_attention(self, hidden_states, cu_seqlens, rotary_pos_emb=None,
     return self.proj(out)
 
 
-def _cached(fn):
-    cache = {}
-
-    def wrapper(grid_thw, *args, **kwargs):
-        if not isinstance(grid_thw, torch.Tensor) or args or kwargs:
-            return fn(grid_thw, *args, **kwargs)
-        key = tuple(int(x) for x in grid_thw.reshape(-1).tolist())
-        if key not in cache:
-            cache[key] = fn(grid_thw)
-        else:
-            FastAttention.cache_hits += 1
-        value = cache[key]
-        if isinstance(value, tuple):
-            return tuple(list(x) if isinstance(x, list) else x for x in value)
-        return value
-    return wrapper
-
-
 def install_fast_paths(model):
-    visual = vision_tower(model)
-    for block in visual.blocks:
+    for block in vision_tower(model).blocks:
         attn = block.attn
         attn._stock_forward = attn.forward
         attn.forward = types.MethodType(_fast_vision_attention, attn)
-    # rot_pos_emb and get_window_index depend only on the grid; every batch repeats one of a few.
-    for name in ("rot_pos_emb", "get_window_index"):
-        if hasattr(visual, name):
-            setattr(visual, name, _cached(getattr(visual, name)))
 
 
 def to_device(batch, device):
@@ -371,7 +349,9 @@ def train_loop(model, opt, batches, device, args, info, step, state_path, train_
             info["step"] = step
             save_state(state_path, model, opt, info)
             last_save = time.time()
-        if time.time() >= train_end or (stage_steps and step - stage_start >= stage_steps):
+        done = step - stage_start
+        if time.time() >= train_end or (stage_steps and done >= stage_steps) or \
+                (args.stop_after and done >= args.stop_after):
             break
         t_wait = time.time()
     return step
@@ -412,10 +392,12 @@ def check_fast_paths(model, batch):
     FastAttention.num_images = int(inputs["image_grid_thw"].shape[0])
     model.eval()
     outs = []
+    calls = FastAttention.calls
     with torch.no_grad():
         for enabled in (False, True, True):
             FastAttention.enabled = enabled
             outs.append(model.model(**inputs, use_cache=False).last_hidden_state.float())
+    calls = FastAttention.calls - calls
     model.train()
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -424,8 +406,7 @@ def check_fast_paths(model, batch):
     scale = outs[0].abs().max().item()
     ok = max(d1, d2) <= 1e-4 * max(1.0, scale)
     log(f"fast vision attention vs stock: max |diff| {d1:.3g} / {d2:.3g} (output max "
-        f"{scale:.3g}), cache hits {FastAttention.cache_hits} -> "
-        f"{'using it' if ok else 'DISABLED'}")
+        f"{scale:.3g}), {calls} fast calls in 2 forwards -> {'using it' if ok else 'DISABLED'}")
     FastAttention.enabled = ok
     return ok
 
@@ -490,6 +471,9 @@ def parse_args(argv):
                    help="seconds kept for the final export and evaluation")
     p.add_argument("--stage-steps", type=int, default=0,
                    help="steps in this stage's schedule; 0 = fit to the time budget")
+    p.add_argument("--stop-after", type=int, default=0,
+                   help="end the stage after this many steps even if its schedule goes on "
+                        "(to replay a stage that the time budget cut short)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup", type=int, default=300)
@@ -544,11 +528,14 @@ def main(argv):
         step = info["step"]
         log(f"resumed from {state_path} at step {step}")
     elif args.init_weights:
-        from safetensors.torch import load_file
-        weights = load_file(os.path.join(args.init_weights, "model.safetensors"))
-        missing, unexpected = model.load_state_dict(
-            {k: v.float() for k, v in weights.items()}, strict=False)
-        log(f"initialised from {args.init_weights} (missing {missing}, unexpected {unexpected})")
+        # from_pretrained maps the legacy tensor names on disk (visual.*, model.*) to the module
+        # names (model.visual.*, model.language_model.*); a raw load_state_dict would not.
+        from transformers import Qwen2_5_VLForConditionalGeneration
+        source = Qwen2_5_VLForConditionalGeneration.from_pretrained(args.init_weights,
+                                                                    dtype=torch.float32)
+        model.load_state_dict(source.state_dict())
+        del source
+        log(f"initialised from {args.init_weights} (bf16 weights, fresh optimiser)")
         step = args.start_step
     model.to(device)
 

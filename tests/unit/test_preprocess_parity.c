@@ -1,17 +1,25 @@
-/* Parity with transformers 5.17's default Qwen2VLImageProcessor (the torchvision path) on the
- * oracle's fixtures: for every tests/fixtures/images/<name>.png with a
- * tests/fixtures/preprocess/<name>.safetensors (made by tests/oracle/make_preprocess_fixtures.py),
+/* Parity with transformers 5.17 on the oracle's fixtures (tests/oracle/README.md).
+ *
+ * Torchvision path (the default Qwen2VLImageProcessor): for every
+ * tests/fixtures/images/<name>.png with a tests/fixtures/preprocess/<name>.safetensors,
  * image_grid_thw must match exactly and pixel_values within mean |d| <= 1e-4 and
  * max |d| <= 1e-2 (normalized units; one uint8 step is about 0.015). Large images are stored
  * as a row subset plus the sum and absolute sum of the full tensor; those sums are checked
- * against the same mean bound. Prints the measured differences per image. */
-#define _DEFAULT_SOURCE /* DT_REG, readdir */
+ * against the same mean bound.
+ *
+ * PIL path (Qwen2VLImageProcessorPil): the oracle stored only its difference to the
+ * torchvision path (index.json: max and mean |d| per image); vlmc's two paths must differ by
+ * the same amounts, which they only do if the PIL path reproduces Pillow's rounding.
+ * Prints the measured differences per image. */
+#define _DEFAULT_SOURCE /* readdir */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/preprocess.h"
 #include "frontend/safetensors.h"
+#include "support/file.h"
 #include "tests/unit/test.h"
 
 #define IMAGES_DIR "tests/fixtures/images"
@@ -111,12 +119,67 @@ static void compare_sums(const vlmc_st_archive_t *archive, const char *file,
     a += fabs(out->pixel_values[i]);
   }
   double bound = mean_tolerance * (double)n;
-  if (fabs(s - read_f64(sum)) > bound || fabs(a - read_f64(abs_sum)) > bound)
+  double ds = fabs(s - read_f64(sum)), da = fabs(a - read_f64(abs_sum));
+  printf("  full-tensor sums over %zu values: |d sum| %.3g, |d abs sum| %.3g\n", n, ds, da);
+  if (ds > bound || da > bound)
     TEST_FAIL_("%s: sum %.6f / abs sum %.6f, transformers %.6f / %.6f (bound %.3g)", file, s,
                a, read_f64(sum), read_f64(abs_sum), bound);
 }
 
-static int check_one(const char *name) {
+/* The oracle's index.json, or NULL (then the PIL-path check is skipped with a failure). */
+static cJSON *load_index(void) {
+  char *text = NULL;
+  size_t len = 0;
+  vlmc_status_t status = vlmc_file_read_all(FIXTURES_DIR "/index.json", &text, &len);
+  if (status) {
+    TEST_FAIL_("%s", vlmc_status_message(status));
+    vlmc_status_free(status);
+    return NULL;
+  }
+  cJSON *index = cJSON_ParseWithLength(text, len);
+  free(text);
+  if (!index) TEST_FAIL_("%s/index.json: not JSON", FIXTURES_DIR);
+  return index;
+}
+
+static double json_number(const cJSON *object, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
+  return cJSON_IsNumber(item) ? item->valuedouble : -1.0;
+}
+
+/* The PIL path's distance to the torchvision path, against transformers' own. */
+static void compare_pil_path(const cJSON *index, const char *name, const vlmc_image_t *image,
+                             const vlmc_preprocess_output_t *torchvision) {
+  const cJSON *images = cJSON_GetObjectItemCaseSensitive(index, "images");
+  const cJSON *info = cJSON_GetObjectItemCaseSensitive(images, name);
+  double want_max = json_number(info, "pil_vs_torchvision_max_abs");
+  double want_mean = json_number(info, "pil_vs_torchvision_mean_abs");
+  if (want_max < 0 || want_mean < 0) {
+    TEST_FAIL_("index.json: no PIL statistics for %s", name);
+    return;
+  }
+  vlmc_preprocess_params_t params;
+  vlmc_preprocess_params_init(&params);
+  params.resample = VLMC_RESAMPLE_PIL;
+  vlmc_preprocess_output_t pil;
+  EXPECT_OK(vlmc_preprocess_images(image, NULL, 1, &params, &pil));
+  if (!pil.pixel_values) return;
+  diff_stats_t d = {0};
+  accumulate(&d, pil.pixel_values, torchvision->pixel_values,
+             (size_t)pil.num_rows * (size_t)pil.row_width);
+  double mean = d.sum_abs_diff / (double)d.count;
+  printf("  PIL path vs torchvision path: mean|d| %.4g max|d| %.4g; transformers: %.4g %.4g\n",
+         mean, d.max_abs_diff, want_mean, want_max);
+  /* The max is one value of either f32 path: equal to f32 precision. The mean is summed in a
+   * different order (and in f32 or f64) by the oracle: equal to a relative 1e-3. */
+  if (fabs(d.max_abs_diff - want_max) > 1e-6 || fabs(mean - want_mean) > 1e-3 * want_mean + 1e-9)
+    TEST_FAIL_("%s: PIL path differs from torchvision by mean %.6g max %.6g, transformers' "
+               "PIL processor by mean %.6g max %.6g", name, mean, d.max_abs_diff, want_mean,
+               want_max);
+  vlmc_preprocess_output_destroy(&pil);
+}
+
+static int check_one(const cJSON *index, const char *name) {
   char image_path[512], fixture_path[512];
   snprintf(image_path, sizeof image_path, "%s/%s.png", IMAGES_DIR, name);
   snprintf(fixture_path, sizeof fixture_path, "%s/%s.safetensors", FIXTURES_DIR, name);
@@ -136,7 +199,6 @@ static int check_one(const char *name) {
   if (out.pixel_values && check_grid(archive, fixture_path, &out)) {
     diff_stats_t stats = {0};
     compare_values(archive, fixture_path, &out, &stats);
-    compare_sums(archive, fixture_path, &out);
     double mean = stats.count ? stats.sum_abs_diff / (double)stats.count : 0;
     printf("%-24s grid (%lld,%lld,%lld) compared %8zu values: mean|d| %.3g max|d| %.3g "
            "exact %.4f%%\n",
@@ -144,9 +206,11 @@ static int check_one(const char *name) {
            (long long)out.image_grid_thw[2], stats.count, mean, stats.max_abs_diff,
            stats.count ? 100.0 * (double)stats.exact / (double)stats.count : 0.0);
     EXPECT_TRUE(stats.count > 0);
+    compare_sums(archive, fixture_path, &out);
     if (mean > mean_tolerance || stats.max_abs_diff > max_tolerance)
       TEST_FAIL_("%s: mean|d| %.3g (limit %g), max|d| %.3g (limit %g)", name, mean,
                  mean_tolerance, stats.max_abs_diff, max_tolerance);
+    if (index) compare_pil_path(index, name, &image, &out);
   }
   vlmc_preprocess_output_destroy(&out);
   vlmc_image_destroy(&image);
@@ -160,6 +224,7 @@ static void test_fixtures(void) {
     TEST_FAIL_("cannot open %s (run from the repository root)", IMAGES_DIR);
     return;
   }
+  cJSON *index = load_index();
   int compared = 0;
   struct dirent *entry;
   while ((entry = readdir(dir)) != NULL) {
@@ -168,9 +233,10 @@ static void test_fixtures(void) {
     char name[256];
     memcpy(name, entry->d_name, len - 4);
     name[len - 4] = '\0';
-    compared += check_one(name);
+    compared += check_one(index, name);
   }
   closedir(dir);
+  cJSON_Delete(index);
   /* The fixtures are committed (tests/oracle/README.md); none at all means they went missing. */
   if (compared == 0)
     TEST_FAIL_("no fixtures in %s: regenerate with tests/oracle/make_preprocess_fixtures.py",
