@@ -37,7 +37,8 @@ bool vlmc_checkpoint_alternate_name(const char *name, char *out, size_t size) {
   if (starts_with(name, "model.visual.")) return respell(name, "model.", "", out, size);
   if (starts_with(name, "model.language_model."))
     return respell(name, "model.language_model.", "model.", out, size);
-  if (starts_with(name, "model.")) return respell(name, "model.", "model.language_model.", out, size);
+  if (starts_with(name, "model."))
+    return respell(name, "model.", "model.language_model.", out, size);
   return false;
 }
 
@@ -93,9 +94,9 @@ static void format_shape(const int64_t *shape, int rank, char *buf, size_t size)
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; i <= rank && used < size; ++i) {
-    int n = i == rank ? snprintf(buf + used, size - used, "]")
-                      : snprintf(buf + used, size - used, "%s%lld", i ? "," : "[",
-                                 (long long)shape[i]);
+    int n = i == rank
+                ? snprintf(buf + used, size - used, "]")
+                : snprintf(buf + used, size - used, "%s%lld", i ? "," : "[", (long long)shape[i]);
     if (n < 0) break;
     used += (size_t)n;
   }
@@ -113,10 +114,9 @@ vlmc_status_t vlmc_checkpoint_get_shaped(const vlmc_checkpoint_t *checkpoint, co
   char have[200], want[200];
   format_shape(tensor->shape, tensor->rank, have, sizeof have);
   format_shape(shape, rank, want, sizeof want);
-  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                          "%s: tensor '%s' has shape %s, config.json implies %s",
-                          vlmc_st_archive_shard_path(checkpoint->archive, tensor->shard),
-                          tensor->name, have, want);
+  return vlmc_status_make(
+      VLMC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, config.json implies %s",
+      vlmc_st_archive_shard_path(checkpoint->archive, tensor->shard), tensor->name, have, want);
 }
 
 /* ---- opening ----------------------------------------------------------------------------- */
@@ -131,8 +131,9 @@ static vlmc_status_t check_single_spelling(const vlmc_st_archive_t *archive) {
     if (vlmc_st_archive_find(archive, other))
       return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                               "%s: tensor '%s' is also present as '%s'; a checkpoint must use one "
-                              "naming layout", vlmc_st_archive_shard_path(archive, tensor->shard),
-                              tensor->name, other);
+                              "naming layout",
+                              vlmc_st_archive_shard_path(archive, tensor->shard), tensor->name,
+                              other);
   }
   return NULL;
 }
@@ -148,7 +149,12 @@ static bool file_exists(const char *dir, const char *name) {
 static vlmc_status_t check_processor_sizes(const vlmc_checkpoint_t *checkpoint) {
   const vlmc_preprocessor_config_t *pre = &checkpoint->preprocessor;
   const vlmc_vision_config_t *vision = &checkpoint->config.vision;
-  const struct { const char *key; int64_t value; const char *vision_key; int64_t expected; } pairs[] = {
+  const struct {
+    const char *key;
+    int64_t value;
+    const char *vision_key;
+    int64_t expected;
+  } pairs[] = {
       {"patch_size", pre->patch_size, "patch_size", vision->patch_size},
       {"merge_size", pre->merge_size, "spatial_merge_size", vision->spatial_merge_size},
       {"temporal_patch_size", pre->temporal_patch_size, "temporal_patch_size",
@@ -170,18 +176,18 @@ static vlmc_status_t check_generation_ids(const vlmc_checkpoint_t *checkpoint) {
     if (gen->eos_token_ids[i] >= vocab)
       return vlmc_status_make(VLMC_OUT_OF_RANGE,
                               "%s/generation_config.json: eos_token_id %lld is not below "
-                              "config.json vocab_size %lld", checkpoint->dir,
-                              (long long)gen->eos_token_ids[i], (long long)vocab);
+                              "config.json vocab_size %lld",
+                              checkpoint->dir, (long long)gen->eos_token_ids[i], (long long)vocab);
   if (gen->has_bos_token_id && gen->bos_token_id >= vocab)
     return vlmc_status_make(VLMC_OUT_OF_RANGE,
                             "%s/generation_config.json: bos_token_id %lld is not below config.json "
-                            "vocab_size %lld", checkpoint->dir, (long long)gen->bos_token_id,
-                            (long long)vocab);
+                            "vocab_size %lld",
+                            checkpoint->dir, (long long)gen->bos_token_id, (long long)vocab);
   if (gen->has_pad_token_id && gen->pad_token_id >= vocab)
     return vlmc_status_make(VLMC_OUT_OF_RANGE,
                             "%s/generation_config.json: pad_token_id %lld is not below config.json "
-                            "vocab_size %lld", checkpoint->dir, (long long)gen->pad_token_id,
-                            (long long)vocab);
+                            "vocab_size %lld",
+                            checkpoint->dir, (long long)gen->pad_token_id, (long long)vocab);
   return NULL;
 }
 

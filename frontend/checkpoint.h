@@ -31,15 +31,13 @@ void vlmc_checkpoint_destroy(vlmc_checkpoint_t *checkpoint);
 const char *vlmc_checkpoint_dir(const vlmc_checkpoint_t *checkpoint);
 const vlmc_model_config_t *vlmc_checkpoint_config(const vlmc_checkpoint_t *checkpoint);
 /* NULL when the checkpoint has no image processor settings. */
-const vlmc_preprocessor_config_t *vlmc_checkpoint_preprocessor(
-    const vlmc_checkpoint_t *checkpoint);
+const vlmc_preprocessor_config_t *vlmc_checkpoint_preprocessor(const vlmc_checkpoint_t *checkpoint);
 /* NULL when the checkpoint has no generation_config.json. */
 const vlmc_generation_config_t *vlmc_checkpoint_generation(const vlmc_checkpoint_t *checkpoint);
 const vlmc_st_archive_t *vlmc_checkpoint_archive(const vlmc_checkpoint_t *checkpoint);
 
 /* The tensor for a hub name (either spelling, lm_head tying applied); NULL when absent. */
-const vlmc_st_tensor_t *vlmc_checkpoint_find(const vlmc_checkpoint_t *checkpoint,
-                                             const char *name);
+const vlmc_st_tensor_t *vlmc_checkpoint_find(const vlmc_checkpoint_t *checkpoint, const char *name);
 /* Same, as an error when absent: "tensor 'visual.x' not found (also tried 'model.visual.x')
  * in a/model-00001-of-00002.safetensors, a/model-00002-of-00002.safetensors". */
 vlmc_status_t vlmc_checkpoint_get(const vlmc_checkpoint_t *checkpoint, const char *name,

@@ -4,7 +4,7 @@
  *   processor_config.json (5.x)       -> vlmc_preprocessor_config_t
  *   generation_config.json            -> vlmc_generation_config_t
  *   tokenizer_config.json             -> vlmc_tokenizer_config_t
- *   chat_template.jinja / .json / tokenizer_config.json -> vlmc_chat_template_t
+ *   chat_template.jinja / .json / tokenizer_config.json -> vlmc_chat_template_source_t
  *
  * Each field's comment names the key it comes from ("a | b": a, else b). config.json has no
  * defaults: a key the model needs that is missing is an error naming the key, because the
@@ -40,14 +40,14 @@ enum { VLMC_CONFIG_MAX_DEPTH = 256, VLMC_CONFIG_MAX_EOS = 8 };
  * transformers, which ignores the top-level copies when text_config is present. Below,
  * "text.X" means that lookup. */
 typedef struct {
-  int64_t vocab_size;              /* text.vocab_size */
-  int64_t hidden_size;             /* text.hidden_size */
-  int64_t intermediate_size;       /* text.intermediate_size */
-  int64_t num_hidden_layers;       /* text.num_hidden_layers */
-  int64_t num_attention_heads;     /* text.num_attention_heads */
-  int64_t num_key_value_heads;     /* text.num_key_value_heads */
-  int64_t head_dim;                /* derived: hidden_size / num_attention_heads (not stored) */
-  double rms_norm_eps;             /* text.rms_norm_eps */
+  int64_t vocab_size;          /* text.vocab_size */
+  int64_t hidden_size;         /* text.hidden_size */
+  int64_t intermediate_size;   /* text.intermediate_size */
+  int64_t num_hidden_layers;   /* text.num_hidden_layers */
+  int64_t num_attention_heads; /* text.num_attention_heads */
+  int64_t num_key_value_heads; /* text.num_key_value_heads */
+  int64_t head_dim;            /* derived: hidden_size / num_attention_heads (not stored) */
+  double rms_norm_eps;         /* text.rms_norm_eps */
   /* text.rope_parameters.rope_theta (5.x) | text.rope_theta */
   double rope_theta;
   /* text.rope_parameters.mrope_section (5.x) | text.rope_scaling.mrope_section; the sum must
@@ -55,31 +55,31 @@ typedef struct {
   int64_t mrope_section[3];
   int64_t max_position_embeddings; /* text.max_position_embeddings; 0 when absent (unused) */
   bool has_bos_token_id, has_eos_token_id;
-  int64_t bos_token_id;            /* text.bos_token_id (informational; see generation) */
-  int64_t eos_token_id;            /* text.eos_token_id (first one when a list) */
+  int64_t bos_token_id; /* text.bos_token_id (informational; see generation) */
+  int64_t eos_token_id; /* text.eos_token_id (first one when a list) */
 } vlmc_text_config_t;
 
 /* Vision tower: keys under `vision_config`. */
 typedef struct {
-  int64_t depth;                   /* vision_config.depth */
-  int64_t hidden_size;             /* vision_config.hidden_size (vision width, not the LLM's) */
-  int64_t intermediate_size;       /* vision_config.intermediate_size */
-  int64_t num_heads;               /* vision_config.num_heads */
-  int64_t head_dim;                /* derived: hidden_size / num_heads, a multiple of 4 */
-  int64_t out_hidden_size;         /* vision_config.out_hidden_size (= text hidden_size) */
-  int64_t in_channels;             /* vision_config.in_channels | in_chans (legacy); 3 */
-  int64_t patch_size;              /* vision_config.patch_size | spatial_patch_size (legacy) */
-  int64_t temporal_patch_size;     /* vision_config.temporal_patch_size */
-  int64_t spatial_merge_size;      /* vision_config.spatial_merge_size */
-  int64_t window_size;             /* vision_config.window_size, in pixels */
-  int64_t tokens_per_second;       /* vision_config.tokens_per_second (video positions) */
-  int fullatt_count;               /* vision_config.fullatt_block_indexes, sorted, distinct */
+  int64_t depth;               /* vision_config.depth */
+  int64_t hidden_size;         /* vision_config.hidden_size (vision width, not the LLM's) */
+  int64_t intermediate_size;   /* vision_config.intermediate_size */
+  int64_t num_heads;           /* vision_config.num_heads */
+  int64_t head_dim;            /* derived: hidden_size / num_heads, a multiple of 4 */
+  int64_t out_hidden_size;     /* vision_config.out_hidden_size (= text hidden_size) */
+  int64_t in_channels;         /* vision_config.in_channels | in_chans (legacy); 3 */
+  int64_t patch_size;          /* vision_config.patch_size | spatial_patch_size (legacy) */
+  int64_t temporal_patch_size; /* vision_config.temporal_patch_size */
+  int64_t spatial_merge_size;  /* vision_config.spatial_merge_size */
+  int64_t window_size;         /* vision_config.window_size, in pixels */
+  int64_t tokens_per_second;   /* vision_config.tokens_per_second (video positions) */
+  int fullatt_count;           /* vision_config.fullatt_block_indexes, sorted, distinct */
   int64_t fullatt_block_indexes[VLMC_CONFIG_MAX_DEPTH];
 } vlmc_vision_config_t;
 
 typedef struct {
-  vlmc_model_family_t family;      /* model_type */
-  bool nested;                     /* the text keys came from text_config */
+  vlmc_model_family_t family; /* model_type */
+  bool nested;                /* the text keys came from text_config */
   vlmc_text_config_t text;
   vlmc_vision_config_t vision;
   /* tie_word_embeddings | text_config.tie_word_embeddings (5.x decides by the top level and
@@ -87,10 +87,10 @@ typedef struct {
   bool tie_word_embeddings;
   /* Multimodal ids: top level | text_config (transformers keeps them top-level; some re-saves
    * copy them into text_config, sometimes as null). Each must be below text.vocab_size. */
-  int64_t image_token_id;          /* image_token_id */
-  int64_t video_token_id;          /* video_token_id */
-  int64_t vision_start_token_id;   /* vision_start_token_id */
-  int64_t vision_end_token_id;     /* vision_end_token_id */
+  int64_t image_token_id;        /* image_token_id */
+  int64_t video_token_id;        /* video_token_id */
+  int64_t vision_start_token_id; /* vision_start_token_id */
+  int64_t vision_end_token_id;   /* vision_end_token_id */
   /* dtype (5.x) | torch_dtype: "bfloat16", "float16" or "float32"; "" when absent */
   char weights_dtype[16];
 } vlmc_model_config_t;
@@ -106,19 +106,19 @@ typedef struct {
   /* Which file it came from (for messages): "preprocessor_config.json" or
    * "processor_config.json" (static strings). */
   const char *source;
-  int64_t min_pixels;              /* min_pixels | size.shortest_edge (a pixel area) */
-  int64_t max_pixels;              /* max_pixels | size.longest_edge (a pixel area) */
-  int64_t patch_size;              /* patch_size */
-  int64_t temporal_patch_size;     /* temporal_patch_size */
-  int64_t merge_size;              /* merge_size */
-  double image_mean[3];            /* image_mean */
-  double image_std[3];             /* image_std, each > 0 */
-  double rescale_factor;           /* rescale_factor; absent: 1/255 */
-  int64_t resample;                /* resample; absent: 3 (bicubic), the only one supported */
-  bool do_resize;                  /* do_resize; absent: true */
-  bool do_rescale;                 /* do_rescale; absent: true */
-  bool do_normalize;               /* do_normalize; absent: true */
-  bool do_convert_rgb;             /* do_convert_rgb; absent: true */
+  int64_t min_pixels;          /* min_pixels | size.shortest_edge (a pixel area) */
+  int64_t max_pixels;          /* max_pixels | size.longest_edge (a pixel area) */
+  int64_t patch_size;          /* patch_size */
+  int64_t temporal_patch_size; /* temporal_patch_size */
+  int64_t merge_size;          /* merge_size */
+  double image_mean[3];        /* image_mean */
+  double image_std[3];         /* image_std, each > 0 */
+  double rescale_factor;       /* rescale_factor; absent: 1/255 */
+  int64_t resample;            /* resample; absent: 3 (bicubic), the only one supported */
+  bool do_resize;              /* do_resize; absent: true */
+  bool do_rescale;             /* do_rescale; absent: true */
+  bool do_normalize;           /* do_normalize; absent: true */
+  bool do_convert_rgb;         /* do_convert_rgb; absent: true */
 } vlmc_preprocessor_config_t;
 
 /* preprocessor_config.json: the keys at the top level. */
@@ -137,17 +137,17 @@ vlmc_status_t vlmc_preprocessor_config_load(const char *dir,
 
 /* Every field is optional; has_X says whether the file set it. */
 typedef struct {
-  int eos_count;                   /* eos_token_id: an integer or a list; 0 when absent */
+  int eos_count; /* eos_token_id: an integer or a list; 0 when absent */
   int64_t eos_token_ids[VLMC_CONFIG_MAX_EOS];
   bool has_bos_token_id, has_pad_token_id;
-  int64_t bos_token_id;            /* bos_token_id */
-  int64_t pad_token_id;            /* pad_token_id */
+  int64_t bos_token_id; /* bos_token_id */
+  int64_t pad_token_id; /* pad_token_id */
   bool has_do_sample, has_temperature, has_top_k, has_top_p, has_repetition_penalty;
-  bool do_sample;                  /* do_sample */
-  double temperature;              /* temperature, >= 0 */
-  int64_t top_k;                   /* top_k, >= 0 */
-  double top_p;                    /* top_p, in (0, 1] */
-  double repetition_penalty;       /* repetition_penalty, > 0 */
+  bool do_sample;            /* do_sample */
+  double temperature;        /* temperature, >= 0 */
+  int64_t top_k;             /* top_k, >= 0 */
+  double top_p;              /* top_p, in (0, 1] */
+  double repetition_penalty; /* repetition_penalty, > 0 */
 } vlmc_generation_config_t;
 
 vlmc_status_t vlmc_generation_config_parse(const char *text, size_t len, const char *file,
@@ -158,12 +158,12 @@ vlmc_status_t vlmc_generation_config_load(const char *path, vlmc_generation_conf
 /* ---- tokenizer_config.json --------------------------------------------------------------- */
 
 typedef struct {
-  char *tokenizer_class;           /* tokenizer_class; NULL when absent (malloc'd) */
+  char *tokenizer_class; /* tokenizer_class; NULL when absent (malloc'd) */
   /* chat_template: a string, or the entry named "default" of a list of {name, template};
    * NULL when absent (malloc'd) */
   char *chat_template;
   bool has_add_bos_token;
-  bool add_bos_token;              /* add_bos_token */
+  bool add_bos_token; /* add_bos_token */
 } vlmc_tokenizer_config_t;
 
 vlmc_status_t vlmc_tokenizer_config_parse(const char *text, size_t len, const char *file,
@@ -175,16 +175,17 @@ void vlmc_tokenizer_config_deinit(vlmc_tokenizer_config_t *config);
 /* ---- the chat template ------------------------------------------------------------------- */
 
 typedef struct {
-  char *text;                      /* the template source, NUL-terminated (malloc'd) */
+  char *text; /* the template source, NUL-terminated (malloc'd) */
   size_t len;
-  char *source_path;               /* the file it came from (malloc'd) */
-} vlmc_chat_template_t;
+  char *source_path; /* the file it came from (malloc'd) */
+} vlmc_chat_template_source_t;
 
 /* Finds the chat template of a checkpoint folder, first of: chat_template.jinja (the whole
  * file), chat_template.json ({"chat_template": "..."}), tokenizer_config.json's
  * chat_template. VLMC_NOT_FOUND, naming the three, when none has one. The text is not
- * interpreted here. */
-vlmc_status_t vlmc_chat_template_load(const char *dir, vlmc_chat_template_t *out_template);
-void vlmc_chat_template_deinit(vlmc_chat_template_t *chat_template);
+ * interpreted here (frontend/chat_template.h recognises and renders it). */
+vlmc_status_t vlmc_chat_template_source_load(const char *dir,
+                                             vlmc_chat_template_source_t *out_source);
+void vlmc_chat_template_source_deinit(vlmc_chat_template_source_t *source);
 
 #endif

@@ -17,8 +17,7 @@ static vlmc_status_t parse_ids(const char *file, const cJSON *root,
   VLMC_RETURN_IF_ERROR(
       vlmc_json_int_opt(&bos, 0, MAX_TOKEN_ID, &config->bos_token_id, &config->has_bos_token_id));
   vlmc_json_ref_t pad = vlmc_json_ref(file, root, "", "pad_token_id");
-  return vlmc_json_int_opt(&pad, 0, MAX_TOKEN_ID, &config->pad_token_id,
-                           &config->has_pad_token_id);
+  return vlmc_json_int_opt(&pad, 0, MAX_TOKEN_ID, &config->pad_token_id, &config->has_pad_token_id);
 }
 
 /* Reads an optional number and checks lo < x (or lo <= x when `inclusive_lo`) and x <= hi. */
@@ -38,15 +37,15 @@ static vlmc_status_t parse_sampling(const char *file, const cJSON *root,
                                     vlmc_generation_config_t *config) {
   vlmc_json_ref_t do_sample = vlmc_json_ref(file, root, "", "do_sample");
   VLMC_RETURN_IF_ERROR(vlmc_json_bool_opt(&do_sample, &config->do_sample, &config->has_do_sample));
-  VLMC_RETURN_IF_ERROR(parse_bounded(file, root, "temperature", 0, true, 1e6,
-                                     &config->temperature, &config->has_temperature));
+  VLMC_RETURN_IF_ERROR(parse_bounded(file, root, "temperature", 0, true, 1e6, &config->temperature,
+                                     &config->has_temperature));
   vlmc_json_ref_t top_k = vlmc_json_ref(file, root, "", "top_k");
   VLMC_RETURN_IF_ERROR(
       vlmc_json_int_opt(&top_k, 0, MAX_TOKEN_ID, &config->top_k, &config->has_top_k));
   VLMC_RETURN_IF_ERROR(
       parse_bounded(file, root, "top_p", 0, false, 1, &config->top_p, &config->has_top_p));
-  return parse_bounded(file, root, "repetition_penalty", 0, false, 1e6,
-                       &config->repetition_penalty, &config->has_repetition_penalty);
+  return parse_bounded(file, root, "repetition_penalty", 0, false, 1e6, &config->repetition_penalty,
+                       &config->has_repetition_penalty);
 }
 
 vlmc_status_t vlmc_generation_config_parse(const char *text, size_t len, const char *file,

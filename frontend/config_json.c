@@ -83,6 +83,8 @@ vlmc_status_t vlmc_json_parse_document(const char *file, const char *text, size_
   int line, col;
   line_col(copy, stop, &line, &col);
   free(copy);
+  /* cJSON's error position is approximate (within a character or so; the last byte for an
+   * input that ends too early). */
   if (!root) return vlmc_status_make(VLMC_PARSE_ERROR, "%s:%d:%d: invalid JSON", file, line, col);
   if (stop < len) {
     cJSON_Delete(root);
@@ -132,8 +134,8 @@ vlmc_status_t vlmc_json_missing(const vlmc_json_ref_t *ref) {
   return vlmc_status_make(VLMC_NOT_FOUND, "%s: required key %s is missing", ref->file, ref->path);
 }
 
-vlmc_status_t vlmc_json_error(const vlmc_json_ref_t *ref, vlmc_status_code_t code,
-                              const char *fmt, ...) {
+vlmc_status_t vlmc_json_error(const vlmc_json_ref_t *ref, vlmc_status_code_t code, const char *fmt,
+                              ...) {
   va_list ap;
   va_start(ap, fmt);
   vlmc_status_t status = vlmc_status_makev(code, fmt, ap);
@@ -146,8 +148,7 @@ static vlmc_status_t wrong_type(const vlmc_json_ref_t *ref, const char *expected
                          vlmc_json_kind(ref->node));
 }
 
-static vlmc_status_t read_int(const vlmc_json_ref_t *ref, int64_t min, int64_t max,
-                              int64_t *out) {
+static vlmc_status_t read_int(const vlmc_json_ref_t *ref, int64_t min, int64_t max, int64_t *out) {
   if (!cJSON_IsNumber(ref->node)) return wrong_type(ref, "an integer");
   double value = ref->node->valuedouble;
   if (!isfinite(value) || value != floor(value) || fabs(value) > MAX_EXACT_INTEGER)
@@ -169,8 +170,8 @@ vlmc_status_t vlmc_json_int_req(const vlmc_json_ref_t *ref, int64_t min, int64_t
   return read_int(ref, min, max, out);
 }
 
-vlmc_status_t vlmc_json_int_opt(const vlmc_json_ref_t *ref, int64_t min, int64_t max,
-                                int64_t *out, bool *out_present) {
+vlmc_status_t vlmc_json_int_opt(const vlmc_json_ref_t *ref, int64_t min, int64_t max, int64_t *out,
+                                bool *out_present) {
   if (out_present) *out_present = ref->node != NULL;
   return ref->node ? read_int(ref, min, max, out) : NULL;
 }
@@ -290,8 +291,7 @@ vlmc_status_t vlmc_json_read_config_file(const char *path, const char *name, cha
   char *file = folder ? vlmc_json_path_join(path, name) : strdup(path);
   if (!file) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", path);
   vlmc_status_t status = vlmc_json_read_optional_file(file, out_text, out_len);
-  if (!status && !*out_text)
-    status = vlmc_status_make(VLMC_NOT_FOUND, "%s: no such file", file);
+  if (!status && !*out_text) status = vlmc_status_make(VLMC_NOT_FOUND, "%s: no such file", file);
   if (status) {
     free(file);
     return status;

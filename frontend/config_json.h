@@ -43,24 +43,22 @@ vlmc_json_ref_t vlmc_json_ref_index(const vlmc_json_ref_t *array, int index);
 /* "<file>: required key <path> is missing [(also looked for <also>)]". */
 vlmc_status_t vlmc_json_missing(const vlmc_json_ref_t *ref);
 /* "<file>: <path>: <message>", for consistency checks made by the callers. */
-vlmc_status_t vlmc_json_error(const vlmc_json_ref_t *ref, vlmc_status_code_t code,
-                              const char *fmt, ...) VLMC_PRINTF(3, 4);
+vlmc_status_t vlmc_json_error(const vlmc_json_ref_t *ref, vlmc_status_code_t code, const char *fmt,
+                              ...) VLMC_PRINTF(3, 4);
 
 /* Typed reads of a present value; each refuses the wrong JSON type or a value out of range.
  * The `_req` forms also refuse an absent value; the `_opt` forms leave *out untouched and set
  * *out_present (may be NULL) to false. */
-vlmc_status_t vlmc_json_int_req(const vlmc_json_ref_t *ref, int64_t min, int64_t max,
-                                int64_t *out);
-vlmc_status_t vlmc_json_int_opt(const vlmc_json_ref_t *ref, int64_t min, int64_t max,
-                                int64_t *out, bool *out_present);
+vlmc_status_t vlmc_json_int_req(const vlmc_json_ref_t *ref, int64_t min, int64_t max, int64_t *out);
+vlmc_status_t vlmc_json_int_opt(const vlmc_json_ref_t *ref, int64_t min, int64_t max, int64_t *out,
+                                bool *out_present);
 vlmc_status_t vlmc_json_double_req(const vlmc_json_ref_t *ref, double *out);
 vlmc_status_t vlmc_json_double_opt(const vlmc_json_ref_t *ref, double *out, bool *out_present);
 vlmc_status_t vlmc_json_bool_req(const vlmc_json_ref_t *ref, bool *out);
 vlmc_status_t vlmc_json_bool_opt(const vlmc_json_ref_t *ref, bool *out, bool *out_present);
 /* The string is borrowed from the document. */
 vlmc_status_t vlmc_json_string_req(const vlmc_json_ref_t *ref, const char **out);
-vlmc_status_t vlmc_json_string_opt(const vlmc_json_ref_t *ref, const char **out,
-                                   bool *out_present);
+vlmc_status_t vlmc_json_string_opt(const vlmc_json_ref_t *ref, const char **out, bool *out_present);
 /* A present value must be an object / an array of exactly `count` elements (count < 0: any). */
 vlmc_status_t vlmc_json_expect_object(const vlmc_json_ref_t *ref);
 vlmc_status_t vlmc_json_expect_array(const vlmc_json_ref_t *ref, int count);

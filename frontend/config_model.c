@@ -15,8 +15,8 @@
 typedef struct {
   const char *file;
   const cJSON *root;
-  const cJSON *text;   /* text_config, or NULL for the legacy flat layout */
-  const cJSON *vision; /* vision_config */
+  const cJSON *text;                  /* text_config, or NULL for the legacy flat layout */
+  const cJSON *vision;                /* vision_config */
   char rope_path[VLMC_JSON_PATH_MAX]; /* the rope object parse_rope read, for messages */
 } model_doc_t;
 
@@ -78,8 +78,10 @@ static vlmc_status_t require_silu(const vlmc_json_ref_t *ref) {
   const char *act;
   VLMC_RETURN_IF_ERROR(vlmc_json_string_req(ref, &act));
   if (strcmp(act, "silu") != 0)
-    return vlmc_json_error(ref, VLMC_UNSUPPORTED, "activation '%.40s' is not supported (Qwen2.5-VL "
-                           "uses 'silu')", act);
+    return vlmc_json_error(ref, VLMC_UNSUPPORTED,
+                           "activation '%.40s' is not supported (Qwen2.5-VL "
+                           "uses 'silu')",
+                           act);
   return NULL;
 }
 
@@ -93,7 +95,9 @@ static vlmc_status_t parse_family(const model_doc_t *doc, vlmc_model_family_t *o
     *out = VLMC_MODEL_QWEN2_5_VL;
     return NULL;
   }
-  static const struct { const char *type, *name; } later[] = {
+  static const struct {
+    const char *type, *name;
+  } later[] = {
       {"qwen2_vl", "Qwen2-VL"}, {"qwen3_vl", "Qwen3-VL"}, {"qwen3_vl_moe", "Qwen3-VL-MoE"}};
   for (size_t i = 0; i < sizeof later / sizeof later[0]; ++i)
     if (strcmp(type, later[i].type) == 0)
@@ -135,9 +139,9 @@ static vlmc_status_t parse_rope(model_doc_t *doc, vlmc_text_config_t *text) {
   const char *type_name = "default";
   VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&type, &type_name, NULL));
   if (strcmp(type_name, "default") != 0 && strcmp(type_name, "mrope") != 0)
-    return vlmc_json_error(&type, VLMC_UNSUPPORTED,
-                           "'%.40s' is not supported (Qwen2.5-VL uses M-RoPE: 'mrope' or 'default')",
-                           type_name);
+    return vlmc_json_error(
+        &type, VLMC_UNSUPPORTED,
+        "'%.40s' is not supported (Qwen2.5-VL uses M-RoPE: 'mrope' or 'default')", type_name);
 
   vlmc_json_ref_t section = vlmc_json_ref(doc->file, rope->node, rope->path, "mrope_section");
   if (!section.node) return vlmc_json_missing(&section);
@@ -150,8 +154,10 @@ static vlmc_status_t parse_rope(model_doc_t *doc, vlmc_text_config_t *text) {
   vlmc_json_ref_t theta = vlmc_json_ref(doc->file, rope->node, rope->path, "rope_theta");
   if (!theta.node) {
     vlmc_json_ref_t flat = text_ref(doc, "rope_theta");
-    if (flat.node) theta = flat;
-    else snprintf(theta.also, sizeof theta.also, "%s", flat.path);
+    if (flat.node)
+      theta = flat;
+    else
+      snprintf(theta.also, sizeof theta.also, "%s", flat.path);
   }
   VLMC_RETURN_IF_ERROR(vlmc_json_double_req(&theta, &text->rope_theta));
   if (!(text->rope_theta > 0))
@@ -288,7 +294,8 @@ static vlmc_status_t parse_multimodal(const model_doc_t *doc, vlmc_model_config_
 /* ---- consistency ------------------------------------------------------------------------- */
 
 static vlmc_status_t check_text(const model_doc_t *doc, vlmc_text_config_t *text) {
-  vlmc_json_ref_t hidden = text_ref(doc, "hidden_size"), heads = text_ref(doc, "num_attention_heads");
+  vlmc_json_ref_t hidden = text_ref(doc, "hidden_size"),
+                  heads = text_ref(doc, "num_attention_heads");
   vlmc_json_ref_t kv = text_ref(doc, "num_key_value_heads");
   if (text->hidden_size % text->num_attention_heads != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: %s %lld is not divisible by %s %lld",
@@ -303,10 +310,10 @@ static vlmc_status_t check_text(const model_doc_t *doc, vlmc_text_config_t *text
   if (text->head_dim % 2 != 0 || sum != text->head_dim / 2) {
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "%s: %s.mrope_section [%lld,%lld,%lld] sums to %lld, rotary half-width "
-                            "is %lld%s", doc->file, doc->rope_path,
-                            (long long)text->mrope_section[0], (long long)text->mrope_section[1],
-                            (long long)text->mrope_section[2], (long long)sum,
-                            (long long)(text->head_dim / 2),
+                            "is %lld%s",
+                            doc->file, doc->rope_path, (long long)text->mrope_section[0],
+                            (long long)text->mrope_section[1], (long long)text->mrope_section[2],
+                            (long long)sum, (long long)(text->head_dim / 2),
                             text->head_dim % 2 ? " (head_dim is odd)" : "");
   }
   return NULL;
@@ -318,29 +325,32 @@ static vlmc_status_t check_vision(const model_doc_t *doc, vlmc_vision_config_t *
   if (vision->hidden_size % vision->num_heads != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "%s: vision_config.hidden_size %lld is not divisible by "
-                            "vision_config.num_heads %lld", file, (long long)vision->hidden_size,
-                            (long long)vision->num_heads);
+                            "vision_config.num_heads %lld",
+                            file, (long long)vision->hidden_size, (long long)vision->num_heads);
   vision->head_dim = vision->hidden_size / vision->num_heads;
   if (vision->head_dim % 4 != 0)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "%s: vision head_dim %lld (vision_config.hidden_size / num_heads) is not "
-                            "a multiple of 4, which the 2-D rotary embedding needs", file,
-                            (long long)vision->head_dim);
+    return vlmc_status_make(
+        VLMC_INVALID_ARGUMENT,
+        "%s: vision head_dim %lld (vision_config.hidden_size / num_heads) is not "
+        "a multiple of 4, which the 2-D rotary embedding needs",
+        file, (long long)vision->head_dim);
   if (vision->out_hidden_size != text->hidden_size)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "%s: vision_config.out_hidden_size %lld differs from %s %lld (the "
-                            "merger feeds the text model)", file,
-                            (long long)vision->out_hidden_size, text_ref(doc, "hidden_size").path,
-                            (long long)text->hidden_size);
+                            "merger feeds the text model)",
+                            file, (long long)vision->out_hidden_size,
+                            text_ref(doc, "hidden_size").path, (long long)text->hidden_size);
   if (vision->in_channels != 3)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: vision_config.in_channels %lld: only RGB (3) "
-                            "images are supported", file, (long long)vision->in_channels);
+    return vlmc_status_make(VLMC_UNSUPPORTED,
+                            "%s: vision_config.in_channels %lld: only RGB (3) "
+                            "images are supported",
+                            file, (long long)vision->in_channels);
   int64_t merged_patch = vision->patch_size * vision->spatial_merge_size;
   if (vision->window_size % merged_patch != 0)
     return vlmc_status_make(VLMC_UNSUPPORTED,
                             "%s: vision_config.window_size %lld is not a multiple of patch_size * "
-                            "spatial_merge_size = %lld", file, (long long)vision->window_size,
-                            (long long)merged_patch);
+                            "spatial_merge_size = %lld",
+                            file, (long long)vision->window_size, (long long)merged_patch);
   return NULL;
 }
 
@@ -356,8 +366,8 @@ static vlmc_status_t check_ids(const model_doc_t *doc, const vlmc_model_config_t
   const vlmc_text_config_t *text = &config->text;
   VLMC_RETURN_IF_ERROR(check_id_below_vocab(doc, "image_token_id", config->image_token_id, text));
   VLMC_RETURN_IF_ERROR(check_id_below_vocab(doc, "video_token_id", config->video_token_id, text));
-  VLMC_RETURN_IF_ERROR(check_id_below_vocab(doc, "vision_start_token_id",
-                                            config->vision_start_token_id, text));
+  VLMC_RETURN_IF_ERROR(
+      check_id_below_vocab(doc, "vision_start_token_id", config->vision_start_token_id, text));
   VLMC_RETURN_IF_ERROR(
       check_id_below_vocab(doc, "vision_end_token_id", config->vision_end_token_id, text));
   if (text->has_bos_token_id && text->bos_token_id >= text->vocab_size)

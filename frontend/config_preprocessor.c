@@ -29,8 +29,10 @@ static vlmc_status_t parse_pixels(const pre_doc_t *doc, const char *key, const c
     vlmc_json_ref_t size = pre_ref(doc, "size");
     VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&size));
     vlmc_json_ref_t edge = vlmc_json_ref(doc->file, size.node, size.path, size_key);
-    if (edge.node) ref = edge;
-    else snprintf(ref.also, sizeof ref.also, "%s", edge.path);
+    if (edge.node)
+      ref = edge;
+    else
+      snprintf(ref.also, sizeof ref.also, "%s", edge.path);
   }
   return vlmc_json_int_req(&ref, 1, MAX_PIXELS_LIMIT, out);
 }
@@ -163,5 +165,6 @@ vlmc_status_t vlmc_preprocessor_config_load(const char *dir,
   if (found) return NULL;
   return vlmc_status_make(VLMC_NOT_FOUND,
                           "%s: no image processor settings (neither processor_config.json with "
-                          "image_processor nor preprocessor_config.json)", dir);
+                          "image_processor nor preprocessor_config.json)",
+                          dir);
 }

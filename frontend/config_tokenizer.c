@@ -20,7 +20,8 @@ static vlmc_status_t parse_chat_template(const vlmc_json_ref_t *ref, char **out)
   if (!ref->node) return NULL;
   if (cJSON_IsString(ref->node)) return copy_string(ref->file, ref->node->valuestring, out);
   if (!cJSON_IsArray(ref->node))
-    return vlmc_json_error(ref, VLMC_PARSE_ERROR, "expected a string or a list of templates, got %s",
+    return vlmc_json_error(ref, VLMC_PARSE_ERROR,
+                           "expected a string or a list of templates, got %s",
                            vlmc_json_kind(ref->node));
   int count = cJSON_GetArraySize(ref->node);
   for (int i = 0; i < count; ++i) {
@@ -44,7 +45,8 @@ static vlmc_status_t parse_tokenizer_fields(const char *file, const cJSON *root,
   VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&cls, &cls_text, &has_class));
   if (has_class) VLMC_RETURN_IF_ERROR(copy_string(file, cls_text, &config->tokenizer_class));
   vlmc_json_ref_t bos = vlmc_json_ref(file, root, "", "add_bos_token");
-  VLMC_RETURN_IF_ERROR(vlmc_json_bool_opt(&bos, &config->add_bos_token, &config->has_add_bos_token));
+  VLMC_RETURN_IF_ERROR(
+      vlmc_json_bool_opt(&bos, &config->add_bos_token, &config->has_add_bos_token));
   vlmc_json_ref_t chat = vlmc_json_ref(file, root, "", "chat_template");
   return parse_chat_template(&chat, &config->chat_template);
 }
@@ -101,8 +103,8 @@ static vlmc_status_t template_from_json(const char *file, const char *text, size
   return status;
 }
 
-static vlmc_status_t template_from_tokenizer_config(const char *file, const char *text,
-                                                    size_t len, char **out) {
+static vlmc_status_t template_from_tokenizer_config(const char *file, const char *text, size_t len,
+                                                    char **out) {
   vlmc_tokenizer_config_t config;
   VLMC_RETURN_IF_ERROR(vlmc_tokenizer_config_parse(text, len, file, &config));
   *out = config.chat_template; /* may be NULL: no template there */
@@ -115,7 +117,7 @@ typedef enum { SOURCE_JINJA, SOURCE_JSON, SOURCE_TOKENIZER_CONFIG } template_sou
 
 /* Tries one candidate file; *out_text stays NULL when the file is absent or has no template. */
 static vlmc_status_t try_template_file(const char *dir, const char *name, template_source_t kind,
-                                       vlmc_chat_template_t *out) {
+                                       vlmc_chat_template_source_t *out) {
   char *path = vlmc_json_path_join(dir, name), *text = NULL;
   size_t len = 0;
   if (!path) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", dir);
@@ -135,34 +137,42 @@ static vlmc_status_t try_template_file(const char *dir, const char *name, templa
   if (!status && out->text && kind != SOURCE_JINJA) out->len = strlen(out->text);
   if (!status && out->text && out->len == 0)
     status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: the chat template is empty", path);
-  if (!status && out->text) out->source_path = path;
-  else free(path);
+  if (!status && out->text)
+    out->source_path = path;
+  else
+    free(path);
   return status;
 }
 
-vlmc_status_t vlmc_chat_template_load(const char *dir, vlmc_chat_template_t *out_template) {
-  memset(out_template, 0, sizeof *out_template);
-  static const struct { const char *name; template_source_t kind; } candidates[] = {
+vlmc_status_t vlmc_chat_template_source_load(const char *dir,
+                                             vlmc_chat_template_source_t *out_source) {
+  memset(out_source, 0, sizeof *out_source);
+  static const struct {
+    const char *name;
+    template_source_t kind;
+  } candidates[] = {
       {"chat_template.jinja", SOURCE_JINJA},
       {"chat_template.json", SOURCE_JSON},
       {"tokenizer_config.json", SOURCE_TOKENIZER_CONFIG},
   };
   for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; ++i) {
-    vlmc_status_t status = try_template_file(dir, candidates[i].name, candidates[i].kind,
-                                             out_template);
+    vlmc_status_t status =
+        try_template_file(dir, candidates[i].name, candidates[i].kind, out_source);
     if (status) {
-      vlmc_chat_template_deinit(out_template);
+      vlmc_chat_template_source_deinit(out_source);
       return status;
     }
-    if (out_template->source_path) return NULL;
+    if (out_source->source_path) return NULL;
   }
-  return vlmc_status_make(VLMC_NOT_FOUND,
-                          "%s: no chat template (looked for chat_template.jinja, chat_template.json "
-                          "and tokenizer_config.json's chat_template)", dir);
+  return vlmc_status_make(
+      VLMC_NOT_FOUND,
+      "%s: no chat template (looked for chat_template.jinja, chat_template.json "
+      "and tokenizer_config.json's chat_template)",
+      dir);
 }
 
-void vlmc_chat_template_deinit(vlmc_chat_template_t *chat_template) {
-  free(chat_template->text);
-  free(chat_template->source_path);
-  memset(chat_template, 0, sizeof *chat_template);
+void vlmc_chat_template_source_deinit(vlmc_chat_template_source_t *source) {
+  free(source->text);
+  free(source->source_path);
+  memset(source, 0, sizeof *source);
 }

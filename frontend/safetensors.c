@@ -30,11 +30,10 @@ typedef struct {
 } dtype_info_t;
 
 static const dtype_info_t dtype_table[] = {
-    [VLMC_ST_F32] = {"F32", 1, 4},  [VLMC_ST_F16] = {"F16", 1, 2},
-    [VLMC_ST_BF16] = {"BF16", 1, 2}, [VLMC_ST_F64] = {"F64", 1, 8},
-    [VLMC_ST_I64] = {"I64", 1, 8},  [VLMC_ST_I32] = {"I32", 1, 4},
-    [VLMC_ST_I16] = {"I16", 1, 2},  [VLMC_ST_I8] = {"I8", 1, 1},
-    [VLMC_ST_U8] = {"U8", 1, 1},    [VLMC_ST_BOOL] = {"BOOL", 1, 1},
+    [VLMC_ST_F32] = {"F32", 1, 4},   [VLMC_ST_F16] = {"F16", 1, 2}, [VLMC_ST_BF16] = {"BF16", 1, 2},
+    [VLMC_ST_F64] = {"F64", 1, 8},   [VLMC_ST_I64] = {"I64", 1, 8}, [VLMC_ST_I32] = {"I32", 1, 4},
+    [VLMC_ST_I16] = {"I16", 1, 2},   [VLMC_ST_I8] = {"I8", 1, 1},   [VLMC_ST_U8] = {"U8", 1, 1},
+    [VLMC_ST_BOOL] = {"BOOL", 1, 1},
 };
 enum { DTYPE_COUNT = sizeof dtype_table / sizeof dtype_table[0] };
 
@@ -121,8 +120,8 @@ uint16_t vlmc_st_f32_to_f16(float value) {
   uint32_t bits = f32_to_bits(value);
   uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
   uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;      /* NaN */
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;     /* rounds past 65504: infinity */
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u; /* rounds past 65504: infinity */
   if (magnitude < 0x38800000u) {
     /* Below the smallest normal: count units of 2^-24, rounded to nearest even by rint in
      * the default rounding mode; 1024 units is the smallest normal, whose encoding it is. */
@@ -229,18 +228,18 @@ static void format_shape(const int64_t *shape, int rank, char *buf, size_t size)
 }
 
 typedef struct {
-  const char *label;   /* the file, for messages */
-  const char *name;    /* the tensor, for messages */
+  const char *label; /* the file, for messages */
+  const char *name;  /* the tensor, for messages */
 } entry_ctx_t;
 
-#define ENTRY_ERROR(ctx, code, fmt, ...)                                                  \
+#define ENTRY_ERROR(ctx, code, fmt, ...) \
   vlmc_status_make((code), "%s: tensor '%.200s': " fmt, (ctx)->label, (ctx)->name, __VA_ARGS__)
 
-static vlmc_status_t parse_dtype(const entry_ctx_t *ctx, const cJSON *item,
-                                 vlmc_st_dtype_t *out) {
+static vlmc_status_t parse_dtype(const entry_ctx_t *ctx, const cJSON *item, vlmc_st_dtype_t *out) {
   if (!item) return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "%s", "missing \"dtype\"");
   if (!cJSON_IsString(item))
-    return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "dtype: expected a string, got %s", vlmc_json_kind(item));
+    return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "dtype: expected a string, got %s",
+                       vlmc_json_kind(item));
   if (vlmc_st_dtype_from_name(item->valuestring, out)) return NULL;
   for (size_t i = 0; i < sizeof unsupported_dtypes / sizeof unsupported_dtypes[0]; ++i)
     if (strcmp(item->valuestring, unsupported_dtypes[i]) == 0)
@@ -252,7 +251,8 @@ static vlmc_status_t parse_shape(const entry_ctx_t *ctx, const cJSON *item,
                                  vlmc_st_tensor_t *tensor, uint64_t *out_count) {
   if (!item) return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "%s", "missing \"shape\"");
   if (!cJSON_IsArray(item))
-    return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "shape: expected an array, got %s", vlmc_json_kind(item));
+    return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "shape: expected an array, got %s",
+                       vlmc_json_kind(item));
   int rank = cJSON_GetArraySize(item);
   if (rank > VLMC_ST_MAX_RANK)
     return ENTRY_ERROR(ctx, VLMC_UNSUPPORTED, "shape has rank %d, at most %d is supported", rank,
@@ -263,8 +263,8 @@ static vlmc_status_t parse_shape(const entry_ctx_t *ctx, const cJSON *item,
     uint64_t value;
     if (!json_to_u64(dim, &value)) {
       if (cJSON_IsNumber(dim))
-        return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "shape[%d] = %g is not a non-negative integer",
-                           i, dim->valuedouble);
+        return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "shape[%d] = %g is not a non-negative integer", i,
+                           dim->valuedouble);
       return ENTRY_ERROR(ctx, VLMC_PARSE_ERROR, "shape[%d]: expected an integer, got %s", i,
                          vlmc_json_kind(dim));
     }
@@ -291,10 +291,9 @@ static vlmc_status_t parse_offsets(const entry_ctx_t *ctx, const cJSON *item, ui
     return ENTRY_ERROR(ctx, VLMC_OUT_OF_RANGE, "data_offsets [%llu, %llu]: begin is after end",
                        (unsigned long long)begin, (unsigned long long)end);
   if (end > data_size)
-    return ENTRY_ERROR(ctx, VLMC_OUT_OF_RANGE,
-                       "data_offsets [%llu, %llu] run past the data area (%llu bytes)",
-                       (unsigned long long)begin, (unsigned long long)end,
-                       (unsigned long long)data_size);
+    return ENTRY_ERROR(
+        ctx, VLMC_OUT_OF_RANGE, "data_offsets [%llu, %llu] run past the data area (%llu bytes)",
+        (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_size);
   *out_begin = begin;
   *out_end = end;
   return NULL;
@@ -338,8 +337,8 @@ static vlmc_status_t parse_tensor_entry(vlmc_st_archive_t *archive, int shard, c
 static vlmc_status_t parse_metadata(vlmc_st_archive_t *archive, int shard, const char *label,
                                     const cJSON *object) {
   if (!cJSON_IsObject(object))
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: __metadata__: expected an object, got %s",
-                            label, vlmc_json_kind(object));
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: __metadata__: expected an object, got %s", label,
+                            vlmc_json_kind(object));
   for (const cJSON *item = object->child; item; item = item->next) {
     if (!cJSON_IsString(item))
       return vlmc_status_make(VLMC_PARSE_ERROR,
@@ -412,8 +411,8 @@ static vlmc_status_t parse_json_header(const char *label, const unsigned char *t
                             label, 8 + stop);
   if (stop < len) {
     cJSON_Delete(root);
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: unexpected text after the JSON header at byte %zu",
-                            label, 8 + stop);
+    return vlmc_status_make(
+        VLMC_PARSE_ERROR, "%s: unexpected text after the JSON header at byte %zu", label, 8 + stop);
   }
   *out_root = root;
   return NULL;
@@ -428,9 +427,9 @@ static vlmc_status_t read_header_length(const char *label, const unsigned char *
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = length << 8 | data[i];
   if (length > VLMC_ST_MAX_HEADER_BYTES)
-    return vlmc_status_make(VLMC_OUT_OF_RANGE, "%s: header length %llu exceeds the limit of %llu bytes",
-                            label, (unsigned long long)length,
-                            (unsigned long long)VLMC_ST_MAX_HEADER_BYTES);
+    return vlmc_status_make(
+        VLMC_OUT_OF_RANGE, "%s: header length %llu exceeds the limit of %llu bytes", label,
+        (unsigned long long)length, (unsigned long long)VLMC_ST_MAX_HEADER_BYTES);
   if (length > size - 8)
     return vlmc_status_make(VLMC_OUT_OF_RANGE,
                             "%s: header length %llu runs past the end of the file (%zu bytes)",
@@ -440,8 +439,8 @@ static vlmc_status_t read_header_length(const char *label, const unsigned char *
 }
 
 /* Parses the safetensors image of shard `shard` (data/size) into the archive. */
-static vlmc_status_t parse_shard(vlmc_st_archive_t *archive, int shard,
-                                 const unsigned char *data, size_t size) {
+static vlmc_status_t parse_shard(vlmc_st_archive_t *archive, int shard, const unsigned char *data,
+                                 size_t size) {
   const char *label = archive->shards[shard].path;
   uint64_t header_length = 0;
   VLMC_RETURN_IF_ERROR(read_header_length(label, data, size, &header_length));
@@ -492,8 +491,7 @@ static vlmc_status_t archive_finish(vlmc_st_archive_t *archive) {
 
 /* ---- opening ----------------------------------------------------------------------------- */
 
-static vlmc_status_t open_shard_file(vlmc_st_archive_t *archive, const char *path,
-                                     int *out_shard) {
+static vlmc_status_t open_shard_file(vlmc_st_archive_t *archive, const char *path, int *out_shard) {
   int shard = archive_add_shard(archive, path);
   if (shard < 0) return out_of_memory(path);
   VLMC_RETURN_IF_ERROR(vlmc_file_map(path, &archive->shards[shard].mapping));
@@ -571,12 +569,14 @@ static vlmc_status_t index_collect_files(index_t *index) {
   if (!index->files) return out_of_memory(label);
   for (const cJSON *item = index->weight_map->child; item; item = item->next) {
     if (!cJSON_IsString(item))
-      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: weight_map.%.200s: expected a file name, got %s",
-                              label, item->string, vlmc_json_kind(item));
+      return vlmc_status_make(VLMC_PARSE_ERROR,
+                              "%s: weight_map.%.200s: expected a file name, got %s", label,
+                              item->string, vlmc_json_kind(item));
     if (!is_plain_file_name(item->valuestring))
       return vlmc_status_make(VLMC_PARSE_ERROR,
                               "%s: weight_map.%.200s: '%.200s' is not a file name in the index's "
-                              "folder", label, item->string, item->valuestring);
+                              "folder",
+                              label, item->string, item->valuestring);
     index->files[index->file_count++] = item->valuestring;
   }
   qsort(index->files, index->file_count, sizeof *index->files, compare_strings);
@@ -596,8 +596,10 @@ static vlmc_status_t index_verify(const index_t *index, const vlmc_st_archive_t 
     const char *base = holder ? strrchr(holder, '/') : NULL;
     base = base ? base + 1 : holder;
     if (!tensor || strcmp(base, item->valuestring) != 0)
-      return vlmc_status_make(VLMC_NOT_FOUND, "%s: weight_map puts '%.200s' in %s, which does not "
-                              "hold it%s%s", index->index_path, item->string, item->valuestring,
+      return vlmc_status_make(VLMC_NOT_FOUND,
+                              "%s: weight_map puts '%.200s' in %s, which does not "
+                              "hold it%s%s",
+                              index->index_path, item->string, item->valuestring,
                               tensor ? "; it is in " : "", tensor ? holder : "");
   }
   return NULL;
@@ -650,9 +652,9 @@ static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir)
   } else if (is_regular_file(index)) {
     status = open_index(archive, index);
   } else {
-    status = vlmc_status_make(VLMC_NOT_FOUND,
-                              "%s: holds neither model.safetensors nor model.safetensors.index.json",
-                              dir);
+    status = vlmc_status_make(
+        VLMC_NOT_FOUND, "%s: holds neither model.safetensors nor model.safetensors.index.json",
+        dir);
   }
   free(single);
   free(index);
@@ -715,8 +717,10 @@ const vlmc_st_tensor_t *vlmc_st_archive_find(const vlmc_st_archive_t *archive, c
     size_t mid = lo + (hi - lo) / 2;
     int cmp = strcmp(archive->tensors[mid].name, name);
     if (cmp == 0) return &archive->tensors[mid];
-    if (cmp < 0) lo = mid + 1;
-    else hi = mid;
+    if (cmp < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return NULL;
 }
@@ -734,8 +738,7 @@ size_t vlmc_st_archive_metadata_count(const vlmc_st_archive_t *archive) {
   return archive->metadata_count;
 }
 
-const vlmc_st_metadata_t *vlmc_st_archive_metadata(const vlmc_st_archive_t *archive,
-                                                   size_t index) {
+const vlmc_st_metadata_t *vlmc_st_archive_metadata(const vlmc_st_archive_t *archive, size_t index) {
   assert(index < archive->metadata_count);
   return &archive->metadata[index];
 }
@@ -751,13 +754,41 @@ const char *vlmc_st_archive_metadata_find(const vlmc_st_archive_t *archive, cons
 /* Elements are read with memcpy: tensor data inside a mapping is not aligned. */
 static float element_to_f32(vlmc_st_dtype_t dtype, const unsigned char *p) {
   switch (dtype) {
-    case VLMC_ST_F32: { float v; memcpy(&v, p, 4); return v; }
-    case VLMC_ST_F16: { uint16_t v; memcpy(&v, p, 2); return vlmc_st_f16_to_f32(v); }
-    case VLMC_ST_BF16: { uint16_t v; memcpy(&v, p, 2); return vlmc_st_bf16_to_f32(v); }
-    case VLMC_ST_F64: { double v; memcpy(&v, p, 8); return (float)v; }
-    case VLMC_ST_I64: { int64_t v; memcpy(&v, p, 8); return (float)v; }
-    case VLMC_ST_I32: { int32_t v; memcpy(&v, p, 4); return (float)v; }
-    case VLMC_ST_I16: { int16_t v; memcpy(&v, p, 2); return (float)v; }
+    case VLMC_ST_F32: {
+      float v;
+      memcpy(&v, p, 4);
+      return v;
+    }
+    case VLMC_ST_F16: {
+      uint16_t v;
+      memcpy(&v, p, 2);
+      return vlmc_st_f16_to_f32(v);
+    }
+    case VLMC_ST_BF16: {
+      uint16_t v;
+      memcpy(&v, p, 2);
+      return vlmc_st_bf16_to_f32(v);
+    }
+    case VLMC_ST_F64: {
+      double v;
+      memcpy(&v, p, 8);
+      return (float)v;
+    }
+    case VLMC_ST_I64: {
+      int64_t v;
+      memcpy(&v, p, 8);
+      return (float)v;
+    }
+    case VLMC_ST_I32: {
+      int32_t v;
+      memcpy(&v, p, 4);
+      return (float)v;
+    }
+    case VLMC_ST_I16: {
+      int16_t v;
+      memcpy(&v, p, 2);
+      return (float)v;
+    }
     case VLMC_ST_I8: return (float)(int8_t)p[0];
     case VLMC_ST_U8: return (float)p[0];
     case VLMC_ST_BOOL: return p[0] ? 1.0f : 0.0f;
@@ -807,8 +838,8 @@ static vlmc_status_t check_write_tensor(const char *path, const vlmc_st_write_te
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s': invalid dtype %d", path,
                             t->name, (int)t->dtype);
   if (t->rank < 0 || t->rank > VLMC_ST_MAX_RANK || (t->rank > 0 && !t->shape))
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s': rank %d is not in 0..%d",
-                            path, t->name, t->rank, VLMC_ST_MAX_RANK);
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s': rank %d is not in 0..%d", path,
+                            t->name, t->rank, VLMC_ST_MAX_RANK);
   uint64_t count = 1;
   for (int i = 0; i < t->rank; ++i) {
     if (t->shape[i] < 0 || !vlmc_mul_u64(count, (uint64_t)t->shape[i], &count))
@@ -833,8 +864,8 @@ static vlmc_status_t check_unique_names(const char *path, const vlmc_st_write_te
   vlmc_status_t status = NULL;
   for (size_t i = 1; i < count && !status; ++i)
     if (strcmp(names[i - 1], names[i]) == 0)
-      status = vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s' is given twice", path,
-                                names[i]);
+      status =
+          vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s' is given twice", path, names[i]);
   free(names);
   return status;
 }

@@ -45,13 +45,13 @@ enum { VLMC_ST_MAX_RANK = 8 };
 #define VLMC_ST_MAX_HEADER_BYTES ((uint64_t)100000000)
 
 typedef struct {
-  const char *name;          /* NUL-terminated, owned by the archive */
+  const char *name; /* NUL-terminated, owned by the archive */
   vlmc_st_dtype_t dtype;
   int rank;
   int64_t shape[VLMC_ST_MAX_RANK];
-  const void *data;          /* points into the mapping; not necessarily aligned */
-  size_t nbytes;             /* = element count * dtype size, checked on open */
-  int shard;                 /* index of the file it lives in */
+  const void *data; /* points into the mapping; not necessarily aligned */
+  size_t nbytes;    /* = element count * dtype size, checked on open */
+  int shard;        /* index of the file it lives in */
 } vlmc_st_tensor_t;
 
 /* One `__metadata__` entry (the format allows only string values). */
@@ -92,12 +92,11 @@ int vlmc_st_archive_shard_count(const vlmc_st_archive_t *archive);
 
 /* `__metadata__` of every shard, shard by shard, in file order. */
 size_t vlmc_st_archive_metadata_count(const vlmc_st_archive_t *archive);
-const vlmc_st_metadata_t *vlmc_st_archive_metadata(const vlmc_st_archive_t *archive,
-                                                   size_t index);
+const vlmc_st_metadata_t *vlmc_st_archive_metadata(const vlmc_st_archive_t *archive, size_t index);
 /* The first value for `key` (lowest shard); NULL when absent. */
 const char *vlmc_st_archive_metadata_find(const vlmc_st_archive_t *archive, const char *key);
 
-const char *vlmc_st_dtype_name(vlmc_st_dtype_t dtype);  /* "F32", "BF16", ... */
+const char *vlmc_st_dtype_name(vlmc_st_dtype_t dtype); /* "F32", "BF16", ... */
 /* Bytes per element of the plain dtypes. */
 size_t vlmc_st_dtype_size(vlmc_st_dtype_t dtype);
 /* false for an unknown name. Names are the format's, case-sensitive ("BF16"). */

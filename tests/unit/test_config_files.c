@@ -22,7 +22,8 @@ static vlmc_status_t gen_text(const char *text, vlmc_generation_config_t *out) {
 }
 
 /* A minimal valid preprocessor config with `extra` spliced in after the brace. */
-static vlmc_status_t pre_with(const char *extra, const char *sizes, vlmc_preprocessor_config_t *out) {
+static vlmc_status_t pre_with(const char *extra, const char *sizes,
+                              vlmc_preprocessor_config_t *out) {
   char text[1024];
   snprintf(text, sizeof text,
            "{%s%s\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2,"
@@ -91,16 +92,18 @@ static void test_processor_config(void) {
   EXPECT_EQ_INT(c.max_pixels, 12845056);
   EXPECT_NEAR(c.rescale_factor, 0.00392156862745098, 0);
   const char *no_section = "{\"processor_class\":\"Qwen2_5_VLProcessor\"}";
-  EXPECT_ERROR(vlmc_processor_config_parse(no_section, strlen(no_section), "processor_config.json",
-                                           &c),
-               "processor_config.json: required key image_processor is missing");
+  EXPECT_ERROR(
+      vlmc_processor_config_parse(no_section, strlen(no_section), "processor_config.json", &c),
+      "processor_config.json: required key image_processor is missing");
   const char *bad = "{\"image_processor\":{\"patch_size\":\"14\"}}";
   EXPECT_ERROR(vlmc_processor_config_parse(bad, strlen(bad), "processor_config.json", &c),
                "processor_config.json: required key image_processor.min_pixels is missing (also "
                "looked for image_processor.size.shortest_edge)");
-  const char *bad_type = "{\"image_processor\":{\"min_pixels\":1,\"max_pixels\":2,\"patch_size\":\"14\"}}";
-  EXPECT_ERROR(vlmc_processor_config_parse(bad_type, strlen(bad_type), "processor_config.json", &c),
-               "processor_config.json: image_processor.patch_size: expected an integer, got a string");
+  const char *bad_type =
+      "{\"image_processor\":{\"min_pixels\":1,\"max_pixels\":2,\"patch_size\":\"14\"}}";
+  EXPECT_ERROR(
+      vlmc_processor_config_parse(bad_type, strlen(bad_type), "processor_config.json", &c),
+      "processor_config.json: image_processor.patch_size: expected an integer, got a string");
 }
 
 static void test_size_form(void) {
@@ -116,7 +119,8 @@ static void test_size_form(void) {
                      "\"min_pixels\":100,\"max_pixels\":200,", &c));
   EXPECT_EQ_INT(c.min_pixels, 100);
   EXPECT_EQ_INT(c.max_pixels, 200);
-  EXPECT_OK(pre_with("\"size\":{\"shortest_edge\":1,\"longest_edge\":2},", "\"max_pixels\":300,", &c));
+  EXPECT_OK(
+      pre_with("\"size\":{\"shortest_edge\":1,\"longest_edge\":2},", "\"max_pixels\":300,", &c));
   EXPECT_EQ_INT(c.min_pixels, 1);
   EXPECT_EQ_INT(c.max_pixels, 300);
 }
@@ -144,13 +148,16 @@ static void test_preprocessor_refusals(void) {
   EXPECT_ERROR(pre_with("\"do_resize\":1,", SIZES, NULL),
                "preprocessor_config.json: do_resize: expected true or false, got a number");
   EXPECT_ERROR(pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2,"
-                        "\"image_mean\":[0.5,0.5],\"image_std\":[0.5,0.5,0.5]}", NULL),
+                        "\"image_mean\":[0.5,0.5],\"image_std\":[0.5,0.5,0.5]}",
+                        NULL),
                "preprocessor_config.json: image_mean: expected 3 elements, got 2");
   EXPECT_ERROR(pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2,"
-                        "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0,0.5]}", NULL),
+                        "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0,0.5]}",
+                        NULL),
                "preprocessor_config.json: image_std[1]: expected a positive number, got 0");
   EXPECT_ERROR(pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2,"
-                        "\"image_mean\":[0.5,\"x\",0.5],\"image_std\":[0.5,0.5,0.5]}", NULL),
+                        "\"image_mean\":[0.5,\"x\",0.5],\"image_std\":[0.5,0.5,0.5]}",
+                        NULL),
                "image_mean[1]: expected a number, got a string");
   EXPECT_ERROR(pre_text("{" SIZES "\"temporal_patch_size\":2,\"merge_size\":2}", NULL),
                "preprocessor_config.json: required key patch_size is missing");
@@ -158,11 +165,12 @@ static void test_preprocessor_refusals(void) {
                "required key temporal_patch_size is missing");
   EXPECT_ERROR(pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2}", NULL),
                "required key merge_size is missing");
-  EXPECT_ERROR(pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2}",
-                        NULL),
-               "required key image_mean is missing");
+  EXPECT_ERROR(
+      pre_text("{" SIZES "\"patch_size\":14,\"temporal_patch_size\":2,\"merge_size\":2}", NULL),
+      "required key image_mean is missing");
   EXPECT_ERROR(pre_text("{\"min_pixels\": }", NULL), "preprocessor_config.json:1:16: invalid JSON");
-  EXPECT_ERROR(pre_text("7", NULL), "preprocessor_config.json: expected a JSON object, got a number");
+  EXPECT_ERROR(pre_text("7", NULL),
+               "preprocessor_config.json: expected a JSON object, got a number");
 }
 
 /* ---- generation -------------------------------------------------------------------------- */
@@ -209,7 +217,8 @@ static void test_generation_refusals(void) {
                "generation_config.json: eos_token_id[1]: expected an integer >= 0, got -1");
   EXPECT_ERROR(gen_text("{\"eos_token_id\":[151645,null]}", NULL),
                "eos_token_id[1]: expected an integer, got nothing");
-  EXPECT_ERROR(gen_text("{\"eos_token_id\":1.5}", NULL), "eos_token_id: expected an integer, got 1.5");
+  EXPECT_ERROR(gen_text("{\"eos_token_id\":1.5}", NULL),
+               "eos_token_id: expected an integer, got 1.5");
   EXPECT_ERROR(gen_text("{\"bos_token_id\":\"1\"}", NULL),
                "generation_config.json: bos_token_id: expected an integer, got a string");
   EXPECT_ERROR(gen_text("{\"pad_token_id\":-3}", NULL), "pad_token_id: expected an integer >= 0");
@@ -223,8 +232,10 @@ static void test_generation_refusals(void) {
   EXPECT_ERROR(gen_text("{\"top_k\":-1}", NULL), "top_k: expected an integer >= 0, got -1");
   EXPECT_ERROR(gen_text("{\"repetition_penalty\":0}", NULL),
                "repetition_penalty: expected a number in (0, 1e+06], got 0");
-  EXPECT_ERROR(gen_text("{\"temperature\":[]}", NULL), "temperature: expected a number, got an array");
-  EXPECT_ERROR(gen_text("{\"eos_token_id\":1,}", NULL), "generation_config.json:1:19: invalid JSON");
+  EXPECT_ERROR(gen_text("{\"temperature\":[]}", NULL),
+               "temperature: expected a number, got an array");
+  EXPECT_ERROR(gen_text("{\"eos_token_id\":1,}", NULL),
+               "generation_config.json:1:19: invalid JSON");
   EXPECT_ERROR(gen_text("null", NULL), "generation_config.json: expected a JSON object, got null");
 }
 
@@ -235,32 +246,37 @@ static void test_tokenizer_config(void) {
   EXPECT_OK(vlmc_tokenizer_config_load(FIXTURES "tokenizer_config.json", &t));
   EXPECT_STREQ(t.tokenizer_class, "Qwen2Tokenizer");
   EXPECT_TRUE(t.has_add_bos_token && !t.add_bos_token);
-  EXPECT_TRUE(t.chat_template && strncmp(t.chat_template, "{% for message in messages %}", 29) == 0);
+  EXPECT_TRUE(t.chat_template &&
+              strncmp(t.chat_template, "{% for message in messages %}", 29) == 0);
   vlmc_tokenizer_config_deinit(&t);
 
-  const char *list = "{\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"T\"},"
-                     "{\"name\":\"default\",\"template\":\"D\"}]}";
+  const char *list =
+      "{\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"T\"},"
+      "{\"name\":\"default\",\"template\":\"D\"}]}";
   EXPECT_OK(vlmc_tokenizer_config_parse(list, strlen(list), "tokenizer_config.json", &t));
   EXPECT_STREQ(t.chat_template, "D");
   EXPECT_TRUE(t.tokenizer_class == NULL && !t.has_add_bos_token);
   vlmc_tokenizer_config_deinit(&t);
 
-  const struct { const char *text, *expected; } bad[] = {
+  const struct {
+    const char *text, *expected;
+  } bad[] = {
       {"{\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"T\"}]}",
        "tokenizer_config.json: chat_template: the list of templates has no \"default\" entry"},
       {"{\"chat_template\":[{\"name\":\"default\"}]}",
        "tokenizer_config.json: required key chat_template[0].template is missing"},
       {"{\"chat_template\":[3]}", "chat_template[0]: expected an object, got a number"},
       {"{\"chat_template\":5}",
-       "tokenizer_config.json: chat_template: expected a string or a list of templates, got a number"},
+       "tokenizer_config.json: chat_template: expected a string or a list of templates, got a "
+       "number"},
       {"{\"tokenizer_class\":[]}", "tokenizer_config.json: tokenizer_class: expected a string"},
       {"{\"add_bos_token\":\"false\"}", "add_bos_token: expected true or false, got a string"},
       {"{\"chat_template\":\"x\",}", "tokenizer_config.json:1:22: invalid JSON"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-    EXPECT_ERROR(vlmc_tokenizer_config_parse(bad[i].text, strlen(bad[i].text),
-                                             "tokenizer_config.json", &t),
-                 bad[i].expected);
+    EXPECT_ERROR(
+        vlmc_tokenizer_config_parse(bad[i].text, strlen(bad[i].text), "tokenizer_config.json", &t),
+        bad[i].expected);
     EXPECT_TRUE(t.chat_template == NULL && t.tokenizer_class == NULL); /* nothing leaks */
   }
 }
@@ -268,48 +284,49 @@ static void test_tokenizer_config(void) {
 static void test_chat_template_order(void) {
   char dir[256];
   scratch_dir_create(dir, sizeof dir);
-  vlmc_chat_template_t tpl;
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl),
+  vlmc_chat_template_source_t tpl;
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl),
                "no chat template (looked for chat_template.jinja, chat_template.json and "
                "tokenizer_config.json's chat_template)");
   write_bytes(dir, "tokenizer_config.json", "{\"tokenizer_class\":\"Qwen2Tokenizer\"}", 36);
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl), "no chat template");
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl), "no chat template");
   copy_fixture(FIXTURES "tokenizer_config.json", dir, "tokenizer_config.json");
-  EXPECT_OK(vlmc_chat_template_load(dir, &tpl));
+  EXPECT_OK(vlmc_chat_template_source_load(dir, &tpl));
   EXPECT_TRUE(tpl.source_path && strstr(tpl.source_path, "/tokenizer_config.json"));
   EXPECT_TRUE(tpl.text && strstr(tpl.text, "<|im_start|>assistant\n") != NULL);
   EXPECT_EQ_INT(tpl.len, strlen(tpl.text));
-  vlmc_chat_template_deinit(&tpl);
+  vlmc_chat_template_source_deinit(&tpl);
 
   const char *json = "{\"chat_template\": \"from json\\n\"}";
   write_bytes(dir, "chat_template.json", json, strlen(json));
-  EXPECT_OK(vlmc_chat_template_load(dir, &tpl));
+  EXPECT_OK(vlmc_chat_template_source_load(dir, &tpl));
   EXPECT_STREQ(tpl.text, "from json\n");
   EXPECT_TRUE(strstr(tpl.source_path, "/chat_template.json") != NULL);
-  vlmc_chat_template_deinit(&tpl);
+  vlmc_chat_template_source_deinit(&tpl);
 
   const char *jinja = "{{ 'from jinja' }}\n";
   write_bytes(dir, "chat_template.jinja", jinja, strlen(jinja));
-  EXPECT_OK(vlmc_chat_template_load(dir, &tpl));
+  EXPECT_OK(vlmc_chat_template_source_load(dir, &tpl));
   EXPECT_STREQ(tpl.text, jinja);
   EXPECT_EQ_INT(tpl.len, strlen(jinja));
   EXPECT_TRUE(strstr(tpl.source_path, "/chat_template.jinja") != NULL);
-  vlmc_chat_template_deinit(&tpl);
+  vlmc_chat_template_source_deinit(&tpl);
 
   write_bytes(dir, "chat_template.jinja", "", 0);
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl), "chat_template.jinja: the chat template is empty");
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl),
+               "chat_template.jinja: the chat template is empty");
   EXPECT_TRUE(tpl.text == NULL && tpl.source_path == NULL);
   char path[512];
   path_join_buf(path, sizeof path, dir, "chat_template.jinja");
   unlink(path);
   write_bytes(dir, "chat_template.json", "{\"template\": \"x\"}", 17);
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl),
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl),
                "chat_template.json: required key chat_template is missing");
   write_bytes(dir, "chat_template.json", "{\"chat_template\": 1}", 20);
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl),
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl),
                "chat_template.json: chat_template: expected a string, got a number");
   write_bytes(dir, "chat_template.json", "{\"chat_template\": ", 18);
-  EXPECT_ERROR(vlmc_chat_template_load(dir, &tpl), "chat_template.json:1:19: invalid JSON");
+  EXPECT_ERROR(vlmc_chat_template_source_load(dir, &tpl), "chat_template.json:1:18: invalid JSON");
   scratch_dir_remove(dir);
 }
 

@@ -91,8 +91,8 @@ static void test_3b_legacy_flat(void) {
   EXPECT_EQ_INT(c.vision.num_heads, 16);
   EXPECT_EQ_INT(c.vision.head_dim, 80);
   EXPECT_EQ_INT(c.vision.out_hidden_size, 2048);
-  EXPECT_EQ_INT(c.vision.in_channels, 3);  /* from the legacy in_chans */
-  EXPECT_EQ_INT(c.vision.patch_size, 14);  /* patch_size and spatial_patch_size agree */
+  EXPECT_EQ_INT(c.vision.in_channels, 3); /* from the legacy in_chans */
+  EXPECT_EQ_INT(c.vision.patch_size, 14); /* patch_size and spatial_patch_size agree */
   EXPECT_EQ_INT(c.vision.temporal_patch_size, 2);
   EXPECT_EQ_INT(c.vision.spatial_merge_size, 2);
   EXPECT_EQ_INT(c.vision.window_size, 112);
@@ -157,16 +157,16 @@ static void test_preferences(void) {
   EXPECT_OK(parse_edited_into(TINY_FLAT, "vocab_size", "1000", &c));
   EXPECT_EQ_INT(c.text.vocab_size, 1000);
   /* rope_parameters.rope_theta wins over rope_theta; the 5.x spelling of the type is accepted. */
-  EXPECT_OK(parse_edited_into(TINY, "text_config.rope_scaling",
-                              "{\"rope_type\":\"default\",\"mrope_section\":[2,3,3],\"rope_theta\":5}",
-                              &c));
+  EXPECT_OK(parse_edited_into(
+      TINY, "text_config.rope_scaling",
+      "{\"rope_type\":\"default\",\"mrope_section\":[2,3,3],\"rope_theta\":5}", &c));
   EXPECT_NEAR(c.text.rope_theta, 5, 0);
   /* text_config.rope_parameters wins over a top-level rope_scaling. */
   EXPECT_OK(parse_edited_into(TINY_5X, "rope_scaling", "{\"mrope_section\":[1,1,1]}", &c));
   EXPECT_EQ_INT(c.text.mrope_section[1], 3);
   /* A null required value counts as missing, with the top-level fallback. */
-  EXPECT_OK(parse_edited(FIXTURES "qwen2_5_vl_7b_nested_config.json", "text_config.hidden_size",
-                         "null"));
+  EXPECT_OK(
+      parse_edited(FIXTURES "qwen2_5_vl_7b_nested_config.json", "text_config.hidden_size", "null"));
   EXPECT_ERROR(parse_edited(TINY, "text_config.hidden_size", "null"),
                "config.json: required key text_config.hidden_size is missing (also looked for "
                "hidden_size)");
@@ -258,8 +258,9 @@ static void test_missing_keys(void) {
       {CFG_3B, "hidden_size", NULL, MISSING "hidden_size is missing"},
       {CFG_3B, "rope_scaling", NULL,
        MISSING "rope_parameters is missing (also looked for rope_scaling)"},
-      {CFG_3B, "rope_theta", NULL, MISSING "rope_scaling.rope_theta is missing (also looked for "
-                                   "rope_theta)"},
+      {CFG_3B, "rope_theta", NULL,
+       MISSING "rope_scaling.rope_theta is missing (also looked for "
+               "rope_theta)"},
       {CFG_3B, "vision_config.in_chans", NULL, MISSING "vision_config.in_channels is missing"},
       {TINY_5X, "text_config.rope_parameters.rope_theta", NULL,
        MISSING "text_config.rope_parameters.rope_theta is missing"},
@@ -271,19 +272,24 @@ static void test_wrong_types(void) {
   static const edit_case_t cases[] = {
       {TINY, "text_config.hidden_size", "\"64\"",
        "config.json: text_config.hidden_size: expected an integer, got a string"},
-      {TINY, "vision_config.depth", "4.5", "config.json: vision_config.depth: expected an integer, "
-                                           "got 4.5"},
+      {TINY, "vision_config.depth", "4.5",
+       "config.json: vision_config.depth: expected an integer, "
+       "got 4.5"},
       {TINY, "vision_config.depth", "0", "vision_config.depth: expected an integer >= 1, got 0"},
-      {TINY, "vision_config.depth", "300", "vision_config.depth: expected an integer <= 256, got 300"},
-      {TINY, "text_config.num_hidden_layers", "-2", "text_config.num_hidden_layers: expected an "
-                                                    "integer >= 1, got -2"},
-      {TINY, "text_config.vocab_size", "1e300", "text_config.vocab_size: expected an integer, got "
-                                                "1e+300"},
+      {TINY, "vision_config.depth", "300",
+       "vision_config.depth: expected an integer <= 256, got 300"},
+      {TINY, "text_config.num_hidden_layers", "-2",
+       "text_config.num_hidden_layers: expected an "
+       "integer >= 1, got -2"},
+      {TINY, "text_config.vocab_size", "1e300",
+       "text_config.vocab_size: expected an integer, got "
+       "1e+300"},
       {TINY, "tie_word_embeddings", "\"yes\"",
        "config.json: tie_word_embeddings: expected true or false, got a string"},
       {TINY, "text_config.rms_norm_eps", "\"1e-6\"",
        "text_config.rms_norm_eps: expected a number, got a string"},
-      {TINY, "text_config.rms_norm_eps", "0", "text_config.rms_norm_eps: expected a number in (0, 1)"},
+      {TINY, "text_config.rms_norm_eps", "0",
+       "text_config.rms_norm_eps: expected a number in (0, 1)"},
       {TINY, "text_config.rope_theta", "-1", "text_config.rope_theta: expected a positive number"},
       {TINY, "vision_config.fullatt_block_indexes", "\"1,3\"",
        "vision_config.fullatt_block_indexes: expected an array, got a string"},
@@ -297,7 +303,8 @@ static void test_wrong_types(void) {
        "text_config.rope_scaling: expected an object, got an array"},
       {TINY, "text_config", "[]", "config.json: text_config: expected an object, got an array"},
       {TINY, "vision_config", "7", "config.json: vision_config: expected an object, got a number"},
-      {TINY, "text_config.hidden_act", "1", "text_config.hidden_act: expected a string, got a number"},
+      {TINY, "text_config.hidden_act", "1",
+       "text_config.hidden_act: expected a string, got a number"},
       {TINY, "model_type", "3", "config.json: model_type: expected a string, got a number"},
       {TINY, "image_token_id", "-1", "image_token_id: expected an integer >= 0, got -1"},
       {TINY, "text_config.eos_token_id", "[]", "text_config.eos_token_id: expected 1 to 8 ids"},
@@ -315,7 +322,8 @@ static void test_inconsistent_values(void) {
       {CFG_3B, "rope_scaling.mrope_section", "[16,24,16]",
        "config.json: rope_scaling.mrope_section [16,24,16] sums to 56, rotary half-width is 64"},
       {TINY, "text_config.hidden_size", "66",
-       "config.json: text_config.hidden_size 66 is not divisible by text_config.num_attention_heads 4"},
+       "config.json: text_config.hidden_size 66 is not divisible by "
+       "text_config.num_attention_heads 4"},
       {TINY, "text_config.num_key_value_heads", "3",
        "config.json: text_config.num_attention_heads 4 is not divisible by "
        "text_config.num_key_value_heads 3"},
@@ -332,13 +340,16 @@ static void test_inconsistent_values(void) {
        "vision_config.fullatt_block_indexes: block 3 is listed twice"},
       {TINY, "vision_config.fullatt_block_indexes", "[0,1,2,3,3]",
        "vision_config.fullatt_block_indexes: has 5 entries for vision_config.depth 4"},
-      {TINY, "image_token_id", "512", "config.json: image_token_id 512 is not below "
-                                      "text_config.vocab_size 512"},
+      {TINY, "image_token_id", "512",
+       "config.json: image_token_id 512 is not below "
+       "text_config.vocab_size 512"},
       {TINY, "vision_end_token_id", "600", "config.json: vision_end_token_id 600 is not below"},
-      {CFG_3B, "video_token_id", "151936", "config.json: video_token_id 151936 is not below "
-                                           "vocab_size 151936"},
-      {TINY, "text_config.eos_token_id", "512", "text_config.eos_token_id 512 is not below the "
-                                                "vocabulary (512)"},
+      {CFG_3B, "video_token_id", "151936",
+       "config.json: video_token_id 151936 is not below "
+       "vocab_size 151936"},
+      {TINY, "text_config.eos_token_id", "512",
+       "text_config.eos_token_id 512 is not below the "
+       "vocabulary (512)"},
       {TINY, "vision_config.in_chans", "4",
        "config.json: vision_config.in_channels: 3 disagrees with vision_config.in_chans 4"},
       {CFG_3B, "vision_config.patch_size", "16",
@@ -366,21 +377,25 @@ static void test_brief_mrope_message(void) {
   cJSON *section = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "rope_parameters"), "mrope_section");
   const int values[3] = {16, 24, 16};
   for (int i = 0; i < 3; ++i) cJSON_SetNumberValue(cJSON_GetArrayItem(section, i), values[i]);
-  cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "vision_config"),
-                                           "out_hidden_size"), 2048);
+  cJSON_SetNumberValue(
+      cJSON_GetObjectItem(cJSON_GetObjectItem(root, "vision_config"), "out_hidden_size"), 2048);
   char *edited = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
-  EXPECT_ERROR(parse_text(edited), "config.json: text_config.rope_parameters.mrope_section "
-                                   "[16,24,16] sums to 56, rotary half-width is 64");
+  EXPECT_ERROR(parse_text(edited),
+               "config.json: text_config.rope_parameters.mrope_section "
+               "[16,24,16] sums to 56, rotary half-width is 64");
   free(edited);
 }
 
 static void test_unsupported_values(void) {
   static const edit_case_t cases[] = {
       {TINY, "model_type", "\"qwen2_vl\"",
-       "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet; vlmc reads qwen2_5_vl"},
-      {TINY, "model_type", "\"qwen3_vl\"", "model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet"},
-      {TINY, "model_type", "\"qwen3_vl_moe\"", "'qwen3_vl_moe' (Qwen3-VL-MoE) is not supported yet"},
+       "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet; vlmc reads "
+       "qwen2_5_vl"},
+      {TINY, "model_type", "\"qwen3_vl\"",
+       "model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet"},
+      {TINY, "model_type", "\"qwen3_vl_moe\"",
+       "'qwen3_vl_moe' (Qwen3-VL-MoE) is not supported yet"},
       {TINY, "model_type", "\"llama\"", "model_type: 'llama' is not a model family vlmc knows"},
       {TINY, "text_config.hidden_act", "\"gelu\"",
        "config.json: text_config.hidden_act: activation 'gelu' is not supported"},

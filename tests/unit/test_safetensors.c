@@ -135,7 +135,8 @@ static void test_writer_refuses_bad_requests(void) {
   char unwritable[600];
   snprintf(unwritable, sizeof unwritable, "%s/no-such-dir/x.safetensors", scratch);
   vlmc_st_write_tensor_t ok = {"x", VLMC_ST_F32, 1, good, v};
-  EXPECT_ERROR(vlmc_st_write_file(unwritable, &ok, 1), "no-such-dir/x.safetensors.partial: cannot create");
+  EXPECT_ERROR(vlmc_st_write_file(unwritable, &ok, 1),
+               "no-such-dir/x.safetensors.partial: cannot create");
 }
 
 /* A file written by hand as Python would: metadata values, holes and trailing bytes are fine. */
@@ -189,7 +190,8 @@ static void write_two_shards(const char *dir) {
                "\"model.b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[8,12]}}",
                12);
   write_st_raw(dir, "model-00002-of-00002.safetensors",
-               "{\"lm_head.weight\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]}}", 8);
+               "{\"lm_head.weight\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]}}",
+               8);
 }
 
 static void write_index(const char *dir, const char *weight_map) {
@@ -264,10 +266,10 @@ static void test_f16_values(void) {
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(65520.0f), 0x7c00); /* tie rounds to even: infinity */
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(1e9f), 0x7c00);
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(-1e9f), 0xfc00);
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1, -25)), 0x0000);      /* tie to even: 0 */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -26)), 0x0001);      /* 0.75 ulp: up */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -25)), 0x0002);      /* 1.5 ulp: even 2 */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1023.5, -24)), 0x0400); /* to smallest normal */
+  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1, -25)), 0x0000);        /* tie to even: 0 */
+  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -26)), 0x0001);        /* 0.75 ulp: up */
+  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -25)), 0x0002);        /* 1.5 ulp: even 2 */
+  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1023.5, -24)), 0x0400);   /* to smallest normal */
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(1.0f + (float)ldexp(1, -11)), 0x3c00); /* tie: even */
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(1.0f + (float)ldexp(3, -11)), 0x3c02); /* tie: even */
   EXPECT_EQ_INT(vlmc_st_f32_to_f16(-0.0f), 0x8000);
@@ -298,10 +300,14 @@ static void test_bf16_values(void) {
 }
 
 static void test_every_dtype_to_f32(void) {
-  const struct { vlmc_st_dtype_t dtype; const char *name; size_t size; } table[] = {
-      {VLMC_ST_F32, "F32", 4}, {VLMC_ST_F16, "F16", 2}, {VLMC_ST_BF16, "BF16", 2},
-      {VLMC_ST_F64, "F64", 8}, {VLMC_ST_I64, "I64", 8}, {VLMC_ST_I32, "I32", 4},
-      {VLMC_ST_I16, "I16", 2}, {VLMC_ST_I8, "I8", 1},   {VLMC_ST_U8, "U8", 1},
+  const struct {
+    vlmc_st_dtype_t dtype;
+    const char *name;
+    size_t size;
+  } table[] = {
+      {VLMC_ST_F32, "F32", 4},   {VLMC_ST_F16, "F16", 2}, {VLMC_ST_BF16, "BF16", 2},
+      {VLMC_ST_F64, "F64", 8},   {VLMC_ST_I64, "I64", 8}, {VLMC_ST_I32, "I32", 4},
+      {VLMC_ST_I16, "I16", 2},   {VLMC_ST_I8, "I8", 1},   {VLMC_ST_U8, "U8", 1},
       {VLMC_ST_BOOL, "BOOL", 1},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
@@ -322,8 +328,10 @@ static void test_every_dtype_to_f32(void) {
   const int8_t i8[2] = {-7, 8};
   const int64_t shape[1] = {2};
   vlmc_st_write_tensor_t tensors[] = {
-      {"f64", VLMC_ST_F64, 1, shape, f64}, {"i64", VLMC_ST_I64, 1, shape, i64},
-      {"i32", VLMC_ST_I32, 1, shape, i32}, {"i8", VLMC_ST_I8, 1, shape, i8},
+      {"f64", VLMC_ST_F64, 1, shape, f64},
+      {"i64", VLMC_ST_I64, 1, shape, i64},
+      {"i32", VLMC_ST_I32, 1, shape, i32},
+      {"i8", VLMC_ST_I8, 1, shape, i8},
   };
   char path[512];
   path_join_buf(path, sizeof path, scratch, "dtypes.safetensors");

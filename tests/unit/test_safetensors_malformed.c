@@ -7,6 +7,8 @@
 #include "frontend/safetensors.h"
 #include "tests/unit/test.h"
 
+#define ST_FIXTURES "tests/fixtures/safetensors/"
+
 static char scratch[256];
 
 /* Opens a header + `data_len` bytes of data (0, 1, 2, ...) from memory. */
@@ -49,8 +51,9 @@ static void test_truncated_and_lengths(void) {
   EXPECT_ERROR(open_bytes(image, size), "header length 18446744073709551615 exceeds the limit");
   free(image);
   /* A file cut inside the data: the offsets now run past the end. */
-  EXPECT_ERROR(open_header("{" ENTRY("w", "\"F32\"", "[4]", "[0,16]") "}", 12),
-               "bad.safetensors: tensor 'w': data_offsets [0, 16] run past the data area (12 bytes)");
+  EXPECT_ERROR(
+      open_header("{" ENTRY("w", "\"F32\"", "[4]", "[0,16]") "}", 12),
+      "bad.safetensors: tensor 'w': data_offsets [0, 16] run past the data area (12 bytes)");
   /* A file cut inside the header. */
   const char *cut = "{\"w\":{\"dtype\":\"F3";
   image = make_st_image(cut, strlen(cut), NULL, 0, &size);
@@ -60,11 +63,13 @@ static void test_truncated_and_lengths(void) {
 
 static void test_not_json_or_not_object(void) {
   EXPECT_ERROR(open_header("not json", 0), "bad.safetensors: header is not valid JSON");
-  EXPECT_ERROR(open_header("[1,2]", 0), "bad.safetensors: header is an array, expected a JSON object");
+  EXPECT_ERROR(open_header("[1,2]", 0),
+               "bad.safetensors: header is an array, expected a JSON object");
   EXPECT_ERROR(open_header("\"text\"", 0), "header is a string, expected a JSON object");
   EXPECT_ERROR(open_header("{} trailing", 0),
                "bad.safetensors: unexpected text after the JSON header at byte 11");
-  EXPECT_ERROR(open_header("{\"w\":[]}", 0), "bad.safetensors: tensor 'w': expected an object, got an array");
+  EXPECT_ERROR(open_header("{\"w\":[]}", 0),
+               "bad.safetensors: tensor 'w': expected an object, got an array");
   EXPECT_OK(open_header("{}        ", 0)); /* space padding is the format's own */
 }
 
@@ -125,21 +130,24 @@ static void test_offsets(void) {
                "tensor 'w': data_offsets: expected two non-negative integers");
   EXPECT_ERROR(open_header("{" ENTRY("w", "\"U8\"", "[2]", "[6,8]") "}", 7),
                "tensor 'w': data_offsets [6, 8] run past the data area (7 bytes)");
-  EXPECT_ERROR(open_header("{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") ","
-                           ENTRY("b", "\"F32\"", "[2]", "[4,12]") "}", 12),
+  EXPECT_ERROR(open_header("{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") "," ENTRY("b", "\"F32\"",
+                                                                               "[2]", "[4,12]") "}",
+                           12),
                "bad.safetensors: tensors 'a' [0, 8] and 'b' [4, 12] overlap");
-  EXPECT_ERROR(open_header("{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") ","
-                           ENTRY("b", "\"F32\"", "[2]", "[0,8]") "}", 8),
+  EXPECT_ERROR(open_header("{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") "," ENTRY("b", "\"F32\"",
+                                                                               "[2]", "[0,8]") "}",
+                           8),
                "tensors 'a' [0, 8] and 'b' [0, 8] overlap");
   /* Empty tensors own no bytes, so they overlap nothing. */
-  EXPECT_OK(open_header("{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") ","
-                        ENTRY("e", "\"F32\"", "[0]", "[4,4]") "}", 8));
+  EXPECT_OK(open_header(
+      "{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") "," ENTRY("e", "\"F32\"", "[0]", "[4,4]") "}", 8));
 }
 
 static void test_duplicates_and_metadata(void) {
-  EXPECT_ERROR(open_header("{" ENTRY("w", "\"U8\"", "[1]", "[0,1]") ","
-                           ENTRY("w", "\"U8\"", "[1]", "[1,2]") "}", 2),
-               "bad.safetensors: tensor 'w' is given twice");
+  EXPECT_ERROR(
+      open_header(
+          "{" ENTRY("w", "\"U8\"", "[1]", "[0,1]") "," ENTRY("w", "\"U8\"", "[1]", "[1,2]") "}", 2),
+      "bad.safetensors: tensor 'w' is given twice");
   EXPECT_ERROR(open_header("{\"__metadata__\":{\"format\":1}}", 0),
                "bad.safetensors: __metadata__.format: expected a string, got a number");
   EXPECT_ERROR(open_header("{\"__metadata__\":[]}", 0),
@@ -183,22 +191,26 @@ static void test_bad_indexes(void) {
   write_st_raw(dir, "s1.safetensors", shard_header, 2);
   write_st_raw(dir, "s2.safetensors",
                "{\"visual.a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-               "\"model.b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
+               "\"model.b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+               2);
   EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":\"s9.safetensors\"}}"),
                "model.safetensors.index.json names a shard that cannot be read: ");
   EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":\"s9.safetensors\"}}"),
                "s9.safetensors: cannot open");
-  EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":\"s1.safetensors\","
-                                    "\"model.b\":\"s1.safetensors\"}}"),
+  EXPECT_ERROR(open_index_text(dir,
+                               "{\"weight_map\":{\"visual.a\":\"s1.safetensors\","
+                               "\"model.b\":\"s1.safetensors\"}}"),
                "model.safetensors.index.json: weight_map puts 'model.b' in s1.safetensors, which "
                "does not hold it");
-  EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":\"s1.safetensors\","
-                                    "\"model.b\":\"s2.safetensors\"}}"),
+  EXPECT_ERROR(open_index_text(dir,
+                               "{\"weight_map\":{\"visual.a\":\"s1.safetensors\","
+                               "\"model.b\":\"s2.safetensors\"}}"),
                "tensor 'visual.a' is in both");
   EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":\"../s1.safetensors\"}}"),
                "weight_map.visual.a: '../s1.safetensors' is not a file name in the index's folder");
-  EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{\"visual.a\":3}}"),
-               "model.safetensors.index.json: weight_map.visual.a: expected a file name, got a number");
+  EXPECT_ERROR(
+      open_index_text(dir, "{\"weight_map\":{\"visual.a\":3}}"),
+      "model.safetensors.index.json: weight_map.visual.a: expected a file name, got a number");
   EXPECT_ERROR(open_index_text(dir, "{\"metadata\":{}}"),
                "model.safetensors.index.json: missing \"weight_map\"");
   EXPECT_ERROR(open_index_text(dir, "{\"weight_map\":{}}"),
@@ -217,6 +229,29 @@ static void test_bad_indexes(void) {
   scratch_dir_remove(dir);
 }
 
+/* The committed fixtures (also the fuzz seeds). */
+static void test_committed_fixtures(void) {
+  vlmc_st_archive_t *archive = NULL;
+  EXPECT_OK(vlmc_st_archive_open(ST_FIXTURES "tiny_valid.safetensors", &archive));
+  if (archive) {
+    EXPECT_EQ_INT(vlmc_st_archive_count(archive), 4);
+    const vlmc_st_tensor_t *grid = vlmc_st_archive_find(archive, "image_grid_thw");
+    float values[3];
+    EXPECT_OK(vlmc_st_tensor_to_f32(grid, values, 3));
+    EXPECT_NEAR(values[1], 16, 0);
+    EXPECT_STREQ(vlmc_st_archive_metadata_find(archive, "format"), "pt");
+  }
+  vlmc_st_archive_destroy(archive);
+  EXPECT_ERROR(vlmc_st_archive_open(ST_FIXTURES "overlap.safetensors", &archive),
+               "overlap.safetensors: tensors 'a' [0, 8] and 'b' [4, 12] overlap");
+  EXPECT_ERROR(vlmc_st_archive_open(ST_FIXTURES "header_past_eof.safetensors", &archive),
+               "header_past_eof.safetensors: header length 4096 runs past the end of the file "
+               "(68 bytes)");
+  EXPECT_ERROR(vlmc_st_archive_open(ST_FIXTURES "size_mismatch.safetensors", &archive),
+               "size_mismatch.safetensors: tensor 'visual.x': data_offsets [0, 12] hold 12 bytes, "
+               "dtype F32 shape [4,4] needs 64");
+}
+
 int main(void) {
   scratch_dir_create(scratch, sizeof scratch);
   RUN_TEST(test_truncated_and_lengths);
@@ -228,6 +263,7 @@ int main(void) {
   RUN_TEST(test_duplicates_and_metadata);
   RUN_TEST(test_file_messages_name_the_path);
   RUN_TEST(test_bad_indexes);
+  RUN_TEST(test_committed_fixtures);
   scratch_dir_remove(scratch);
   return TEST_SUMMARY();
 }

@@ -59,8 +59,8 @@ static inline void write_bytes(const char *dir, const char *name, const void *da
 
 /* A safetensors image: 8-byte little-endian `header_len` (normally strlen(header)), then the
  * header text, then `data_len` bytes of data. The caller frees the result. */
-static inline unsigned char *make_st_image(const char *header, uint64_t header_len, const void *data,
-                                    size_t data_len, size_t *out_size) {
+static inline unsigned char *make_st_image(const char *header, uint64_t header_len,
+                                           const void *data, size_t data_len, size_t *out_size) {
   size_t text_len = strlen(header);
   size_t size = 8 + text_len + data_len;
   unsigned char *image = malloc(size ? size : 1);
@@ -73,7 +73,8 @@ static inline unsigned char *make_st_image(const char *header, uint64_t header_l
 
 /* Writes dir/name as a safetensors file with the given header and `data_len` bytes of data
  * (0, 1, 2, ... so that contents can be checked). */
-static inline void write_st_raw(const char *dir, const char *name, const char *header, size_t data_len) {
+static inline void write_st_raw(const char *dir, const char *name, const char *header,
+                                size_t data_len) {
   unsigned char *data = malloc(data_len ? data_len : 1);
   for (size_t i = 0; i < data_len; ++i) data[i] = (unsigned char)i;
   size_t size;
