@@ -217,7 +217,8 @@ vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_templat
                                         const vlmc_chat_render_options_t *options,
                                         vlmc_strbuf_t *out) {
   if (chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_VL)
-    return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d", (int)chat_template->kind);
+    return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d",
+                            (int)chat_template->kind);
   vision_counts_t counts = {0, 0};
   for (size_t i = 0; i < count; ++i) {
     const vlmc_chat_message_t *message = &messages[i];

@@ -219,7 +219,8 @@ static size_t strip_before_tag(const template_doc_t *doc, const raw_token_t *nex
 static vlmc_status_t elem_push(template_doc_t *doc, elem_kind_t kind, const char *text,
                                size_t len, size_t offset) {
   if (kind == ELEM_TEXT && len == 0) return NULL;
-  if (kind == ELEM_TEXT && doc->elem_count > 0 && doc->elems[doc->elem_count - 1].kind == ELEM_TEXT) {
+  bool after_text = doc->elem_count > 0 && doc->elems[doc->elem_count - 1].kind == ELEM_TEXT;
+  if (kind == ELEM_TEXT && after_text) {
     /* Adjacent literal text is one element whichever way it was written. */
     elem_t *last = &doc->elems[doc->elem_count - 1];
     char *joined = vlmc_arena_alloc(&doc->arena, last->len + len + 1, 1);
@@ -426,8 +427,8 @@ static vlmc_status_t push_output(template_doc_t *doc, const toks_t *toks, size_t
     if (t && (tok_is_op(t, ")") || tok_is_op(t, "]"))) --depth;
     bool split = !t || (depth == 0 && (tok_is_op(t, "+") || tok_is_op(t, "~")));
     if (!split) continue;
-    const tok_t *part = &toks->items[part_start];
     size_t part_len = i - part_start;
+    const tok_t *part = part_len ? &toks->items[part_start] : NULL; /* "{{ }}" has no tokens */
     if (part_len == 1 && part->kind == TOK_STRING)
       VLMC_RETURN_IF_ERROR(elem_push(doc, ELEM_TEXT, part->text, part->len, part->offset));
     else
@@ -497,8 +498,8 @@ static void describe_elem(const elem_t *elem, vlmc_strbuf_t *out) {
     vlmc_strbuf_puts(out, "the end of the template");
   } else if (elem->kind == ELEM_TEXT) {
     vlmc_strbuf_puts(out, "the text ");
-    bool cut = elem->len > 48;
-    vlmc_tokenizer_json_string_encode(elem->text, cut ? 48 : elem->len, out);
+    bool cut = elem->len > 72;
+    vlmc_tokenizer_json_string_encode(elem->text, cut ? 72 : elem->len, out);
     if (cut) vlmc_strbuf_puts(out, "...");
   } else {
     vlmc_strbuf_printf(out, elem->kind == ELEM_OUTPUT ? "{{ %s }}" : "{%% %s %%}", elem->text);

@@ -219,6 +219,8 @@ static vlmc_status_t split_and_bpe(const vlmc_tokenizer_t *tokenizer, encode_scr
     prev = end;
     if (end > start) {
       from = end;
+    } else if (end >= len) {
+      break;
     } else {
       /* An empty match: search again one character further on. */
       size_t step = vlmc_tok_utf8_lead_length(text[end]);

@@ -47,7 +47,8 @@ static vlmc_status_t decode_escape(const char *text, size_t len, size_t *io, vlm
   }
   if (text[i] != 'u') return column_error(i - 1, "unknown escape sequence");
   uint32_t cp;
-  if (!read_hex4(text, len, i + 1, &cp)) return column_error(i - 1, "expected \\u and 4 hex digits");
+  if (!read_hex4(text, len, i + 1, &cp))
+    return column_error(i - 1, "expected \\u and 4 hex digits");
   size_t next = i + 5;
   if (cp >= 0xDC00 && cp <= 0xDFFF) return column_error(i - 1, "lone low surrogate");
   if (cp >= 0xD800 && cp <= 0xDBFF) {

@@ -338,8 +338,9 @@ static vlmc_status_t load_added_token(vlmc_tokenizer_t *tokenizer, const cJSON *
   if (entry->kind == VLMC_TOK_ENTRY_ADDED || entry->kind == VLMC_TOK_ENTRY_SPECIAL ||
       (entry->kind == VLMC_TOK_ENTRY_MODEL && !same_text)) {
     char quoted[128];
-    return load_error(tokenizer, VLMC_PARSE_ERROR, "added_tokens[%zu].id: %zu is already used by %s",
-                      index, id, quote_for_message(entry->text, entry->text_len, quoted));
+    return load_error(tokenizer, VLMC_PARSE_ERROR,
+                      "added_tokens[%zu].id: %zu is already used by %s", index, id,
+                      quote_for_message(entry->text, entry->text_len, quoted));
   }
   entry->text = vlmc_arena_strndup(&tokenizer->arena, content->valuestring, len);
   if (!entry->text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "tokenizer added tokens");

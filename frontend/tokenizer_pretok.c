@@ -93,7 +93,8 @@ static vlmc_status_t compile_split_regex(vlmc_tokenizer_t *tokenizer, const char
   }
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  /* PCRE2 refuses UCP beside LITERAL, and a literal needs no character properties. */
+  uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   tokenizer->split_regex = pcre2_compile((PCRE2_SPTR)vlmc_strbuf_cstr(&translated),
                                          translated.len, options, &error_code, &error_offset,
                                          NULL);

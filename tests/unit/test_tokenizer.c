@@ -192,7 +192,8 @@ static void test_decode_skips_special_tokens(void) {
   EXPECT_STREQ(vlmc_strbuf_cstr(&out), "<|im_start|>user\nHello<|im_end|><tool_call>");
   static const int32_t bad[] = {9707, 151669};
   EXPECT_ERROR(vlmc_tokenizer_decode(tok, bad, 2, false, &out), "ids[1]: ");
-  EXPECT_ERROR(vlmc_tokenizer_decode(tok, bad + 1, 1, false, &out), "token id 151669 names no token");
+  EXPECT_ERROR(vlmc_tokenizer_decode(tok, bad + 1, 1, false, &out),
+               "token id 151669 names no token");
   static const int32_t negative[] = {-1};
   EXPECT_ERROR(vlmc_tokenizer_decode(tok, negative, 1, false, &out), "token id -1");
   vlmc_strbuf_deinit(&out);
