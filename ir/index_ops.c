@@ -146,7 +146,8 @@ vlmc_status_t vlmc_index_full_segments(const int64_t *grid, size_t num_images,
   size_t n = 0;
   cu[n++] = 0;
   for (size_t i = 0; i < num_images; ++i)
-    for (int64_t f = 0; f < grid[3 * i]; ++f, ++n) cu[n] = cu[n - 1] + grid[3 * i + 1] * grid[3 * i + 2];
+    for (int64_t f = 0; f < grid[3 * i]; ++f, ++n)
+      cu[n] = cu[n - 1] + grid[3 * i + 1] * grid[3 * i + 2];
   *out_data = cu;
   *out_count = n;
   return NULL;

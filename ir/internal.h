@@ -89,6 +89,7 @@ VLMC_IR_SHAPE_RULE(vlmc_shape_slice);
 VLMC_IR_SHAPE_RULE(vlmc_shape_cast);
 VLMC_IR_SHAPE_RULE(vlmc_shape_argmax);
 VLMC_IR_SHAPE_RULE(vlmc_shape_return);
+VLMC_IR_SHAPE_RULE(vlmc_shape_tap);
 #undef VLMC_IR_SHAPE_RULE
 
 /* Op verifiers (ir/op_verifiers.c). */

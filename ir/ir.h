@@ -249,6 +249,9 @@ struct vlmc_block_s {
   vlmc_op_t *parent_op;  /* NULL for a function body; the op owning a nested region later */
 };
 
+/* An op. Nested regions (fusion's `dispatch` bodies) will hang off an op as blocks whose
+ * parent_op points back; values already record their function, so a region's ops can use the
+ * values of the enclosing body. */
 struct vlmc_op_s {
   vlmc_op_kind_t kind;
   vlmc_op_t *prev;
@@ -264,6 +267,7 @@ struct vlmc_op_s {
 
 struct vlmc_func_s {
   const char *name;
+  vlmc_loc_t loc; /* of the `func` keyword when parsed */
   vlmc_module_t *module;
   uint32_t num_args;
   vlmc_value_t *args;
@@ -275,6 +279,7 @@ struct vlmc_func_s {
 typedef struct {
   const char *name; /* the checkpoint's tensor name, e.g. "visual.blocks.0.norm1.weight" */
   vlmc_type_t type;
+  vlmc_loc_t loc;   /* of the `param` keyword when parsed */
 } vlmc_param_t;
 
 struct vlmc_module_s {
@@ -315,8 +320,10 @@ vlmc_status_t vlmc_module_func_add(vlmc_module_t *module, const char *name, uint
                                    vlmc_func_t **out_func);
 vlmc_func_t *vlmc_module_func_find(const vlmc_module_t *module, const char *name);
 
-/* Creates an op with these exact result types (no inference; the parser's path) and inserts
- * it before `before` (NULL: at the end of `block`). Attribute arrays are copied. */
+/* Creates an op with these exact result types (no inference: the parser's path; the verifier
+ * checks them later) and inserts it before `before` (NULL: at the end of `block`). `attrs` has
+ * one entry per schema slot (kind NONE when absent) or is NULL for none; each is checked
+ * against its schema and copied into the arena. Operand and result counts are checked. */
 vlmc_status_t vlmc_op_create_raw(vlmc_block_t *block, vlmc_op_t *before, vlmc_op_kind_t kind,
                                  uint32_t num_operands, vlmc_value_t *const *operands,
                                  const vlmc_attr_t *attrs, uint32_t num_results,
@@ -419,6 +426,11 @@ vlmc_status_t vlmc_builder_return(vlmc_builder_t *b, uint32_t num_values,
  * for built ones). */
 vlmc_status_t vlmc_module_verify(const vlmc_module_t *module);
 vlmc_status_t vlmc_func_verify(const vlmc_func_t *func);
+
+/* Prefixes an error with the op's location ("file:line:col: error: 'op' op: " for parsed ops,
+ * "@func: op #n 'op': " for built ones) and appends the op's text. Consumes status; passes
+ * use it so that their errors point at the op. */
+vlmc_status_t vlmc_op_locate_error(const vlmc_op_t *op, vlmc_status_t status);
 
 /* Deterministic text; appends to out. Works on unverified IR (dangling operands print as
  * %<dangling>, which does not parse). */

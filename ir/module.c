@@ -313,8 +313,9 @@ static vlmc_status_t op_check_counts(const vlmc_op_info_t *info, uint32_t num_op
       return vlmc_status_make(VLMC_INVALID_ARGUMENT, "'%s' expects at least %d operands, got %u",
                               info->mnemonic, info->min_operands, num_operands);
     if (info->min_operands == info->max_operands)
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "'%s' expects %d operands, got %u",
-                              info->mnemonic, info->min_operands, num_operands);
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "'%s' expects %d operand%s, got %u",
+                              info->mnemonic, info->min_operands,
+                              info->min_operands == 1 ? "" : "s", num_operands);
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "'%s' expects %d to %d operands, got %u",
                             info->mnemonic, info->min_operands, info->max_operands, num_operands);
   }

@@ -173,7 +173,7 @@ bool vlmc_attr_equal(const vlmc_attr_t *a, const vlmc_attr_t *b) {
 vlmc_status_t vlmc_ir_check_required_attrs(const vlmc_op_info_t *info, const vlmc_attr_t *attrs) {
   for (uint32_t i = 0; i < info->num_attrs; ++i)
     if (info->attrs[i].required && attrs[i].kind == VLMC_ATTR_NONE)
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "'%s' requires attribute '%s'",
-                              info->mnemonic, info->attrs[i].name);
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "requires attribute '%s'",
+                              info->attrs[i].name);
   return NULL;
 }

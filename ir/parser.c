@@ -129,7 +129,9 @@ static vlmc_status_t expected(const parser_t *p, const char *what) {
 
 /* ---- lexer ---- */
 
-static bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_alpha(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_value_char(char c) { return is_alpha(c) || is_digit(c) || c == '.' || c == '$'; }
 static bool is_symbol_char(char c) { return is_value_char(c) || c == '-'; }
@@ -405,8 +407,9 @@ static vlmc_status_t parse_dim_symbolic(parser_t *p, int64_t num, vlmc_dim_t *ou
     uint64_t v;
     token_t ot = p->tok;
     VLMC_RETURN_IF_ERROR(parse_uint(p, &v));
-    if (v > INT64_MAX) return error_at(p, &ot, "integer literal out of range");
-    off = minus ? -(int64_t)v : (int64_t)v;
+    if (v > (uint64_t)INT64_MAX + (minus ? 1 : 0))
+      return error_at(p, &ot, "integer literal out of range");
+    off = minus ? (int64_t)(0 - v) : (int64_t)v;
   }
   st = vlmc_dim_symbolic(sym, num, den, off, out);
   if (!st) return NULL;
@@ -568,7 +571,8 @@ static vlmc_status_t parse_attr_dict(parser_t *p, const vlmc_op_info_t *info, vl
     if (p->tok.kind != TOK_IDENT) return expected(p, "an attribute name");
     int slot = -1;
     for (uint32_t i = 0; i < info->num_attrs; ++i)
-      if (strlen(info->attrs[i].name) == at.len && memcmp(info->attrs[i].name, at.start, at.len) == 0)
+      if (strlen(info->attrs[i].name) == at.len &&
+          memcmp(info->attrs[i].name, at.start, at.len) == 0)
         slot = (int)i;
     if (slot < 0 ||
         ((info->flags & VLMC_OP_FLAG_SYMREF) && info->attrs[slot].kind == VLMC_ATTR_SYMBOL)) {
@@ -593,6 +597,11 @@ static void dense_to_dtype(const vlmc_op_info_t *info, vlmc_attr_t *attrs,
   for (uint32_t i = 0; i < info->num_attrs; ++i)
     if (attrs[i].kind == VLMC_ATTR_DENSE && attrs[i].v.dense.ints)
       attrs[i] = vlmc_attr_dense_floats(lists[i].floats, lists[i].count);
+}
+
+static vlmc_loc_t loc_of(const parser_t *p, const token_t *t) {
+  vlmc_loc_t loc = {p->first_line + t->line, (uint32_t)(t->start - t->line_start) + 1};
+  return loc;
 }
 
 /* ---- values ---- */
@@ -663,7 +672,9 @@ static vlmc_status_t parse_operands(parser_t *p, op_parts_t *parts) {
   return NULL;
 }
 
-static vlmc_status_t parse_result_types(parser_t *p, op_parts_t *parts) {
+static vlmc_status_t parse_result_types(parser_t *p, const vlmc_op_info_t *info,
+                                        op_parts_t *parts) {
+  if (p->tok.kind != TOK_COLON && info->num_results) return expected(p, "':' and the result type");
   if (p->tok.kind != TOK_COLON) return NULL;
   VLMC_RETURN_IF_ERROR(advance(p));
   for (;;) {
@@ -691,15 +702,15 @@ static vlmc_status_t check_result_counts(parser_t *p, const token_t *at, const v
 static vlmc_status_t create_op(parser_t *p, const token_t *at, const token_t *mnemonic,
                                vlmc_op_kind_t kind, op_parts_t *parts, vlmc_attr_t *attrs) {
   vlmc_op_t *op;
-  vlmc_status_t st = vlmc_op_create_raw(&p->func->body, NULL, kind, parts->num_operands,
-                                        parts->operands, attrs, parts->num_types, parts->types, &op);
+  vlmc_status_t st =
+      vlmc_op_create_raw(&p->func->body, NULL, kind, parts->num_operands, parts->operands, attrs,
+                         parts->num_types, parts->types, &op);
   if (st) {
     vlmc_status_t e = error_at(p, mnemonic, "%s", vlmc_status_message(st));
     vlmc_status_free(st);
     return e;
   }
-  op->loc.line = p->first_line + at->line;
-  op->loc.col = (uint32_t)(at->start - at->line_start) + 1;
+  op->loc = loc_of(p, at);
   for (uint32_t i = 0; i < parts->num_names; ++i)
     VLMC_RETURN_IF_ERROR(define_value(p, &parts->names[i], &op->results[i]));
   return NULL;
@@ -725,7 +736,7 @@ static vlmc_status_t parse_op_body(parser_t *p, const token_t *at, op_parts_t *p
   }
   VLMC_RETURN_IF_ERROR(parse_operands(p, parts));
   if (p->tok.kind == TOK_LBRACE) VLMC_RETURN_IF_ERROR(parse_attr_dict(p, info, attrs, lists));
-  VLMC_RETURN_IF_ERROR(parse_result_types(p, parts));
+  VLMC_RETURN_IF_ERROR(parse_result_types(p, info, parts));
   VLMC_RETURN_IF_ERROR(check_result_counts(p, at, info, parts));
   dense_to_dtype(info, attrs, lists, parts->num_types ? &parts->types[0] : NULL);
   if (p->num_ops++ == VLMC_IR_MAX_OPS)
@@ -807,6 +818,7 @@ static vlmc_status_t create_func(parser_t *p, const token_t *name_tok, const cha
 }
 
 static vlmc_status_t parse_func(parser_t *p) {
+  vlmc_loc_t loc = loc_of(p, &p->tok);
   VLMC_RETURN_IF_ERROR(advance(p)); /* 'func' */
   token_t name_tok = p->tok;
   char *name;
@@ -821,15 +833,18 @@ static vlmc_status_t parse_func(parser_t *p) {
   if (!st) st = create_func(p, &name_tok, name, sig);
   free(sig);
   VLMC_RETURN_IF_ERROR(st);
+  p->func->loc = loc;
   VLMC_RETURN_IF_ERROR(advance(p));
   while (p->tok.kind != TOK_RBRACE) {
-    if (p->tok.kind == TOK_EOF) return expected(p, "'}' to close the function body");
+    if (p->tok.kind == TOK_EOF || is_ident(p, "func") || is_ident(p, "param"))
+      return expected(p, "'}' to close the function body");
     VLMC_RETURN_IF_ERROR(parse_op(p));
   }
   return advance(p);
 }
 
 static vlmc_status_t parse_param(parser_t *p) {
+  vlmc_loc_t loc = loc_of(p, &p->tok);
   VLMC_RETURN_IF_ERROR(advance(p)); /* 'param' */
   token_t name_tok = p->tok;
   char *name;
@@ -839,8 +854,12 @@ static vlmc_status_t parse_param(parser_t *p) {
   VLMC_RETURN_IF_ERROR(expect(p, TOK_COLON, "':' and the parameter's type"));
   vlmc_type_t type;
   VLMC_RETURN_IF_ERROR(parse_type(p, &type));
-  vlmc_status_t st = vlmc_module_param_add(p->module, name, &type, NULL);
-  if (!st) return NULL;
+  vlmc_param_t *param;
+  vlmc_status_t st = vlmc_module_param_add(p->module, name, &type, &param);
+  if (!st) {
+    param->loc = loc;
+    return NULL;
+  }
   vlmc_status_t e = error_at(p, &name_tok, "%s", vlmc_status_message(st));
   vlmc_status_free(st);
   return e;

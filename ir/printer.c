@@ -21,6 +21,12 @@ void vlmc_ir_print_float(double v, vlmc_strbuf_t *out) {
     return;
   }
   char buf[40];
+  /* Whole numbers read best without an exponent: theta=10000.0, not 1e+04. */
+  if (v == floor(v) && fabs(v) < 1e16) {
+    snprintf(buf, sizeof buf, "%.1f", v);
+    vlmc_strbuf_puts(out, buf);
+    return;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (strtod(buf, NULL) == v) break;
@@ -197,7 +203,8 @@ static void namer_deinit(namer_t *namer) {
 
 static void print_value(const namer_t *namer, const vlmc_value_t *value, vlmc_strbuf_t *out) {
   const char *name = NULL;
-  if (value && value->func == namer->func && value->id < namer->size) name = namer->names[value->id];
+  if (value && value->func == namer->func && value->id < namer->size)
+    name = namer->names[value->id];
   vlmc_strbuf_putc(out, '%');
   vlmc_strbuf_puts(out, name ? name : "<dangling>");
 }

@@ -285,7 +285,8 @@ vlmc_status_t vlmc_shape_kv_cache_append(const vlmc_op_signature_t *sig, vlmc_ty
   return NULL;
 }
 
-/* Position planes each rope layout reads: plain 1 (t), mrope 3 (t, h, w), vision_2d 2 (row, col). */
+/* Position planes each rope layout reads: plain 1 (t), mrope 3 (t, h, w),
+ * vision_2d 2 (row, col). */
 static uint32_t rope_planes(const char *layout) {
   if (strcmp(layout, "plain") == 0) return 1;
   if (strcmp(layout, "vision_2d") == 0) return 2;
@@ -474,7 +475,8 @@ vlmc_status_t vlmc_shape_concat(const vlmc_op_signature_t *sig, vlmc_type_t *out
   for (uint32_t i = 1; i < sig->num_operands; ++i) {
     const vlmc_type_t *t = OPERAND(i);
     VLMC_RETURN_IF_ERROR(require_same_dtype(sig, 0, i));
-    if (t->rank != first->rank) return ERR("expected operands of one rank, got %T and %T", first, t);
+    if (t->rank != first->rank)
+      return ERR("expected operands of one rank, got %T and %T", first, t);
     for (uint32_t d = 0; d < t->rank; ++d)
       if (d != axis && !vlmc_dim_equal(t->dims[d], first->dims[d]))
         return ERR("expected operands to match off the concat axis, got %T and %T", first, t);
@@ -530,7 +532,8 @@ vlmc_status_t vlmc_shape_argmax(const vlmc_op_signature_t *sig, vlmc_type_t *out
   const vlmc_type_t *x = OPERAND(0);
   int64_t axis = vlmc_sig_attr(sig, "axis")->v.i;
   VLMC_RETURN_IF_ERROR(require_axis(sig, axis, x->rank));
-  if (!is_float(x) && !dinfo(x)->is_int) return ERR("expected a float or integer operand, got %T", x);
+  if (!is_float(x) && !dinfo(x)->is_int)
+    return ERR("expected a float or integer operand, got %T", x);
   vlmc_type_t *out = &out_types[0];
   *out = *x;
   out->dtype = VLMC_DTYPE_I64;
@@ -541,6 +544,10 @@ vlmc_status_t vlmc_shape_argmax(const vlmc_op_signature_t *sig, vlmc_type_t *out
 
 vlmc_status_t vlmc_shape_return(const vlmc_op_signature_t *sig, vlmc_type_t *out_types) {
   return NULL; /* the verifier checks the operands against the function's result types */
+}
+
+vlmc_status_t vlmc_shape_tap(const vlmc_op_signature_t *sig, vlmc_type_t *out_types) {
+  return NULL; /* any value can be tapped; there is no result */
 }
 
 /* ---- shared checks ---- */

@@ -86,7 +86,8 @@ bool vlmc_dim_equal(vlmc_dim_t a, vlmc_dim_t b) {
 /* The sum (sign = 1) or difference (sign = -1) of the symbolic coefficients of a and b. */
 static vlmc_status_t dim_combine(vlmc_dim_t a, vlmc_dim_t b, int sign, vlmc_dim_t *out_dim) {
   int64_t off;
-  bool ok = sign > 0 ? vlmc_add_i64(a.off, b.off, &off) : !__builtin_sub_overflow(a.off, b.off, &off);
+  bool ok = sign > 0 ? vlmc_add_i64(a.off, b.off, &off)
+                     : !__builtin_sub_overflow(a.off, b.off, &off);
   if (!ok) return dim_overflow();
   if (b.sym == 0) return dim_make(a.sym, a.num, a.den, off, out_dim);
   if (a.sym == 0) {

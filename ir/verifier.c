@@ -35,8 +35,20 @@ vlmc_status_t vlmc_ir_locate(const vlmc_op_t *op, vlmc_status_t status) {
   return located;
 }
 
+vlmc_status_t vlmc_op_locate_error(const vlmc_op_t *op, vlmc_status_t status) {
+  return vlmc_ir_locate(op, status);
+}
+
+/* "file:line:col: error: <what>: " when the thing was parsed, "<what>: " when built. */
+static vlmc_status_t locate_at(const vlmc_module_t *module, vlmc_loc_t loc, const char *what,
+                               const char *name, vlmc_status_t status) {
+  if (!loc.line) return vlmc_status_annotate(status, "%s @%s: ", what, name);
+  return vlmc_status_annotate(status, "%s:%u:%u: error: %s @%s: ", module->source_name, loc.line,
+                              loc.col, what, name);
+}
+
 static vlmc_status_t func_error(const vlmc_func_t *func, vlmc_status_t status) {
-  return vlmc_status_annotate(status, "%s: @%s: ", func->module->source_name, func->name);
+  return locate_at(func->module, func->loc, "func", func->name, status);
 }
 
 static vlmc_status_t verify_signature(const vlmc_func_t *func) {
@@ -133,7 +145,7 @@ vlmc_status_t vlmc_module_verify(const vlmc_module_t *module) {
     if (!st && !vlmc_type_is_static(&param->type))
       st = vlmc_ir_error(module, VLMC_INVALID_ARGUMENT, "expected a static shape, got %T",
                          &param->type);
-    if (st) return vlmc_status_annotate(st, "%s: param @%s: ", module->source_name, param->name);
+    if (st) return locate_at(module, param->loc, "param", param->name, st);
   }
   for (uint32_t i = 0; i < module->num_funcs; ++i)
     VLMC_RETURN_IF_ERROR(vlmc_func_verify(module->funcs[i]));

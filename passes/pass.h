@@ -65,16 +65,20 @@ typedef struct {
 void vlmc_pass_registry_init(vlmc_pass_registry_t *registry);
 /* Error when the name is taken or the registry is full. */
 vlmc_status_t vlmc_pass_registry_add(vlmc_pass_registry_t *registry, const vlmc_pass_t *pass);
-/* Registers every pass of this layer (canonicalize, cse, dce, ...). */
+/* Registers every pass of this layer (canonicalize, cse, dce, mrope-layout, ...). */
 vlmc_status_t vlmc_pass_registry_add_builtin(vlmc_pass_registry_t *registry);
 const vlmc_pass_t *vlmc_pass_registry_find(const vlmc_pass_registry_t *registry, const char *name);
 /* "canonicalize, cse, dce" (registration order) into out. */
 void vlmc_pass_registry_list(const vlmc_pass_registry_t *registry, vlmc_strbuf_t *out);
 
-/* The passes of this layer. */
+/* The passes of this layer (vlmc_pass_registry_add_builtin registers them in this order:
+ * the general ones, then the domain passes). */
 extern const vlmc_pass_t vlmc_pass_canonicalize;
-extern const vlmc_pass_t vlmc_pass_dce;
 extern const vlmc_pass_t vlmc_pass_cse;
+extern const vlmc_pass_t vlmc_pass_dce;
+extern const vlmc_pass_t vlmc_pass_mrope_layout;
+extern const vlmc_pass_t vlmc_pass_window_reorder;
+extern const vlmc_pass_t vlmc_pass_precision;
 
 /* ---- pipelines ---- */
 

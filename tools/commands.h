@@ -7,5 +7,7 @@ int vlmc_cmd_opt(int argc, char **argv);
 int vlmc_cmd_tokenize(int argc, char **argv);
 int vlmc_cmd_preprocess(int argc, char **argv);
 int vlmc_cmd_diff_taps(int argc, char **argv);
+int vlmc_cmd_compile(int argc, char **argv);
+int vlmc_cmd_inspect(int argc, char **argv);
 
 #endif

@@ -11,6 +11,8 @@ typedef struct {
 } command_t;
 
 static const command_t commands[] = {
+    {"compile", vlmc_cmd_compile, "compile a checkpoint folder into a .vlmc artifact"},
+    {"inspect", vlmc_cmd_inspect, "show what a .vlmc artifact holds (--verify: all checksums)"},
     {"opt", vlmc_cmd_opt, "run passes on a textual IR file (.vir)"},
     {"tokenize", vlmc_cmd_tokenize, "print token ids for each JSON string on stdin"},
     {"preprocess", vlmc_cmd_preprocess, "turn an image into pixel_values and image_grid_thw"},

@@ -1,0 +1,44 @@
+/* vlmc compile as a library call: a checkpoint folder in, one artifact out.
+ *
+ *   checkpoint ──models/──▶ module ──target pipeline──▶ module ──▶ artifact
+ *                                                                 (program, params,
+ *                                                                  tokenizer, template,
+ *                                                                  manifest)
+ * The tool (tools/cmd_compile.c) only parses flags into these options. */
+#ifndef VLMC_CODEGEN_COMPILE_H
+#define VLMC_CODEGEN_COMPILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "passes/pass.h"
+#include "support/status.h"
+
+typedef struct {
+  const char *checkpoint_dir;
+  const char *output_path;
+  const char *target;      /* "ref" (default) */
+  const char *precision;   /* "auto" (the target's default), "f32", "f16", "bf16" */
+  const char *passes;      /* NULL: the target's default pipeline */
+  bool params_external;    /* reference the checkpoint's safetensors instead of copying */
+  /* A fixed image grid (rows of t, h, w in patches): the window order folds to constants.
+   * NULL: any image size at run time. */
+  const int64_t *grid;
+  size_t num_images;
+  /* Printing and dumps (print callback included); NULL fields mean off. */
+  vlmc_pass_manager_options_t debug;
+  const char *command_line; /* recorded in the manifest */
+  /* Called with progress lines ("compile: 3 functions, 12 passes"); may be NULL. */
+  void (*progress)(void *user, const char *line);
+  void *progress_user;
+} vlmc_compile_options_t;
+
+/* The default pass pipeline for a target and precision ("ref", "auto" -> "mrope-layout,...").
+ * Error for unknown targets or precisions, naming the known ones. */
+vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
+                                            const char **out_pipeline);
+
+vlmc_status_t vlmc_compile(const vlmc_compile_options_t *options);
+
+#endif

@@ -1,0 +1,286 @@
+/* encode_image: the Qwen2.5-VL vision tower (spec §3), in the original token order.
+ *
+ * Every block reads and writes original-order rows: windowed blocks use the model-level
+ * `window_attention` (which knows its grid), full blocks use `attention` over per-image
+ * segments. The window permutation is the window-reorder pass's business: it moves the whole
+ * tower into window order once (before the first block) and back once (after the merger), as
+ * transformers does. The taps that transformers takes in window order (vision_block.{i},
+ * merger) are gathered into window order here, explicitly, by the `window_order` of the grid;
+ * after window-reorder those gathers cancel against the pass's own. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "models/qwen2_5_vl_internal.h"
+
+/* HF's Qwen2_5_VisionRotaryEmbedding base and the vision RMSNorm eps (both hard-coded there). */
+#define VISION_ROPE_THETA 10000.0
+#define VISION_NORM_EPS 1e-6
+
+typedef struct {
+  int64_t width, heads, head_dim, inner, out, merge2;
+  vlmc_dim_t patches, tokens; /* P and P / merge^2 */
+  vlmc_value_t *grid;        /* the argument, or a constant for a fixed grid */
+  vlmc_value_t *positions;   /* i64[2,P]: (row, col) of each patch */
+  vlmc_value_t *full_cu;     /* i64[G+1]: per-image segments, NULL without full blocks */
+  vlmc_value_t *order;       /* i64[P/m^2]: window order, for the window-order taps only */
+} tower_t;
+
+static bool is_full_block(const vlmc_vision_config_t *v, int64_t block) {
+  for (int i = 0; i < v->fullatt_count; ++i)
+    if (v->fullatt_block_indexes[i] == block) return true;
+  return false;
+}
+
+/* ---- host index values ------------------------------------------------------------------- */
+
+static vlmc_status_t grid_value(qwen_ctx_t *ctx, vlmc_value_t *arg, vlmc_value_t **out_grid) {
+  if (!ctx->options->grid) {
+    *out_grid = arg;
+    return NULL;
+  }
+  int64_t sizes[2] = {(int64_t)ctx->options->num_images, 3};
+  vlmc_type_t type = vlmc_type_make(VLMC_DTYPE_I64, 2, sizes);
+  return vlmc_builder_constant_ints(&ctx->b, &type, ctx->options->grid,
+                                    3 * ctx->options->num_images, "grid_fixed", out_grid);
+}
+
+static vlmc_status_t index_op(qwen_ctx_t *ctx, vlmc_op_kind_t kind, vlmc_value_t *grid,
+                              uint32_t num_attrs, const vlmc_named_attr_t *attrs,
+                              const vlmc_type_t *type, const char *name, vlmc_value_t **out) {
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(
+      vlmc_builder_op(&ctx->b, kind, 1, &grid, num_attrs, attrs, type, name, &op));
+  *out = &op->results[0];
+  return NULL;
+}
+
+static void window_attrs(const vlmc_vision_config_t *v, vlmc_named_attr_t *attrs) {
+  attrs[0] = (vlmc_named_attr_t){"window", vlmc_attr_int(v->window_size)};
+  attrs[1] = (vlmc_named_attr_t){"patch", vlmc_attr_int(v->patch_size)};
+  attrs[2] = (vlmc_named_attr_t){"merge", vlmc_attr_int(v->spatial_merge_size)};
+}
+
+static vlmc_status_t tower_indices(qwen_ctx_t *ctx, tower_t *t, vlmc_dim_t images) {
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  vlmc_named_attr_t merge = {"merge", vlmc_attr_int(v->spatial_merge_size)};
+  vlmc_type_t pos_type = {VLMC_DTYPE_I64, 2, {vlmc_dim_static(2), t->patches}};
+  VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_VISION_POSITIONS, t->grid, 1, &merge, &pos_type,
+                                "patch_rc", &t->positions));
+  if (v->fullatt_count > 0) {
+    vlmc_type_t cu_type = {VLMC_DTYPE_I64, 1, {{0}}};
+    VLMC_RETURN_IF_ERROR(vlmc_dim_add(images, vlmc_dim_static(1), &cu_type.dims[0]));
+    VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_FULL_SEGMENTS, t->grid, 0, NULL, &cu_type,
+                                  "full_cu", &t->full_cu));
+  }
+  if (ctx->options->taps) {
+    vlmc_named_attr_t attrs[3];
+    window_attrs(v, attrs);
+    vlmc_type_t order_type = {VLMC_DTYPE_I64, 1, {t->tokens}};
+    VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_WINDOW_ORDER, t->grid, 3, attrs, &order_type,
+                                  "tap_window_order", &t->order));
+  }
+  return NULL;
+}
+
+/* A tap of x [P or P/m^2, ...] in window order: merged-token rows gathered by the order. */
+static vlmc_status_t tap_window_order(qwen_ctx_t *ctx, const tower_t *t, const char *stage,
+                                      vlmc_value_t *x) {
+  if (!ctx->options->taps) return NULL;
+  int64_t width = x->type.dims[1].off;
+  bool patch_rows = vlmc_dim_equal(x->type.dims[0], t->patches);
+  vlmc_value_t *rows = x, *gathered;
+  if (patch_rows) {
+    vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(width * t->merge2)};
+    VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, x, 2, dims, NULL, &rows));
+  }
+  VLMC_RETURN_IF_ERROR(vlmc_builder_gather(&ctx->b, rows, t->order, 0, NULL, &gathered));
+  if (patch_rows) {
+    vlmc_dim_t dims[2] = {t->patches, vlmc_dim_static(width)};
+    VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, gathered, 2, dims, NULL, &gathered));
+  }
+  return qwen_tap(ctx, stage, gathered);
+}
+
+/* ---- one block ----------------------------------------------------------------------------- */
+
+static vlmc_status_t head_split(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *qkv, int part,
+                                const char *name, vlmc_value_t **out) {
+  vlmc_value_t *cols;
+  VLMC_RETURN_IF_ERROR(qwen_slice(ctx, qkv, 1, part * t->width, (part + 1) * t->width, NULL,
+                                  &cols));
+  vlmc_dim_t dims[3] = {t->patches, vlmc_dim_static(t->heads), vlmc_dim_static(t->head_dim)};
+  return qwen_reshape(ctx, cols, 3, dims, name, out);
+}
+
+static vlmc_status_t vision_rope(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
+                                 const char *name, vlmc_value_t **out) {
+  vlmc_named_attr_t attrs[2] = {{"layout", vlmc_attr_enum("vision_2d")},
+                                {"theta", vlmc_attr_float(VISION_ROPE_THETA)}};
+  vlmc_value_t *operands[2] = {x, t->positions};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(
+      vlmc_builder_op(&ctx->b, VLMC_OP_ROPE, 2, operands, 2, attrs, NULL, name, &op));
+  *out = &op->results[0];
+  return NULL;
+}
+
+/* Windowed blocks: window_attention on the grid; full blocks: attention per image. */
+static vlmc_status_t block_attention(qwen_ctx_t *ctx, const tower_t *t, bool full,
+                                     vlmc_value_t *q, vlmc_value_t *k, vlmc_value_t *v,
+                                     const char *name, vlmc_value_t **out) {
+  const vlmc_vision_config_t *vc = &ctx->config->vision;
+  double scale = 1.0 / sqrt((double)t->head_dim);
+  vlmc_named_attr_t attrs[4];
+  vlmc_value_t *operands[4] = {q, k, v, full ? t->full_cu : t->grid};
+  vlmc_op_t *op;
+  if (full) {
+    attrs[0] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
+    VLMC_RETURN_IF_ERROR(
+        vlmc_builder_op(&ctx->b, VLMC_OP_ATTENTION, 4, operands, 1, attrs, NULL, name, &op));
+  } else {
+    window_attrs(vc, attrs);
+    attrs[3] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
+    VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_WINDOW_ATTENTION, 4, operands, 4,
+                                         attrs, NULL, name, &op));
+  }
+  *out = &op->results[0];
+  return NULL;
+}
+
+static vlmc_status_t block_attn_part(qwen_ctx_t *ctx, const tower_t *t, int64_t i,
+                                     vlmc_value_t *x, vlmc_value_t **out_x) {
+  char prefix[QWEN_NAME_MAX], sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
+  qwen_name(prefix, "visual.blocks.%lld", (long long)i);
+  vlmc_value_t *a, *qkv, *q, *k, *v, *attn, *flat, *proj;
+  qwen_name(sub, "%s.norm1.weight", prefix);
+  qwen_name(name, "vb%lld.norm1", (long long)i);
+  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, t->width, VISION_NORM_EPS, name, &a));
+  qwen_name(sub, "%s.attn.qkv", prefix);
+  qwen_name(name, "vb%lld.qkv", (long long)i);
+  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, a, sub, 3 * t->width, t->width, true, name, &qkv));
+  qwen_name(name, "vb%lld.q", (long long)i);
+  VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 0, NULL, &q));
+  VLMC_RETURN_IF_ERROR(vision_rope(ctx, t, q, name, &q));
+  qwen_name(name, "vb%lld.k", (long long)i);
+  VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 1, NULL, &k));
+  VLMC_RETURN_IF_ERROR(vision_rope(ctx, t, k, name, &k));
+  qwen_name(name, "vb%lld.v", (long long)i);
+  VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 2, name, &v));
+  qwen_name(name, "vb%lld.attn", (long long)i);
+  bool full = is_full_block(&ctx->config->vision, i);
+  VLMC_RETURN_IF_ERROR(block_attention(ctx, t, full, q, k, v, name, &attn));
+  vlmc_dim_t dims[2] = {t->patches, vlmc_dim_static(t->width)};
+  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, attn, 2, dims, NULL, &flat));
+  qwen_name(sub, "%s.attn.proj", prefix);
+  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, flat, sub, t->width, t->width, true, NULL, &proj));
+  qwen_name(name, "vb%lld.x_attn", (long long)i);
+  return qwen_binary(ctx, VLMC_OP_ADD, x, proj, name, out_x);
+}
+
+static vlmc_status_t vision_block(qwen_ctx_t *ctx, const tower_t *t, int64_t i, vlmc_value_t *x,
+                                  vlmc_value_t **out_x) {
+  char prefix[QWEN_NAME_MAX], sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
+  vlmc_value_t *b, *mlp;
+  VLMC_RETURN_IF_ERROR(block_attn_part(ctx, t, i, x, &x));
+  qwen_name(prefix, "visual.blocks.%lld", (long long)i);
+  qwen_name(sub, "%s.norm2.weight", prefix);
+  qwen_name(name, "vb%lld.norm2", (long long)i);
+  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, t->width, VISION_NORM_EPS, name, &b));
+  qwen_name(sub, "%s.mlp", prefix);
+  qwen_name(name, "vb%lld.mlp", (long long)i);
+  VLMC_RETURN_IF_ERROR(qwen_swiglu(ctx, b, sub, t->width, t->inner, true, name, &mlp));
+  qwen_name(name, "vb%lld.out", (long long)i);
+  VLMC_RETURN_IF_ERROR(qwen_binary(ctx, VLMC_OP_ADD, x, mlp, name, out_x));
+  qwen_name(name, "vision_block.%lld", (long long)i);
+  return tap_window_order(ctx, t, name, *out_x);
+}
+
+/* ---- patch embedding and merger ---------------------------------------------------------- */
+
+static vlmc_status_t patch_embed(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *pixels,
+                                 vlmc_value_t **out_x) {
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  int64_t features = pixels->type.dims[1].off;
+  /* Conv3d weight (out, C, T, kh, kw): flattened, its input axes are exactly the feature order
+   * of a pixel_values row (spec §2.4), so the convolution is a linear over F features. */
+  int64_t shape[5] = {t->width, v->in_channels, v->temporal_patch_size, v->patch_size,
+                      v->patch_size};
+  vlmc_value_t *w, *w2d;
+  VLMC_RETURN_IF_ERROR(qwen_param(ctx, "visual.patch_embed.proj.weight", 5, shape, &w));
+  vlmc_dim_t dims[2] = {vlmc_dim_static(t->width), vlmc_dim_static(features)};
+  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, w, 2, dims, NULL, &w2d));
+  if (w2d->type.dtype != VLMC_DTYPE_F32)
+    VLMC_RETURN_IF_ERROR(vlmc_builder_cast(&ctx->b, w2d, VLMC_DTYPE_F32, NULL, &w2d));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->b, pixels, w2d, NULL, "patch_embed", out_x));
+  return qwen_tap(ctx, "patch_embed", *out_x);
+}
+
+static vlmc_status_t merger(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
+                            vlmc_value_t **out) {
+  int64_t wide = t->width * t->merge2;
+  vlmc_value_t *y, *h, *act;
+  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, "visual.merger.ln_q.weight", t->width,
+                                     VISION_NORM_EPS, "merger.norm", &y));
+  /* Rows 4j..4j+3 are the 2x2 patches of merged token j (spec §2.4): one row of 4·D. */
+  vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(wide)};
+  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, y, 2, dims, "merger.rows", &y));
+  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, y, "visual.merger.mlp.0", wide, wide, true, NULL, &h));
+  vlmc_named_attr_t approx = {"approx", vlmc_attr_enum("erf")};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_GELU, 1, &h, 1, &approx, NULL, NULL, &op));
+  act = &op->results[0];
+  VLMC_RETURN_IF_ERROR(
+      qwen_linear(ctx, act, "visual.merger.mlp.2", t->out, wide, true, "image_embeds", out));
+  return tap_window_order(ctx, t, "merger", *out);
+}
+
+/* ---- the function ------------------------------------------------------------------------ */
+
+static vlmc_status_t tower_init(qwen_ctx_t *ctx, tower_t *t, vlmc_dim_t *out_images) {
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  memset(t, 0, sizeof *t);
+  t->width = v->hidden_size;
+  t->heads = v->num_heads;
+  t->head_dim = v->head_dim;
+  t->inner = v->intermediate_size;
+  t->out = v->out_hidden_size;
+  t->merge2 = v->spatial_merge_size * v->spatial_merge_size;
+  if (ctx->options->grid) {
+    int64_t patches = 0;
+    for (size_t i = 0; i < ctx->options->num_images; ++i)
+      patches += ctx->options->grid[3 * i] * ctx->options->grid[3 * i + 1] *
+                 ctx->options->grid[3 * i + 2];
+    t->patches = vlmc_dim_static(patches);
+    t->tokens = vlmc_dim_static(patches / t->merge2);
+    *out_images = vlmc_dim_static((int64_t)ctx->options->num_images);
+    return NULL;
+  }
+  VLMC_RETURN_IF_ERROR(vlmc_dim_symbolic(ctx->sym_patches, 1, 1, 0, &t->patches));
+  VLMC_RETURN_IF_ERROR(vlmc_dim_symbolic(ctx->sym_patches, 1, t->merge2, 0, &t->tokens));
+  return vlmc_dim_symbolic(ctx->sym_images, 1, 1, 0, out_images);
+}
+
+vlmc_status_t qwen_build_encode_image(qwen_ctx_t *ctx) {
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  tower_t t;
+  vlmc_dim_t images;
+  VLMC_RETURN_IF_ERROR(tower_init(ctx, &t, &images));
+  int64_t features = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
+  vlmc_type_t args[2] = {{VLMC_DTYPE_F32, 2, {t.patches, vlmc_dim_static(features)}},
+                         {VLMC_DTYPE_I64, 2, {images, vlmc_dim_static(3)}}};
+  vlmc_type_t result = {VLMC_DTYPE_F32, 2, {t.tokens, vlmc_dim_static(t.out)}};
+  const char *names[2] = {"pixel_values", "grid"};
+  vlmc_func_t *func;
+  VLMC_RETURN_IF_ERROR(
+      vlmc_module_func_add(ctx->module, "encode_image", 2, args, names, 1, &result, &func));
+  vlmc_builder_init(&ctx->b, func);
+  vlmc_value_t *x;
+  VLMC_RETURN_IF_ERROR(grid_value(ctx, &func->args[1], &t.grid));
+  VLMC_RETURN_IF_ERROR(tower_indices(ctx, &t, images));
+  VLMC_RETURN_IF_ERROR(patch_embed(ctx, &t, &func->args[0], &x));
+  for (int64_t i = 0; i < v->depth; ++i) VLMC_RETURN_IF_ERROR(vision_block(ctx, &t, i, x, &x));
+  VLMC_RETURN_IF_ERROR(merger(ctx, &t, x, &x));
+  VLMC_RETURN_IF_ERROR(qwen_tap(ctx, "image_embeds", x));
+  return vlmc_builder_return(&ctx->b, 1, &x);
+}

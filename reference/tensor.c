@@ -1,0 +1,216 @@
+/* Dense tensors, f16 / bf16 conversions and ggml's Q4_0 / Q8_0 blocks. */
+#include "reference/tensor.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/checked_math.h"
+
+vlmc_tensor_t vlmc_tensor_view(vlmc_dtype_t dtype, uint32_t rank, const int64_t *shape,
+                               const void *data) {
+  assert(rank <= VLMC_IR_MAX_RANK);
+  vlmc_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) t.shape[i] = shape[i];
+  t.data = (void *)data; /* a view never writes through the pointer it was given */
+  return t;
+}
+
+bool vlmc_tensor_byte_size(vlmc_dtype_t dtype, uint32_t rank, const int64_t *shape,
+                           size_t *out_bytes) {
+  if (dtype < 0 || dtype >= VLMC_DTYPE_COUNT || rank > VLMC_IR_MAX_RANK) return false;
+  const vlmc_dtype_info_t *info = vlmc_dtype_info(dtype);
+  size_t count = 1;
+  for (uint32_t i = 0; i < rank; ++i)
+    if (shape[i] < 0 || !vlmc_mul_size(count, (size_t)shape[i], &count)) return false;
+  if (info->block_size > 1) {
+    int64_t last = rank ? shape[rank - 1] : 1;
+    if (last % info->block_size != 0) return false;
+    return vlmc_mul_size(count / info->block_size, info->block_bytes, out_bytes);
+  }
+  return vlmc_mul_size(count, info->block_bytes, out_bytes);
+}
+
+vlmc_status_t vlmc_tensor_alloc(vlmc_dtype_t dtype, uint32_t rank, const int64_t *shape,
+                                vlmc_tensor_t *out_tensor) {
+  size_t bytes;
+  if (!vlmc_tensor_byte_size(dtype, rank, shape, &bytes))
+    return vlmc_status_make(VLMC_OUT_OF_RANGE, "tensor shape is invalid or too large");
+  vlmc_tensor_t t = vlmc_tensor_view(dtype, rank, shape, NULL);
+  t.data = calloc(bytes ? bytes : 1, 1);
+  if (!t.data)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
+  t.capacity = bytes ? bytes : 1;
+  t.owned = true;
+  *out_tensor = t;
+  return NULL;
+}
+
+void vlmc_tensor_release(vlmc_tensor_t *tensor) {
+  if (tensor->owned) free(tensor->data);
+  memset(tensor, 0, sizeof *tensor);
+}
+
+int64_t vlmc_tensor_count(const vlmc_tensor_t *tensor) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < tensor->rank; ++i) n *= tensor->shape[i];
+  return n;
+}
+
+/* ---- f16 / bf16 ---- */
+
+static uint32_t f32_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return x;
+}
+
+static float f32_from_bits(uint32_t x) {
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+/* Rounds `value` >> shift to nearest, ties to even. */
+static uint32_t shift_round_even(uint32_t value, uint32_t shift) {
+  uint32_t kept = value >> shift, rest = value & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1))) ++kept;
+  return kept;
+}
+
+uint16_t vlmc_f32_to_f16(float value) {
+  uint32_t x = f32_bits(value);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0));
+  int32_t e = (int32_t)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    /* Subnormal f16 (or zero): the value in units of 2^-24, rounded. Below 2^-25 it is 0. */
+    if (e < -10) return (uint16_t)sign;
+    return (uint16_t)(sign | shift_round_even(mant | 0x800000u, (uint32_t)(14 - e)));
+  }
+  /* A carry out of the mantissa moves into the exponent, up to infinity: that is right. */
+  return (uint16_t)(sign | shift_round_even(((uint32_t)e << 23) | mant, 13));
+}
+
+float vlmc_f16_to_f32(uint16_t bits) {
+  uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;
+  uint32_t exp = (bits >> 10) & 0x1fu, mant = bits & 0x3ffu;
+  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    float magnitude = (float)mant * 0x1p-24f; /* exact: at most 11 significant bits */
+    return sign ? -magnitude : magnitude;
+  }
+  return f32_from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint16_t vlmc_f32_to_bf16(float value) {
+  uint32_t x = f32_bits(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float vlmc_bf16_to_f32(uint16_t bits) { return f32_from_bits((uint32_t)bits << 16); }
+
+float vlmc_round_f16(float value) { return vlmc_f16_to_f32(vlmc_f32_to_f16(value)); }
+float vlmc_round_bf16(float value) { return vlmc_bf16_to_f32(vlmc_f32_to_bf16(value)); }
+
+/* ---- ggml blocks ---- */
+
+enum { QK = 32 };
+
+static float block_scale(const uint8_t *block) {
+  return vlmc_f16_to_f32((uint16_t)(block[0] | (block[1] << 8)));
+}
+
+static void set_block_scale(uint8_t *block, float d) {
+  uint16_t h = vlmc_f32_to_f16(d);
+  block[0] = (uint8_t)(h & 0xff);
+  block[1] = (uint8_t)(h >> 8);
+}
+
+void vlmc_dequantize_q8_0(const uint8_t *data, size_t blocks, float *out) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t *block = data + b * 34;
+    float d = block_scale(block);
+    for (int j = 0; j < QK; ++j) out[b * QK + j] = d * (float)(int8_t)block[2 + j];
+  }
+}
+
+void vlmc_dequantize_q4_0(const uint8_t *data, size_t blocks, float *out) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t *block = data + b * 18;
+    float d = block_scale(block);
+    for (int j = 0; j < QK / 2; ++j) {
+      out[b * QK + j] = d * (float)((block[2 + j] & 0x0f) - 8);
+      out[b * QK + j + QK / 2] = d * (float)((block[2 + j] >> 4) - 8);
+    }
+  }
+}
+
+/* The value of largest magnitude in a block (the first one on ties), and that magnitude. */
+static float block_extreme(const float *x, float *out_amax) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < QK; ++j)
+    if (amax < fabsf(x[j])) {
+      amax = fabsf(x[j]);
+      max = x[j];
+    }
+  *out_amax = amax;
+  return max;
+}
+
+/* The float-to-integer conversions below are undefined for NaN and out-of-range values in C;
+ * ggml's inputs are finite, ours might not be. */
+static float finite_or_zero(float v) { return isfinite(v) ? v : 0.0f; }
+
+void vlmc_quantize_q8_0(const float *in, size_t blocks, uint8_t *out) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const float *x = in + b * QK;
+    uint8_t *block = out + b * 34;
+    float amax;
+    block_extreme(x, &amax);
+    float d = finite_or_zero(amax / 127.0f);
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    set_block_scale(block, d);
+    for (int j = 0; j < QK; ++j) {
+      float q = finite_or_zero(roundf(x[j] * id));
+      block[2 + j] = (uint8_t)(int8_t)fmaxf(-128.0f, fminf(127.0f, q));
+    }
+  }
+}
+
+void vlmc_quantize_q4_0(const float *in, size_t blocks, uint8_t *out) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const float *x = in + b * QK;
+    uint8_t *block = out + b * 18;
+    float amax;
+    float d = finite_or_zero(block_extreme(x, &amax) / -8.0f);
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    set_block_scale(block, d);
+    for (int j = 0; j < QK / 2; ++j) {
+      float v0 = fmaxf(0.0f, fminf(15.0f, finite_or_zero(x[j] * id + 8.5f)));
+      float v1 = fmaxf(0.0f, fminf(15.0f, finite_or_zero(x[j + QK / 2] * id + 8.5f)));
+      block[2 + j] = (uint8_t)((uint8_t)v0 | ((uint8_t)v1 << 4));
+    }
+  }
+}
+
+double vlmc_tensor_max_abs_diff(const vlmc_tensor_t *a, const vlmc_tensor_t *b) {
+  if (a->dtype != VLMC_DTYPE_F32 || b->dtype != VLMC_DTYPE_F32 || a->rank != b->rank) return -1;
+  for (uint32_t i = 0; i < a->rank; ++i)
+    if (a->shape[i] != b->shape[i]) return -1;
+  const float *x = vlmc_tensor_f32(a), *y = vlmc_tensor_f32(b);
+  double worst = 0;
+  for (int64_t i = 0, n = vlmc_tensor_count(a); i < n; ++i) {
+    if (x[i] == y[i] || (isnan(x[i]) && isnan(y[i]))) continue; /* inf == inf, NaN ~ NaN */
+    double d = fabs((double)x[i] - (double)y[i]);
+    if (isnan(d)) d = INFINITY;
+    if (d > worst) worst = d;
+  }
+  return worst;
+}

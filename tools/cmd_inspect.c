@@ -1,0 +1,130 @@
+/* vlmc inspect model.vlmc: what an artifact holds — sections with sizes and checksums, the
+ * model and the options that compiled it, the functions of its program, and its parameters
+ * (count, dtype mix, bytes). --verify also checks every lazily verified section. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "runtime/artifact.h"
+#include "runtime/manifest.h"
+#include "tools/commands.h"
+
+static void print_sections(const vlmc_artifact_t *a) {
+  printf("sections (format version %u):\n", vlmc_artifact_format_version(a));
+  printf("  %-16s %12s %14s  %-16s %s\n", "name", "offset", "bytes", "xxh64", "check");
+  for (size_t i = 0; i < vlmc_artifact_section_count(a); ++i) {
+    const vlmc_artifact_section_t *s = vlmc_artifact_section(a, i);
+    printf("  %-16s %12llu %14llu  %016llx %s\n", s->name, (unsigned long long)s->offset,
+           (unsigned long long)s->size, (unsigned long long)s->checksum,
+           s->flags & VLMC_SECTION_LAZY_VERIFY ? "on use" : "at open");
+  }
+}
+
+static void print_params(const vlmc_manifest_t *m) {
+  uint64_t bytes[VLMC_DTYPE_COUNT] = {0}, count[VLMC_DTYPE_COUNT] = {0}, elements = 0;
+  for (size_t i = 0; i < m->num_params; ++i) {
+    const vlmc_manifest_param_t *p = &m->params[i];
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < p->rank; ++d) n *= (uint64_t)p->shape[d];
+    elements += n;
+    bytes[p->dtype] += p->nbytes;
+    count[p->dtype] += 1;
+  }
+  printf("parameters: %zu tensors, %llu elements, %s\n", m->num_params,
+         (unsigned long long)elements,
+         m->params_external ? "external (run with --params CKPT_DIR)" : "inline");
+  for (int d = 0; d < VLMC_DTYPE_COUNT; ++d)
+    if (count[d])
+      printf("  %-5s %6llu tensors %14llu bytes\n", vlmc_dtype_info((vlmc_dtype_t)d)->name,
+             (unsigned long long)count[d], (unsigned long long)bytes[d]);
+}
+
+static void print_program(const vlmc_artifact_t *a) {
+  const vlmc_artifact_section_t *s = vlmc_artifact_find(a, "program");
+  vlmc_module_t *module = NULL;
+  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
+  vlmc_status_t status =
+      s ? vlmc_module_parse((const char *)s->data, (size_t)s->size, &po, &module) : NULL;
+  if (!s || status) {
+    printf("program: %s\n", s ? vlmc_status_message(status) : "missing");
+    vlmc_status_free(status);
+    return;
+  }
+  printf("program: %u functions\n", module->num_funcs);
+  for (uint32_t f = 0; f < module->num_funcs; ++f) {
+    const vlmc_func_t *func = module->funcs[f];
+    uint32_t ops = 0, by_kind[VLMC_OP_COUNT] = {0};
+    for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+      ++ops;
+      ++by_kind[op->kind];
+    }
+    printf("  @%-14s %u args, %u results, %u ops (", func->name, func->num_args,
+           func->num_results, ops);
+    const char *sep = "";
+    for (int k = 0; k < VLMC_OP_COUNT; ++k) {
+      if (!by_kind[k]) continue;
+      printf("%s%s %u", sep, vlmc_op_info((vlmc_op_kind_t)k)->mnemonic, by_kind[k]);
+      sep = ", ";
+    }
+    printf(")\n");
+  }
+  vlmc_module_destroy(module);
+}
+
+static int inspect(const char *path, bool verify) {
+  vlmc_artifact_t *a = NULL;
+  vlmc_status_t status = vlmc_artifact_open(path, &a);
+  if (status) return vlmc_status_report(status);
+  const vlmc_artifact_section_t *ms = NULL;
+  vlmc_manifest_t m;
+  vlmc_manifest_init(&m);
+  status = vlmc_artifact_require(a, "manifest", "vlmc inspect", &ms);
+  if (!status) status = vlmc_manifest_from_json(path, (const char *)ms->data, (size_t)ms->size, &m);
+  if (!status) {
+    printf("artifact: %s\n", path);
+    printf("model: %s, vocabulary %lld, produced by %s\n", m.model_family,
+           (long long)m.vocab_size, m.producer);
+    printf("compiled with: %s\n", m.compile_options[0] ? m.compile_options : "(defaults)");
+    printf("targets: %s\n", m.targets);
+    printf("tokenizer: %s; chat template: %s\n",
+           vlmc_artifact_find(a, "tokenizer") ? "yes" : "none (token ids only)",
+           vlmc_artifact_find(a, "chat_template") ? m.chat_template_source : "none");
+    printf("images: min_pixels %lld, max_pixels %lld, %s resize\n",
+           (long long)m.preprocess.min_pixels, (long long)m.preprocess.max_pixels,
+           m.preprocess.resample == VLMC_RESAMPLE_PIL ? "pil" : "torchvision");
+    print_sections(a);
+    print_program(a);
+    print_params(&m);
+  }
+  for (size_t i = 0; !status && verify && i < vlmc_artifact_section_count(a); ++i)
+    status = vlmc_artifact_section_verify(a, vlmc_artifact_section(a, i));
+  if (!status && verify) printf("verify: every section matches its checksum\n");
+  vlmc_manifest_deinit(&m);
+  vlmc_artifact_destroy(a);
+  return vlmc_status_report(status);
+}
+
+int vlmc_cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  bool verify = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: vlmc inspect model.vlmc [--verify]\n"
+             "  Prints the sections, model, compile options, program functions and parameter\n"
+             "  summary. --verify checks every section's checksum, parameters included.\n");
+      return 0;
+    }
+    if (!strcmp(argv[i], "--verify")) verify = true;
+    else if (!path && argv[i][0] != '-') path = argv[i];
+    else {
+      fprintf(stderr, "error: vlmc inspect: unexpected argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!path) {
+    fprintf(stderr, "usage: vlmc inspect model.vlmc [--verify]\n");
+    return 2;
+  }
+  return inspect(path, verify);
+}
