@@ -65,11 +65,28 @@ vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *prec
 
 /* ---- the module ---- */
 
+static vlmc_status_t read_program(compile_t *c) {
+  char *text = NULL;
+  size_t len = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_file_read_all(c->o->program_path, &text, &len));
+  vlmc_parse_options_t po = {.filename = c->o->program_path, .first_line = 1};
+  vlmc_status_t status = vlmc_module_parse(text, len, &po, &c->module);
+  free(text);
+  if (!status) status = vlmc_module_verify(c->module);
+  if (!status) progress(c, "compile: program from %s", c->o->program_path);
+  return status;
+}
+
 static vlmc_status_t build_and_lower(compile_t *c) {
-  vlmc_qwen2_5_vl_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
-                                   .taps = true};
-  VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(c->checkpoint, &mo, &c->module));
   const char *pipeline_text = c->o->passes;
+  if (c->o->program_path) {
+    VLMC_RETURN_IF_ERROR(read_program(c));
+    if (!pipeline_text) return NULL;
+  } else {
+    vlmc_qwen2_5_vl_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
+                                     .taps = true};
+    VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(c->checkpoint, &mo, &c->module));
+  }
   if (!pipeline_text)
     VLMC_RETURN_IF_ERROR(vlmc_compile_default_pipeline(c->o->target, c->o->precision,
                                                        &pipeline_text));

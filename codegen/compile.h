@@ -21,6 +21,10 @@ typedef struct {
   const char *target;      /* "ref" (default) */
   const char *precision;   /* "auto" (the target's default), "f32", "f16", "bf16" */
   const char *passes;      /* NULL: the target's default pipeline */
+  /* Use this IR file (e.g. an edited --dump-dir dump) as the program instead of building the
+   * model and running the pipeline; `passes`, when given, still runs on it. Its parameters are
+   * read from the checkpoint by name. For debugging and for tests that plant a defect. */
+  const char *program_path;
   bool params_external;    /* reference the checkpoint's safetensors instead of copying */
   /* A fixed image grid (rows of t, h, w in patches): the window order folds to constants.
    * NULL: any image size at run time. */

@@ -23,6 +23,8 @@ static void print_help(FILE *out) {
           "                            reference them by name and checksum in CKPT_DIR\n"
           "  --image-size WxH          compile for this image size (repeat for several images\n"
           "                            per prompt): the window order folds to constants\n"
+          "  --program FILE.vir        take the program from this IR file (an edited dump)\n"
+          "                            instead of building the model; weights from CKPT_DIR\n"
           "%s",
           vlmc_tool_pass_flags_help);
 }
@@ -67,6 +69,7 @@ int vlmc_cmd_compile(int argc, char **argv) {
         vlmc_tool_flag_value(argc, argv, &i, "--target", &o.target) ||
         vlmc_tool_flag_value(argc, argv, &i, "--precision", &o.precision) ||
         vlmc_tool_flag_value(argc, argv, &i, "--passes", &o.passes) ||
+        vlmc_tool_flag_value(argc, argv, &i, "--program", &o.program_path) ||
         vlmc_tool_flag_value(argc, argv, &i, "--params", &params))
       continue;
     if (vlmc_tool_flag_value(argc, argv, &i, "--image-size", &size)) {
