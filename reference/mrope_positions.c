@@ -1,5 +1,19 @@
 #include "reference/mrope_positions.h"
 
+static vlmc_status_t check_grids(const vlmc_grid_thw_t *grids, size_t n, int64_t merge) {
+  for (size_t i = 0; i < n; ++i) {
+    const vlmc_grid_thw_t *g = &grids[i];
+    if (g->t <= 0 || g->h <= 0 || g->w <= 0 || g->h % merge || g->w % merge ||
+        g->h > (1 << 20) || g->w > (1 << 20))
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                              "image_grid_thw[%zu] = (%lld, %lld, %lld): expected positive sizes "
+                              "with h and w multiples of the merge size %lld",
+                              i, (long long)g->t, (long long)g->h, (long long)g->w,
+                              (long long)merge);
+  }
+  return NULL;
+}
+
 static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Assigns the positions of one image block starting at token `start`; returns the block length
@@ -34,8 +48,7 @@ vlmc_status_t vlmc_mrope_position_ids(const int64_t *input_ids, size_t seq_len,
                                       int64_t *out_rope_delta) {
   if (config.merge <= 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "merge size must be positive");
-  int64_t patches, merged;
-  VLMC_RETURN_IF_ERROR(vlmc_grids_count(grids, n_grids, config.merge, &patches, &merged));
+  VLMC_RETURN_IF_ERROR(check_grids(grids, n_grids, config.merge));
   int64_t next = 0, max_pos = -1;
   size_t image = 0;
   for (size_t i = 0; i < seq_len;) {

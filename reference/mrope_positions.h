@@ -9,8 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reference/vision_geometry.h"
 #include "support/status.h"
+
+typedef struct {
+  int64_t t, h, w; /* in patches, as image_grid_thw */
+} vlmc_grid_thw_t;
 
 typedef struct {
   int64_t image_token_id; /* 151655 in Qwen2.5-VL */

@@ -51,6 +51,7 @@ int vlmc_cmd_compile(int argc, char **argv) {
   o.target = "ref";
   o.precision = "auto";
   o.progress = print_progress;
+  vlmc_tool_pass_flags_init(&o.debug);
   int64_t grid[3 * MAX_IMAGES];
   const char *params = "inline", *size = NULL;
   vlmc_strbuf_t command_line;

@@ -10,6 +10,7 @@
 #include "support/file.h"
 #include "support/strbuf.h"
 #include "tools/commands.h"
+#include "tools/pass_flags.h"
 
 typedef struct {
   const char *input;
@@ -31,20 +32,16 @@ static void print_help(FILE *out, const vlmc_pass_registry_t *registry) {
           "  --passes=LIST             comma-separated pipeline, e.g. canonicalize,dce,cse or\n"
           "                            canonicalize{max-iterations=2},cse (default: none)\n"
           "  -o OUT                    write the IR to OUT instead of stdout\n"
-          "  --print-ir-before=P[,Q]   print the IR to stderr before these passes\n"
-          "  --print-ir-after=P[,Q]    print the IR to stderr after these passes\n"
-          "  --print-ir-before-all     print the IR before every pass\n"
-          "  --print-ir-after-all      print the IR after every pass\n"
-          "  --print-ir-after-change   print after a pass only when it changed the IR\n"
-          "  --dump-dir=DIR            write 00-input.vir and NN-<pass>.vir into DIR\n"
-          "                            (with --split-input-file: DIR/<chunk>/)\n"
+          "%s"
+          "                            (--dump-dir with --split-input-file: DIR/<chunk>/;\n"
+          "                            --no-verify also skips verifying the input)\n"
           "  --split-input-file        treat '// -----' lines as separators between\n"
           "                            independent inputs; outputs are joined the same way\n"
-          "  --no-verify               skip the verifier on the input and after each pass\n"
           "  --pass-statistics         print each pass's counters to stderr at the end\n"
           "  --help                    this text\n"
           "\n"
-          "passes:\n");
+          "passes:\n",
+          vlmc_tool_pass_flags_help);
   for (uint32_t i = 0; i < registry->count; ++i) {
     const vlmc_pass_t *pass = registry->passes[i];
     fprintf(out, "  %-14s %s\n", pass->name, pass->summary);
@@ -54,22 +51,10 @@ static void print_help(FILE *out, const vlmc_pass_registry_t *registry) {
   }
 }
 
-/* "--name=value" or "--name value"; advances *i past a separate value. */
-static bool flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return false;
-  if (argv[*i][n] == '=') {
-    *out = argv[*i] + n + 1;
-    return true;
-  }
-  if (argv[*i][n] != '\0' || *i + 1 >= argc) return false;
-  *out = argv[++*i];
-  return true;
-}
-
 /* Returns 0 to go on, 1 on a usage error, -1 when --help was printed. */
 static int parse_flags(int argc, char **argv, const vlmc_pass_registry_t *registry,
                        opt_flags_t *flags) {
+  vlmc_tool_pass_flags_init(&flags->pm);
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     vlmc_pass_manager_options_t *pm = &flags->pm;
@@ -77,17 +62,11 @@ static int parse_flags(int argc, char **argv, const vlmc_pass_registry_t *regist
       print_help(stdout, registry);
       return -1;
     }
-    if (flag_value(argc, argv, &i, "--passes", &flags->passes) ||
-        flag_value(argc, argv, &i, "-o", &flags->output) ||
-        flag_value(argc, argv, &i, "--print-ir-before", &pm->print_ir_before) ||
-        flag_value(argc, argv, &i, "--print-ir-after", &pm->print_ir_after) ||
-        flag_value(argc, argv, &i, "--dump-dir", &pm->dump_dir))
+    if (vlmc_tool_flag_value(argc, argv, &i, "--passes", &flags->passes) ||
+        vlmc_tool_flag_value(argc, argv, &i, "-o", &flags->output) ||
+        vlmc_tool_pass_flag(argc, argv, &i, pm))
       continue;
-    if (strcmp(a, "--print-ir-before-all") == 0) pm->print_ir_before_all = true;
-    else if (strcmp(a, "--print-ir-after-all") == 0) pm->print_ir_after_all = true;
-    else if (strcmp(a, "--print-ir-after-change") == 0) pm->print_ir_after_change = true;
-    else if (strcmp(a, "--split-input-file") == 0) flags->split_input_file = true;
-    else if (strcmp(a, "--no-verify") == 0) pm->skip_verify = true;
+    if (strcmp(a, "--split-input-file") == 0) flags->split_input_file = true;
     else if (strcmp(a, "--pass-statistics") == 0) flags->pass_statistics = true;
     else if ((a[0] != '-' || strcmp(a, "-") == 0) && !flags->input) flags->input = a;
     else {
@@ -100,14 +79,6 @@ static int parse_flags(int argc, char **argv, const vlmc_pass_registry_t *regist
     return 1;
   }
   return 0;
-}
-
-static void print_to_stderr(void *user, const char *header, const char *ir) {
-  fprintf(stderr, "%s\n%s", header, ir);
-}
-
-static void log_to_stderr(void *user, const char *pass, const char *message) {
-  fprintf(stderr, "// %s: %s\n", pass, message);
 }
 
 /* Located diagnostics ("file:line:col: error: ...") already say "error:" on their first
@@ -214,8 +185,6 @@ int vlmc_cmd_opt(int argc, char **argv) {
   if (st) return vlmc_status_report(st);
   opt_flags_t flags;
   memset(&flags, 0, sizeof flags);
-  flags.pm.print = print_to_stderr;
-  flags.pm.log = log_to_stderr;
   int flag_rc = parse_flags(argc, argv, &registry, &flags);
   if (flag_rc) return flag_rc < 0 ? 0 : 1;
 

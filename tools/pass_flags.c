@@ -32,9 +32,13 @@ static void log_to_stderr(void *user, const char *pass, const char *message) {
   fprintf(stderr, "// %s: %s\n", pass, message);
 }
 
-bool vlmc_tool_pass_flag(int argc, char **argv, int *i, vlmc_pass_manager_options_t *pm) {
+void vlmc_tool_pass_flags_init(vlmc_pass_manager_options_t *pm) {
+  memset(pm, 0, sizeof *pm);
   pm->print = print_to_stderr;
   pm->log = log_to_stderr;
+}
+
+bool vlmc_tool_pass_flag(int argc, char **argv, int *i, vlmc_pass_manager_options_t *pm) {
   const char *a = argv[*i];
   if (vlmc_tool_flag_value(argc, argv, i, "--print-ir-before", &pm->print_ir_before) ||
       vlmc_tool_flag_value(argc, argv, i, "--print-ir-after", &pm->print_ir_after) ||

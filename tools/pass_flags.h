@@ -10,9 +10,12 @@
 /* "--name=value" or "--name value"; advances *i past a separate value. */
 bool vlmc_tool_flag_value(int argc, char **argv, int *i, const char *name, const char **out);
 
+/* Zeroes `pm` and points its print and log callbacks at stderr. */
+void vlmc_tool_pass_flags_init(vlmc_pass_manager_options_t *pm);
+
 /* Consumes one of --print-ir-before[=]P, --print-ir-after[=]P, --print-ir-before-all,
- * --print-ir-after-all, --print-ir-after-change, --dump-dir[=]DIR, --no-verify into `pm`
- * (and sets its print and log callbacks to stderr); false when argv[*i] is none of them. */
+ * --print-ir-after-all, --print-ir-after-change, --dump-dir[=]DIR, --no-verify into `pm`;
+ * false when argv[*i] is none of them. */
 bool vlmc_tool_pass_flag(int argc, char **argv, int *i, vlmc_pass_manager_options_t *pm);
 
 /* The help lines for those flags. */
