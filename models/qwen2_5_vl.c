@@ -49,8 +49,8 @@ static vlmc_status_t tensor_check(const qwen_ctx_t *ctx, const char *name,
                                   const int64_t *shape) {
   const char *source = ctx->tensors->source ? ctx->tensors->source : "the tensor table";
   if (info->dtype < 0 || info->dtype >= VLMC_DTYPE_COUNT || !vlmc_dtype_info(info->dtype)->is_float)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected f32, f16 or bf16",
-                            source, name,
+    return vlmc_status_make(VLMC_UNSUPPORTED,
+                            "%s: tensor '%s' has dtype %s; expected f32, f16 or bf16", source, name,
                             info->dtype >= 0 && info->dtype < VLMC_DTYPE_COUNT
                                 ? vlmc_dtype_info(info->dtype)->name
                                 : "(one vlmc does not read)");
@@ -61,8 +61,9 @@ static vlmc_status_t tensor_check(const qwen_ctx_t *ctx, const char *name,
   shape_print(got, sizeof got, info->rank < VLMC_IR_MAX_RANK ? info->rank : VLMC_IR_MAX_RANK,
               info->shape);
   shape_print(want, sizeof want, rank, shape);
-  return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, config.json implies %s",
-                          source, name, got, want);
+  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                          "%s: tensor '%s' has shape %s, config.json implies %s", source, name, got,
+                          want);
 }
 
 vlmc_status_t qwen_param(qwen_ctx_t *ctx, const char *name, uint32_t rank, const int64_t *shape,

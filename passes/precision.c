@@ -75,7 +75,8 @@ static vlmc_status_t value_sites_init(const vlmc_module_t *module, value_sites_t
   sites->size = module->next_value_id;
   sites->func = calloc(sites->size + 1, sizeof *sites->func);
   sites->op_index = calloc(sites->size + 1, sizeof *sites->op_index);
-  if (!sites->func || !sites->op_index) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (!sites->func || !sites->op_index)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   for (uint32_t f = 0; f < module->num_funcs; ++f) {
     uint32_t index = 0;
     for (const vlmc_op_t *op = module->funcs[f]->body.first; op; op = op->next, ++index)

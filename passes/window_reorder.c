@@ -474,7 +474,8 @@ static vlmc_status_t expand_data(const int64_t *order, size_t count, int64_t gro
   *out = malloc((count * (size_t)group + 1) * sizeof **out);
   if (!*out) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   for (size_t j = 0; j < count; ++j)
-    for (int64_t r = 0; r < group; ++r) (*out)[j * (size_t)group + (size_t)r] = order[j] * group + r;
+    for (int64_t r = 0; r < group; ++r)
+      (*out)[j * (size_t)group + (size_t)r] = order[j] * group + r;
   return NULL;
 }
 

@@ -23,6 +23,7 @@
 #include "test_compiler_pass_util.h"
 
 static const char *const kCheckpoint = "tests/fixtures/parity/tiny-vocab512";
+#define CONFIG "tests/fixtures/parity/tiny-vocab512/config.json"
 enum { GRID_H = 16, GRID_W = 16, PATCHES = GRID_H * GRID_W, FEATURES = 1176 };
 static const float kScale = 256.0f;
 
@@ -58,7 +59,7 @@ static vlmc_status_t write_scaled_checkpoint(const char *dir) {
   if (!st) st = vlmc_st_write_file(path, out, count);
   char *config = NULL;
   size_t len = 0;
-  if (!st) st = vlmc_file_read_all("tests/fixtures/parity/tiny-vocab512/config.json", &config, &len);
+  if (!st) st = vlmc_file_read_all(CONFIG, &config, &len);
   snprintf(path, sizeof path, "%s/config.json", dir);
   if (!st) st = vlmc_file_write_all(path, config, len);
   free(config);
@@ -195,7 +196,8 @@ static void test_f16_overflow_is_upcast_by_calibration(void) {
   EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
   vlmc_module_t *module = NULL;
   if (checkpoint) EXPECT_OK(vlmc_qwen2_5_vl_build_from_checkpoint(checkpoint, NULL, &module));
-  if (module) EXPECT_OK(run_passes(module, "mrope-layout,window-reorder,canonicalize,dce,cse", NULL));
+  if (module)
+    EXPECT_OK(run_passes(module, "mrope-layout,window-reorder,canonicalize,dce,cse", NULL));
   input_t *in = malloc(sizeof *in);
   make_input(in);
   vlmc_tensor_t ref = {0}, rules_only = {0}, calibrated = {0};

@@ -30,7 +30,8 @@ static const grid_case_t kGrids[] = {
 
 static int64_t patches_of(const grid_case_t *g) {
   int64_t n = 0;
-  for (int i = 0; i < g->num_images; ++i) n += g->grid[3 * i] * g->grid[3 * i + 1] * g->grid[3 * i + 2];
+  for (int i = 0; i < g->num_images; ++i)
+    n += g->grid[3 * i] * g->grid[3 * i + 1] * g->grid[3 * i + 2];
   return n;
 }
 
