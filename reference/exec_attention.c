@@ -8,6 +8,13 @@
  *   - causal: query i sits at absolute position T - S + i and attends keys j <= T - S + i.
  * Both may apply together. A query that can see no key is an error (HF would give NaN).
  *
+ * Blocking, which changes no bit (every sum keeps its order): the keys of each kv head are
+ * packed once per call into panels of 64 for the contraction kernel (exec_contraction.c), and
+ * blocks of 4 query rows of a head get their scores from it, 4 x 64 at a time, each an f64
+ * dot product in c order. The softmax is per row; the weighted sum of v goes four rows at once
+ * (sharing each load of v) when the block's rows see the same keys, else row by row. Threads
+ * split the query blocks.
+ *
  * window_attention(q, k, v [P, H, D], grid [N, 3]) evaluates what the window-reorder pass
  * lowers it to: gather the patches into window order (merged tokens by window_order, their
  * merge^2 patches kept together), segmented attention over window_segments, and the result
@@ -20,7 +27,7 @@
 #include "reference/exec_internal.h"
 #include "support/checked_math.h"
 
-enum { MAX_WORKERS = 16 };
+enum { MAX_WORKERS = 16, ROWS = VLMC_REF_ROWS, PANEL = VLMC_REF_PANEL };
 
 typedef struct {
   const float *q, *k, *v;
@@ -29,7 +36,11 @@ typedef struct {
   double scale;
   bool causal;
   const int64_t *seg_begin, *seg_end; /* per query row, or NULL: all keys */
-  double *scores[MAX_WORKERS];        /* t scores per worker */
+  /* The keys of each kv head in panels for the contraction kernel: head h, keys
+   * [p * PANEL, (p + 1) * PANEL) at (h * key_panels + p) * d * PANEL, k-major, zero-padded. */
+  float *key_panels;
+  int64_t num_key_panels;             /* per head */
+  double *scores[MAX_WORKERS];        /* ROWS x t scores per worker */
   double *acc[MAX_WORKERS];           /* dv sums per worker */
 } attention_job_t;
 
@@ -40,57 +51,128 @@ static void visible_keys(const attention_job_t *j, int64_t i, int64_t *lo, int64
   if (j->causal && j->t - j->s + i + 1 < *hi) *hi = j->t - j->s + i + 1;
 }
 
-static void attend_one(const attention_job_t *j, uint32_t worker, int64_t i, int64_t h) {
-  int64_t kvh = h / (j->hq / j->hkv), lo, hi;
-  visible_keys(j, i, &lo, &hi);
-  const float *q = j->q + (i * j->hq + h) * j->d;
-  double *score = j->scores[worker], *acc = j->acc[worker], max = -INFINITY, sum = 0;
-  int64_t t = lo, stride = j->hkv * j->d;
-  for (; t + 4 <= hi; t += 4) { /* four keys at once: independent sums, each in c order */
-    const float *k0 = j->k + (t * j->hkv + kvh) * j->d, *k1 = k0 + stride, *k2 = k1 + stride;
-    const float *k3 = k2 + stride;
-    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-    for (int64_t c = 0; c < j->d; ++c) {
-      double qc = q[c];
-      d0 += qc * k0[c];
-      d1 += qc * k1[c];
-      d2 += qc * k2[c];
-      d3 += qc * k3[c];
+static void pack_keys(attention_job_t *j) {
+  for (int64_t h = 0; h < j->hkv; ++h)
+    for (int64_t p = 0; p < j->num_key_panels; ++p) {
+      float *panel = j->key_panels + (h * j->num_key_panels + p) * j->d * PANEL;
+      for (int64_t o = 0, t = p * PANEL; o < PANEL; ++o, ++t) {
+        const float *key = t < j->t ? j->k + (t * j->hkv + h) * j->d : NULL;
+        for (int64_t c = 0; c < j->d; ++c) panel[c * PANEL + o] = key ? key[c] : 0.0f;
+      }
     }
-    score[t] = d0 * j->scale;
-    score[t + 1] = d1 * j->scale;
-    score[t + 2] = d2 * j->scale;
-    score[t + 3] = d3 * j->scale;
+}
+
+/* The softmax weights of a row's keys [lo, hi) in place of their scores: exp(score - max) in
+ * f64; returns their sum (in t order). */
+static double softmax_weights(double *score, int64_t lo, int64_t hi) {
+  double max = -INFINITY, sum = 0;
+  for (int64_t t = lo; t < hi; ++t) max = fmax(max, score[t]);
+  for (int64_t t = lo; t < hi; ++t) {
+    score[t] = exp(score[t] - max);
+    sum += score[t];
   }
-  for (; t < hi; ++t) {
-    const float *k = j->k + (t * j->hkv + kvh) * j->d;
-    double dot = 0;
-    for (int64_t c = 0; c < j->d; ++c) dot += (double)q[c] * k[c];
-    score[t] = dot * j->scale;
-  }
-  for (t = lo; t < hi; ++t) max = fmax(max, score[t]);
+  return sum;
+}
+
+/* y[c] = sum_t p[t] * v[t][c] / sum over keys [lo, hi): f64 products and sums in t order. */
+static void weighted_values(const attention_job_t *j, int64_t kvh, const double *p, double sum,
+                            int64_t lo, int64_t hi, double *acc, float *y) {
   for (int64_t c = 0; c < j->dv; ++c) acc[c] = 0;
-  for (t = lo; t < hi; ++t) {
-    double p = exp(score[t] - max);
+  for (int64_t t = lo; t < hi; ++t) {
     const float *v = j->v + (t * j->hkv + kvh) * j->dv;
-    sum += p;
-    for (int64_t c = 0; c < j->dv; ++c) acc[c] += p * v[c];
+    for (int64_t c = 0; c < j->dv; ++c) acc[c] += p[t] * v[c];
   }
-  float *y = j->y + (i * j->hq + h) * j->dv;
   for (int64_t c = 0; c < j->dv; ++c) y[c] = (float)(acc[c] / sum);
 }
 
+/* The same for ROWS rows that see the same keys, when dv is a multiple of 4: four columns at a
+ * time, so that the 4 x 4 sums stay in registers and each load of v serves four rows. The
+ * operations are weighted_values' own, so the bits are too. */
+static void weighted_values_rows(const attention_job_t *j, int64_t kvh, const double *p,
+                                 const double *sum, int64_t lo, int64_t hi, float *y) {
+  int64_t vs = j->hkv * j->dv, ys = j->hq * j->dv;
+  const float *v = j->v + kvh * j->dv;
+  assert(j->dv % 4 == 0);
+  for (int64_t c0 = 0; c0 < j->dv; c0 += 4) {
+    double a[ROWS][4] = {{0}};
+    for (int64_t t = lo; t < hi; ++t) {
+      const float *vt = v + t * vs + c0;
+      for (int r = 0; r < ROWS; ++r) {
+        double pt = p[r * j->t + t];
+        for (int c = 0; c < 4; ++c) a[r][c] += pt * vt[c];
+      }
+    }
+    for (int r = 0; r < ROWS; ++r)
+      for (int c = 0; c < 4; ++c) y[r * ys + c0 + c] = (float)(a[r][c] / sum[r]);
+  }
+}
+
+/* Query rows [i0, i0 + nr) of head h: their scores q.k * scale (f64 dot products in c order,
+ * by the contraction kernel over the key panels that any of them sees), then each row's
+ * softmax and weighted values. */
+static void attend_rows(const attention_job_t *j, uint32_t worker, int64_t i0, int64_t nr,
+                        int64_t h) {
+  int64_t kvh = h / (j->hq / j->hkv), lo[ROWS], hi[ROWS], first = INT64_MAX, last = 0;
+  bool same_keys = true;
+  for (int64_t r = 0; r < nr; ++r) {
+    visible_keys(j, i0 + r, &lo[r], &hi[r]);
+    first = lo[r] < first ? lo[r] : first;
+    last = hi[r] > last ? hi[r] : last;
+    same_keys = same_keys && lo[r] == lo[0] && hi[r] == hi[0];
+  }
+  double *score = j->scores[worker], sum[ROWS];
+  const float *q = j->q + (i0 * j->hq + h) * j->d;
+  vlmc_ref_acc_t acc;
+  for (int64_t p = first / PANEL; p * PANEL < last; ++p) {
+    vlmc_ref_panel_kernel(q, j->hq * j->d, nr,
+                          j->key_panels + (kvh * j->num_key_panels + p) * j->d * PANEL, j->d,
+                          acc);
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t o = 0, t = p * PANEL; o < PANEL; ++o, ++t)
+        if (t >= lo[r] && t < hi[r]) score[r * j->t + t] = acc[r][o] * j->scale;
+  }
+  for (int64_t r = 0; r < nr; ++r) sum[r] = softmax_weights(score + r * j->t, lo[r], hi[r]);
+  float *y = j->y + (i0 * j->hq + h) * j->dv;
+  if (same_keys && nr == ROWS && j->dv % 4 == 0) {
+    weighted_values_rows(j, kvh, score, sum, first, last, y);
+    return;
+  }
+  for (int64_t r = 0; r < nr; ++r)
+    weighted_values(j, kvh, score + r * j->t, sum[r], lo[r], hi[r], j->acc[worker],
+                    y + r * j->hq * j->dv);
+}
+
+/* Work items are blocks of ROWS query rows, all heads. */
 static void attention_rows(void *arg, uint32_t worker, int64_t begin, int64_t end) {
   const attention_job_t *j = arg;
-  for (int64_t i = begin; i < end; ++i)
-    for (int64_t h = 0; h < j->hq; ++h) attend_one(j, worker, i, h);
+  for (int64_t b = begin; b < end; ++b) {
+    int64_t i0 = b * ROWS, nr = j->s - i0 < ROWS ? j->s - i0 : ROWS;
+    for (int64_t h = 0; h < j->hq; ++h) attend_rows(j, worker, i0, nr, h);
+  }
 }
 
 static void free_scratch(attention_job_t *j) {
+  free(j->key_panels);
   for (int w = 0; w < MAX_WORKERS; ++w) {
     free(j->scores[w]);
     free(j->acc[w]);
   }
+}
+
+static vlmc_status_t alloc_scratch(vlmc_ref_ctx_t *ctx, attention_job_t *j) {
+  j->num_key_panels = (j->t + PANEL - 1) / PANEL;
+  size_t panel_floats;
+  if (!vlmc_mul_size((size_t)(j->hkv * j->num_key_panels * PANEL), (size_t)j->d, &panel_floats))
+    return vlmc_ref_fail(ctx, VLMC_OUT_OF_RANGE, "the keys are too many to pack");
+  j->key_panels = malloc((panel_floats ? panel_floats : 1) * sizeof(float));
+  if (!j->key_panels) return vlmc_ref_fail(ctx, VLMC_OUT_OF_MEMORY, "out of memory");
+  uint32_t workers = vlmc_ref_threads(ctx->ex);
+  for (uint32_t w = 0; w < workers; ++w) {
+    j->scores[w] = malloc((size_t)(j->t ? j->t : 1) * ROWS * sizeof(double));
+    j->acc[w] = malloc((size_t)(j->dv ? j->dv : 1) * sizeof(double));
+    if (!j->scores[w] || !j->acc[w]) return vlmc_ref_fail(ctx, VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  return NULL;
 }
 
 /* Checks that every query sees at least one key, then runs the rows. */
@@ -105,15 +187,15 @@ static vlmc_status_t attention_run(vlmc_ref_ctx_t *ctx, attention_job_t *j) {
                            j->causal ? ", causal: query i sits at position T - S + i" : "");
   }
   if (j->s == 0 || j->hq == 0) return NULL;
-  uint32_t workers = vlmc_ref_threads(ctx->ex);
-  vlmc_status_t st = NULL;
-  for (uint32_t w = 0; w < workers && !st; ++w) {
-    j->scores[w] = malloc((size_t)(j->t ? j->t : 1) * sizeof(double));
-    j->acc[w] = malloc((size_t)(j->dv ? j->dv : 1) * sizeof(double));
-    if (!j->scores[w] || !j->acc[w]) st = vlmc_ref_fail(ctx, VLMC_OUT_OF_MEMORY, "out of memory");
-  }
-  if (!st) vlmc_ref_parallel_rows(ctx->ex, j->s, 1, attention_rows, j);
-  return st;
+  VLMC_RETURN_IF_ERROR(alloc_scratch(ctx, j));
+  pack_keys(j);
+  int64_t block_work; /* at most, in multiply-adds; saturates for hostile shapes */
+  if (!vlmc_mul_i64(ROWS * j->hq, j->t, &block_work) ||
+      !vlmc_mul_i64(block_work, j->d + j->dv, &block_work))
+    block_work = INT64_MAX;
+  vlmc_ref_parallel_rows(ctx->ex, (j->s + ROWS - 1) / ROWS, vlmc_ref_min_chunk(block_work),
+                         attention_rows, j);
+  return NULL;
 }
 
 static void job_init(vlmc_ref_ctx_t *ctx, attention_job_t *j) {

@@ -253,10 +253,15 @@ static void cast_to_quantized(float *y, int64_t count, vlmc_dtype_t to) {
 }
 
 vlmc_status_t vlmc_ref_eval_CAST(vlmc_ref_ctx_t *ctx) {
-  VLMC_RETURN_IF_ERROR(vlmc_ref_result_alloc(ctx, 0));
   const vlmc_tensor_t *x = ctx->in[0];
-  vlmc_tensor_t *y = &ctx->out[0];
   vlmc_dtype_t to = ctx->op->results[0].type.dtype;
+  /* Float values are held in f32 (or, for a raw parameter, in the f32-exact bf16 / f16 it came
+   * in), so a cast to f32 changes no element: pass them on instead of copying (the precision
+   * pass puts such a cast after every bf16 weight). */
+  if (x->dtype != VLMC_DTYPE_I64 && (to == VLMC_DTYPE_F32 || to == VLMC_DTYPE_F64))
+    return vlmc_ref_result_forward(ctx, 0);
+  VLMC_RETURN_IF_ERROR(vlmc_ref_result_alloc(ctx, 0));
+  vlmc_tensor_t *y = &ctx->out[0];
   int64_t n = vlmc_tensor_count(y);
   if (y->dtype == VLMC_DTYPE_I64) {
     if (x->dtype == VLMC_DTYPE_F32) return cast_float_to_int(ctx, to);

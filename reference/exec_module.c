@@ -1,5 +1,6 @@
-/* Module access and effects: param (through the caller's callback, converted once and cached),
- * constant, tap, and return (which the interpreter loop handles itself). */
+/* Module access and effects: param (through the caller's callback, converted once and cached;
+ * a raw parameter keeps its bf16 / f16 storage), constant, tap, and return (which the
+ * interpreter loop handles itself). */
 #include <assert.h>
 #include <string.h>
 
@@ -43,7 +44,8 @@ static vlmc_status_t load_param(vlmc_ref_ctx_t *ctx, int32_t index) {
   }
   char what[300];
   snprintf(what, sizeof what, "param @%s", param->name);
-  st = vlmc_ref_convert_input(ex, &view, param->type.dtype, what, &ex->params[index]);
+  st = vlmc_ref_convert_input(ex, &view, param->type.dtype, what, ex->param_raw[index],
+                              &ex->params[index]);
   vlmc_tensor_release(&view); /* frees an owned view that was converted, not one taken */
   if (st) return vlmc_ref_locate(ctx, st);
   ex->param_loaded[index] = true;

@@ -1,6 +1,8 @@
 /* Data movement: gather, embedding, scatter_rows, reshape, transpose, concat, slice, argmax and
- * kv_cache_append. Elements are copied as they are (F32 or I64 storage); every index read from
- * data is checked, and a bad one is an error naming the op, the index and the bound. */
+ * kv_cache_append. Elements are copied as they are (F32 or I64 storage; embedding also reads a
+ * raw bf16 / f16 table); reshape passes its operand on without copying where it can. Every
+ * index read from data is checked, and a bad one is an error naming the op, the index and the
+ * bound. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -55,10 +57,25 @@ vlmc_status_t vlmc_ref_eval_GATHER(vlmc_ref_ctx_t *ctx) {
   return NULL;
 }
 
+/* Rows idx[i] of a raw (bf16 / f16) table, widened to f32. */
+static void gather_rows_widened(const vlmc_tensor_t *table, const vlmc_tensor_t *idx,
+                                vlmc_tensor_t *out) {
+  int64_t row = product(table->shape, 1, table->rank), n = vlmc_tensor_count(idx);
+  const int64_t *v = vlmc_tensor_i64(idx);
+  float *y = vlmc_tensor_f32(out);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < row; ++c)
+      y[i * row + c] = vlmc_ref_load_float(table->data, table->dtype, v[i] * row + c);
+}
+
 vlmc_status_t vlmc_ref_eval_EMBEDDING(vlmc_ref_ctx_t *ctx) {
   VLMC_RETURN_IF_ERROR(check_indices(ctx, ctx->in[1], ctx->in[0]->shape[0], "token id"));
   VLMC_RETURN_IF_ERROR(vlmc_ref_result_alloc(ctx, 0));
-  gather_axis(ctx->in[0], ctx->in[1], 0, &ctx->out[0]);
+  const vlmc_tensor_t *table = ctx->in[0];
+  if (table->dtype == VLMC_DTYPE_BF16 || table->dtype == VLMC_DTYPE_F16)
+    gather_rows_widened(table, ctx->in[1], &ctx->out[0]);
+  else
+    gather_axis(table, ctx->in[1], 0, &ctx->out[0]);
   return NULL;
 }
 
@@ -94,8 +111,7 @@ vlmc_status_t vlmc_ref_eval_SCATTER_ROWS(vlmc_ref_ctx_t *ctx) {
 }
 
 vlmc_status_t vlmc_ref_eval_RESHAPE(vlmc_ref_ctx_t *ctx) {
-  assert(vlmc_tensor_count(ctx->in[0]) == vlmc_tensor_count(&ctx->out[0]));
-  return result_from_operand(ctx, 0);
+  return vlmc_ref_result_forward(ctx, 0);
 }
 
 vlmc_status_t vlmc_ref_eval_TRANSPOSE(vlmc_ref_ctx_t *ctx) {

@@ -179,6 +179,40 @@ bool vlmc_ref_operand_take(vlmc_ref_ctx_t *ctx, uint32_t i, vlmc_tensor_t *out) 
   return true;
 }
 
+static vlmc_tensor_t view_of(const vlmc_tensor_t *t) {
+  return vlmc_tensor_view(t->dtype, t->rank, t->shape, t->data);
+}
+
+/* out[0] becomes `from` in the result's shape. */
+static void forward_as_result(vlmc_ref_ctx_t *ctx, vlmc_tensor_t from) {
+  from.rank = ctx->out[0].rank;
+  memcpy(from.shape, ctx->out[0].shape, sizeof from.shape);
+  ctx->out[0] = from;
+}
+
+vlmc_status_t vlmc_ref_result_forward(vlmc_ref_ctx_t *ctx, uint32_t i) {
+  vlmc_tensor_t *out = &ctx->out[0];
+  const vlmc_tensor_t *src = ctx->in[i];
+  assert(vlmc_tensor_count(src) == vlmc_tensor_count(out));
+  vlmc_tensor_t taken;
+  if (!src->owned) {
+    forward_as_result(ctx, view_of(src));
+    return NULL;
+  }
+  if (vlmc_ref_operand_take(ctx, i, &taken)) {
+    forward_as_result(ctx, taken);
+    return NULL;
+  }
+  assert(src->dtype == out->dtype); /* owned values are F32 or I64, as their type says */
+  VLMC_RETURN_IF_ERROR(vlmc_ref_result_alloc(ctx, 0));
+  size_t bytes;
+  bool ok = vlmc_tensor_byte_size(out->dtype, out->rank, out->shape, &bytes);
+  assert(ok);
+  (void)ok;
+  if (bytes) memcpy(out->data, src->data, bytes);
+  return NULL;
+}
+
 /* ---- threads ---- */
 
 typedef struct {
@@ -197,6 +231,12 @@ static void *rows_thread(void *p) {
 uint32_t vlmc_ref_threads(const vlmc_executor_t *ex) {
   uint32_t threads = ex->options.threads;
   return threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+}
+
+int64_t vlmc_ref_min_chunk(int64_t work) {
+  const int64_t min_work = 1 << 18; /* multiply-adds; a thread starts in some 20-50 us */
+  if (work <= 0 || work >= min_work) return 1;
+  return (min_work + work - 1) / work;
 }
 
 void vlmc_ref_parallel_rows(const vlmc_executor_t *ex, int64_t rows, int64_t min_chunk,
@@ -239,7 +279,7 @@ static bool is_int_storage(vlmc_dtype_t d) {
          d == VLMC_DTYPE_U8 || d == VLMC_DTYPE_BOOL;
 }
 
-static float load_float(const void *data, vlmc_dtype_t dtype, int64_t i) {
+float vlmc_ref_load_float(const void *data, vlmc_dtype_t dtype, int64_t i) {
   switch (dtype) {
     case VLMC_DTYPE_F32: return ((const float *)data)[i];
     case VLMC_DTYPE_F16: return vlmc_f16_to_f32(((const uint16_t *)data)[i]);
@@ -263,7 +303,7 @@ static vlmc_status_t convert_floats(const vlmc_executor_t *ex, const vlmc_tensor
   float *dst = vlmc_tensor_f32(out);
   bool round = ex->options.emulate_low_precision && src->dtype != ir_dtype;
   for (int64_t i = 0, n = vlmc_tensor_count(src); i < n; ++i) {
-    float v = load_float(src->data, src->dtype, i);
+    float v = vlmc_ref_load_float(src->data, src->dtype, i);
     dst[i] = round ? vlmc_ref_round(ir_dtype, v) : v;
   }
   return NULL;
@@ -299,7 +339,8 @@ static void pass_through(vlmc_tensor_t *src, vlmc_tensor_t *out) {
 }
 
 static vlmc_status_t convert_input(const vlmc_executor_t *ex, vlmc_tensor_t *src,
-                                   vlmc_dtype_t ir_dtype, const char *what, vlmc_tensor_t *out) {
+                                   vlmc_dtype_t ir_dtype, const char *what, bool keep_storage,
+                                   vlmc_tensor_t *out) {
   const vlmc_dtype_info_t *info = vlmc_dtype_info(ir_dtype);
   size_t bytes;
   memset(out, 0, sizeof *out);
@@ -321,7 +362,9 @@ static vlmc_status_t convert_input(const vlmc_executor_t *ex, vlmc_tensor_t *src
                               what, info->name, dtype_name(src->dtype));
     bool round = ex->options.emulate_low_precision && src->dtype != ir_dtype &&
                  (ir_dtype == VLMC_DTYPE_F16 || ir_dtype == VLMC_DTYPE_BF16);
-    if (src->dtype == VLMC_DTYPE_F32 && !round) {
+    bool kept = src->dtype == VLMC_DTYPE_F32 ||
+                (keep_storage && (src->dtype == VLMC_DTYPE_BF16 || src->dtype == VLMC_DTYPE_F16));
+    if (kept && !round) {
       pass_through(src, out);
       return NULL;
     }
@@ -337,9 +380,9 @@ static vlmc_status_t convert_input(const vlmc_executor_t *ex, vlmc_tensor_t *src
 }
 
 vlmc_status_t vlmc_ref_convert_input(const vlmc_executor_t *ex, vlmc_tensor_t *src,
-                                     vlmc_dtype_t ir_dtype, const char *what,
+                                     vlmc_dtype_t ir_dtype, const char *what, bool keep_storage,
                                      vlmc_tensor_t *out) {
-  VLMC_RETURN_IF_ERROR(convert_input(ex, src, ir_dtype, what, out));
+  VLMC_RETURN_IF_ERROR(convert_input(ex, src, ir_dtype, what, keep_storage, out));
   /* Empty tensors may come without data; the ops still form pointers into theirs. */
   static int64_t no_elements;
   if (!out->data) {
@@ -356,6 +399,7 @@ static void plan_free(vlmc_ref_plan_t *plan) {
   free(plan->ops);
   free(plan->last_use);
   free(plan->param_index);
+  free(plan->is_static);
   free(plan);
 }
 
@@ -364,6 +408,25 @@ static int32_t param_position(const vlmc_module_t *module, const vlmc_op_t *op) 
   for (uint32_t i = 0; param && i < module->num_params; ++i)
     if (module->params[i] == param) return (int32_t)i;
   return -1;
+}
+
+static bool type_is_static(const vlmc_type_t *type) {
+  for (uint32_t d = 0; d < type->rank; ++d)
+    if (!vlmc_dim_is_static(type->dims[d])) return false;
+  return true;
+}
+
+/* Whether op computes the same results on every call: it reads parameters or constants only,
+ * through pure ops (tap and return have effects), and its result shapes bind no symbol. */
+static bool op_is_static(const vlmc_ref_plan_t *plan, const vlmc_op_t *op) {
+  if (op->num_results == 0 || op->kind == VLMC_OP_TAP || op->kind == VLMC_OP_RETURN) return false;
+  for (uint32_t i = 0; i < op->num_results; ++i)
+    if (!type_is_static(&op->results[i].type)) return false;
+  if (op->kind == VLMC_OP_PARAM || op->kind == VLMC_OP_CONSTANT) return true;
+  if (op->num_operands == 0) return false;
+  for (uint32_t i = 0; i < op->num_operands; ++i)
+    if (!plan->is_static[op->operands[i]->id]) return false;
+  return true;
 }
 
 static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *func,
@@ -376,7 +439,8 @@ static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *
   plan->ops = calloc(plan->num_ops ? plan->num_ops : 1, sizeof *plan->ops);
   plan->param_index = calloc(plan->num_ops ? plan->num_ops : 1, sizeof *plan->param_index);
   plan->last_use = malloc(num_values * sizeof *plan->last_use);
-  if (!plan->ops || !plan->param_index || !plan->last_use) {
+  plan->is_static = calloc(num_values, sizeof *plan->is_static);
+  if (!plan->ops || !plan->param_index || !plan->last_use || !plan->is_static) {
     plan_free(plan);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
@@ -386,10 +450,62 @@ static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *
     plan->ops[k] = op;
     plan->param_index[k] = op->kind == VLMC_OP_PARAM ? param_position(module, op) : -1;
     for (uint32_t i = 0; i < op->num_operands; ++i) plan->last_use[op->operands[i]->id] = k;
+    bool is_static = op_is_static(plan, op);
+    for (uint32_t i = 0; i < op->num_results; ++i) plan->is_static[op->results[i].id] = is_static;
     if (op->num_operands > plan->max_operands) plan->max_operands = op->num_operands;
     if (op->num_results > plan->max_results) plan->max_results = op->num_results;
   }
   *out_plan = plan;
+  return NULL;
+}
+
+/* ---- raw parameters ---- */
+
+/* Whether operand i of op reads its value as a weight: linear's weight, embedding's table. */
+static bool reads_as_weight(const vlmc_op_t *op, uint32_t i) {
+  return (op->kind == VLMC_OP_LINEAR && i == 1) || (op->kind == VLMC_OP_EMBEDDING && i == 0);
+}
+
+/* Ops whose result is their float operand's elements unchanged (vlmc_ref_result_forward). */
+static bool forwards_float(const vlmc_op_t *op) {
+  if (op->kind == VLMC_OP_RESHAPE) return true;
+  vlmc_dtype_t to = op->results[0].type.dtype, from = op->operands[0]->type.dtype;
+  return op->kind == VLMC_OP_CAST && vlmc_dtype_info(from)->is_float &&
+         (to == VLMC_DTYPE_F32 || to == VLMC_DTYPE_F64);
+}
+
+/* Marks in `other_use` (by value id) the values of func that some op reads other than as a
+ * weight, directly or through forwarding ops. Walks backwards: every use of a value comes
+ * after its definition, so a result is settled before the op's operands are looked at. */
+static void mark_other_uses(const vlmc_func_t *func, bool *other_use) {
+  for (const vlmc_op_t *op = func->body.last; op; op = op->prev)
+    for (uint32_t i = 0; i < op->num_operands; ++i) {
+      bool weight = reads_as_weight(op, i) ||
+                    (i == 0 && forwards_float(op) && !other_use[op->results[0].id]);
+      if (!weight) other_use[op->operands[i]->id] = true;
+    }
+}
+
+/* A float parameter that only linear and embedding read can stay in its bf16 / f16 storage:
+ * they convert as they read. Range recording and tracing see every value in f32, as
+ * documented, so they turn this off. */
+static vlmc_status_t find_raw_params(vlmc_executor_t *ex) {
+  const vlmc_module_t *m = ex->module;
+  if (ex->options.on_range || ex->options.on_trace) return NULL;
+  bool *other_use = calloc(m->next_value_id ? m->next_value_id : 1, sizeof *other_use);
+  if (!other_use) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t f = 0; f < m->num_funcs; ++f) mark_other_uses(m->funcs[f], other_use);
+  for (uint32_t i = 0; i < m->num_params; ++i) {
+    const vlmc_dtype_info_t *info = vlmc_dtype_info(m->params[i]->type.dtype);
+    ex->param_raw[i] = info->is_float && !info->is_quantized;
+  }
+  for (uint32_t f = 0; f < m->num_funcs; ++f)
+    for (const vlmc_op_t *op = m->funcs[f]->body.first; op; op = op->next) {
+      if (op->kind != VLMC_OP_PARAM || !other_use[op->results[0].id]) continue;
+      int32_t index = param_position(m, op);
+      if (index >= 0) ex->param_raw[index] = false;
+    }
+  free(other_use);
   return NULL;
 }
 
@@ -408,12 +524,21 @@ vlmc_status_t vlmc_executor_create(const vlmc_module_t *module,
   size_t ns = module->num_symbols ? module->num_symbols : 1;
   ex->plans = calloc(nf, sizeof *ex->plans);
   ex->params = calloc(np, sizeof *ex->params);
+  size_t nv = module->next_value_id ? module->next_value_id : 1;
   ex->param_loaded = calloc(np, sizeof *ex->param_loaded);
+  ex->param_raw = calloc(np, sizeof *ex->param_raw);
+  ex->statics = calloc(nv, sizeof *ex->statics);
+  ex->static_ready = calloc(nv, sizeof *ex->static_ready);
   ex->symbols = calloc(ns, sizeof *ex->symbols);
   ex->bound = calloc(ns, sizeof *ex->bound);
-  if (!ex->plans || !ex->params || !ex->param_loaded || !ex->symbols || !ex->bound) {
+  vlmc_status_t st = NULL;
+  if (!ex->plans || !ex->params || !ex->param_loaded || !ex->param_raw || !ex->statics ||
+      !ex->static_ready || !ex->symbols || !ex->bound)
+    st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (!st) st = find_raw_params(ex);
+  if (st) {
     vlmc_executor_destroy(ex);
-    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    return st;
   }
   *out_executor = ex;
   return NULL;
@@ -424,9 +549,16 @@ void vlmc_executor_destroy(vlmc_executor_t *ex) {
   for (uint32_t i = 0; ex->plans && i < ex->module->num_funcs; ++i) plan_free(ex->plans[i]);
   for (uint32_t i = 0; ex->params && i < ex->module->num_params; ++i)
     vlmc_tensor_release(&ex->params[i]);
+  for (uint32_t i = 0; ex->statics && i < ex->module->next_value_id; ++i)
+    vlmc_tensor_release(&ex->statics[i]);
+  for (size_t i = 0; i < ex->num_packed; ++i) free(ex->packed[i].panels);
   free(ex->plans);
   free(ex->params);
   free(ex->param_loaded);
+  free(ex->param_raw);
+  free(ex->statics);
+  free(ex->static_ready);
+  free(ex->packed);
   free(ex->symbols);
   free(ex->bound);
   free(ex);
@@ -489,7 +621,7 @@ static vlmc_status_t bind_args(vlmc_executor_t *ex, const vlmc_func_t *func, vlm
     describe_arg(func, i, who, sizeof who);
     snprintf(what, sizeof what, "@%s: %s", func->name, who);
     VLMC_RETURN_IF_ERROR(
-        vlmc_ref_convert_input(ex, &args[i], arg->type.dtype, what, &values[arg->id]));
+        vlmc_ref_convert_input(ex, &args[i], arg->type.dtype, what, false, &values[arg->id]));
   }
   return NULL;
 }
@@ -587,6 +719,41 @@ static bool operand_dies_here(const vlmc_ref_plan_t *plan, uint32_t k, const vlm
   return true;
 }
 
+/* Presets the result shapes, evaluates the op and rounds its f16 / bf16 results when
+ * emulating; on error the results are released. */
+static vlmc_status_t eval_op(vlmc_ref_ctx_t *ctx) {
+  vlmc_status_t st = NULL;
+  memset(ctx->out, 0, ctx->op->num_results * sizeof *ctx->out);
+  for (uint32_t i = 0; !st && i < ctx->op->num_results; ++i) st = preset_result(ctx, i);
+  if (!st) st = eval_table[ctx->op->kind](ctx);
+  if (st) {
+    release_results(ctx);
+    return st;
+  }
+  for (uint32_t i = 0; i < ctx->op->num_results; ++i) {
+    assert(ctx->out[i].data);
+    round_low_precision(ctx->ex, ctx->op, &ctx->op->results[i], &ctx->out[i]);
+  }
+  return NULL;
+}
+
+static bool statics_ready(const vlmc_executor_t *ex, const vlmc_op_t *op) {
+  for (uint32_t i = 0; i < op->num_results; ++i)
+    if (!ex->static_ready[op->results[i].id]) return false;
+  return true;
+}
+
+/* Moves a static op's fresh results into the executor's cache, leaving views of them in out:
+ * views are never taken or freed by later ops, so the cache stays intact. */
+static void statics_keep(vlmc_executor_t *ex, const vlmc_op_t *op, vlmc_tensor_t *out) {
+  for (uint32_t i = 0; i < op->num_results; ++i) {
+    uint32_t id = op->results[i].id;
+    ex->statics[id] = out[i];
+    ex->static_ready[id] = true;
+    out[i] = view_of(&ex->statics[id]);
+  }
+}
+
 static vlmc_status_t run_op(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan, uint32_t k,
                             vlmc_tensor_t *values, vlmc_tensor_t **in, bool *may_take,
                             vlmc_tensor_t *out) {
@@ -596,24 +763,17 @@ static vlmc_status_t run_op(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan, ui
     in[i] = &values[op->operands[i]->id];
     may_take[i] = operand_dies_here(plan, k, op, i);
   }
-  for (uint32_t i = 0; i < op->num_results; ++i) {
-    vlmc_status_t st = preset_result(&ctx, i);
-    if (st) {
-      release_results(&ctx);
-      return st;
-    }
-  }
+  bool is_static = op->num_results && plan->is_static[op->results[0].id];
   double start = ex->options.on_trace ? now_seconds() : 0;
-  vlmc_status_t st = eval_table[op->kind](&ctx);
-  if (st) {
-    release_results(&ctx);
-    return st;
+  if (is_static && statics_ready(ex, op)) {
+    for (uint32_t i = 0; i < op->num_results; ++i)
+      out[i] = view_of(&ex->statics[op->results[i].id]);
+  } else {
+    VLMC_RETURN_IF_ERROR(eval_op(&ctx));
+    if (is_static) statics_keep(ex, op, out);
   }
-  for (uint32_t i = 0; i < op->num_results; ++i) {
-    assert(out[i].data);
-    round_low_precision(ex, op, &op->results[i], &out[i]);
-    if (ex->options.on_range) report_range(ex, op, i, &out[i]);
-  }
+  for (uint32_t i = 0; ex->options.on_range && i < op->num_results; ++i)
+    report_range(ex, op, i, &out[i]);
   if (ex->options.on_trace)
     ex->options.on_trace(ex->options.trace_ctx, op, out, op->num_results, now_seconds() - start);
   for (uint32_t i = 0; i < op->num_results; ++i) {

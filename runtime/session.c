@@ -141,6 +141,16 @@ static vlmc_status_t check_signatures(vlmc_session_t *s) {
   return NULL;
 }
 
+/* The inline params section is flagged LAZY_VERIFY so that opening does not read the weights.
+ * Its checksum is checked once, before the first forward pass (or at open with
+ * verify_params): the per-tensor checksums cover each weight, this also covers the alignment
+ * padding between them, so that every damaged byte of the file is refused by name. It costs
+ * one XXH64 pass over the weights, which the first forward pass reads anyway. */
+static vlmc_status_t verify_params_section(const vlmc_session_t *s) {
+  const vlmc_artifact_section_t *sec = vlmc_artifact_find(s->artifact, "params");
+  return sec ? vlmc_artifact_section_verify(s->artifact, sec) : NULL;
+}
+
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
   if (o->backend && strcmp(o->backend, "ref") != 0)
     return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; available: ref",
@@ -153,7 +163,10 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(load_program(s));
   VLMC_RETURN_IF_ERROR(check_signatures(s));
   VLMC_RETURN_IF_ERROR(vlmc_params_open(s->artifact, &s->manifest, o->params_dir, &s->params));
-  if (o->verify_params) VLMC_RETURN_IF_ERROR(vlmc_params_verify_all(s->params));
+  if (o->verify_params) {
+    VLMC_RETURN_IF_ERROR(verify_params_section(s));
+    VLMC_RETURN_IF_ERROR(vlmc_params_verify_all(s->params));
+  }
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
   vlmc_executor_options_t eo = vlmc_executor_options_default();
@@ -193,6 +206,7 @@ void vlmc_session_destroy(vlmc_session_t *s) {
 
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &s->manifest; }
 double vlmc_session_open_ms(const vlmc_session_t *s) { return s->open_ms; }
+bool vlmc_session_has_tokenizer(const vlmc_session_t *s) { return s->tokenizer != NULL; }
 
 /* ---- taps ---- */
 
@@ -267,39 +281,47 @@ static vlmc_status_t taps_write(const tap_list_t *list, const char *dir) {
 
 /* ---- inputs ---- */
 
-static vlmc_status_t build_inputs_from_ids(const vlmc_session_t *s,
-                                           const vlmc_generate_options_t *o, vlmc_request_t *r) {
+static vlmc_status_t check_ids(const vlmc_session_t *s, const int64_t *ids, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= s->manifest.vocab_size)
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "input id [%zu] = %lld is outside the "
+                              "vocabulary (0..%lld)", i, (long long)ids[i],
+                              (long long)s->manifest.vocab_size - 1);
+  return NULL;
+}
+
+static vlmc_status_t preprocess_images(const vlmc_session_t *s, const char *const *paths,
+                                       size_t count, vlmc_preprocess_output_t *out) {
+  if (!count) return NULL;
+  vlmc_image_t *images = calloc(count, sizeof *images);
+  if (!images) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  vlmc_status_t status = NULL;
+  size_t loaded = 0;
+  for (; loaded < count && !status; ++loaded)
+    status = vlmc_image_load(paths[loaded], &images[loaded]);
+  if (!status) status = vlmc_preprocess_images(images, paths, count, &s->manifest.preprocess, out);
+  for (size_t i = 0; i < loaded; ++i) vlmc_image_destroy(&images[i]);
+  free(images);
+  return status;
+}
+
+/* A first prompt given as token ids (models without a tokenizer): the ids as they are, the
+ * images preprocessed, the M-RoPE positions computed from the ids and the grids. */
+static vlmc_status_t build_inputs_from_ids(const vlmc_session_t *s, const char *const *paths,
+                                           size_t num_images, const int64_t *ids, size_t n,
+                                           vlmc_request_t *r) {
   memset(r, 0, sizeof *r);
-  if (o->num_images) {
-    vlmc_image_t *images = calloc(o->num_images, sizeof *images);
-    if (!images) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-    vlmc_status_t status = NULL;
-    size_t loaded = 0;
-    for (; loaded < o->num_images && !status; ++loaded)
-      status = vlmc_image_load(o->image_paths[loaded], &images[loaded]);
-    if (!status)
-      status = vlmc_preprocess_images(images, o->image_paths, o->num_images,
-                                      &s->manifest.preprocess, &r->pixels);
-    for (size_t i = 0; i < loaded; ++i) vlmc_image_destroy(&images[i]);
-    free(images);
-    VLMC_RETURN_IF_ERROR(status);
-  }
-  r->seq_len = o->num_input_ids;
-  r->input_ids = malloc((r->seq_len + 1) * sizeof *r->input_ids);
-  r->positions = malloc((3 * r->seq_len + 1) * sizeof *r->positions);
-  vlmc_grid_thw_t *grids = calloc(o->num_images + 1, sizeof *grids);
+  VLMC_RETURN_IF_ERROR(check_ids(s, ids, n));
+  VLMC_RETURN_IF_ERROR(preprocess_images(s, paths, num_images, &r->pixels));
+  r->seq_len = n;
+  r->input_ids = malloc((n + 1) * sizeof *r->input_ids);
+  r->positions = malloc((3 * n + 1) * sizeof *r->positions);
+  vlmc_grid_thw_t *grids = calloc(num_images + 1, sizeof *grids);
   vlmc_status_t status = NULL;
   if (!r->input_ids || !r->positions || !grids)
     status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  for (size_t i = 0; !status && i < r->seq_len; ++i) {
-    if (o->input_ids[i] < 0 || o->input_ids[i] >= s->manifest.vocab_size)
-      status = vlmc_status_make(VLMC_INVALID_ARGUMENT, "input id [%zu] = %lld is outside the "
-                                "vocabulary (0..%lld)", i, (long long)o->input_ids[i],
-                                (long long)s->manifest.vocab_size - 1);
-    else
-      r->input_ids[i] = o->input_ids[i];
-  }
-  for (size_t i = 0; !status && i < o->num_images; ++i) {
+  if (!status && n) memcpy(r->input_ids, ids, n * sizeof *ids);
+  for (size_t i = 0; !status && i < num_images; ++i) {
     grids[i].t = r->pixels.image_grid_thw[3 * i];
     grids[i].h = r->pixels.image_grid_thw[3 * i + 1];
     grids[i].w = r->pixels.image_grid_thw[3 * i + 2];
@@ -308,15 +330,13 @@ static vlmc_status_t build_inputs_from_ids(const vlmc_session_t *s,
                             .video_token_id = s->manifest.video_token_id,
                             .merge = s->manifest.merge_size};
   if (!status)
-    status = vlmc_mrope_position_ids(r->input_ids, r->seq_len, grids, o->num_images, mc,
+    status = vlmc_mrope_position_ids(r->input_ids, r->seq_len, grids, num_images, mc,
                                      r->positions, &r->rope_delta);
   free(grids);
   return status;
 }
 
-static vlmc_status_t build_inputs(const vlmc_session_t *s, const vlmc_generate_options_t *o,
-                                  vlmc_request_t *r) {
-  if (o->input_ids) return build_inputs_from_ids(s, o, r);
+static vlmc_status_t require_template(const vlmc_session_t *s) {
   const char *path = vlmc_artifact_path(s->artifact);
   if (!s->tokenizer)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: the artifact has no tokenizer (its "
@@ -324,176 +344,55 @@ static vlmc_status_t build_inputs(const vlmc_session_t *s, const vlmc_generate_o
   if (!s->has_template)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: the artifact has no chat template",
                             path);
-  vlmc_request_model_t model = {.image_token_id = s->manifest.image_token_id,
-                                .video_token_id = s->manifest.video_token_id,
-                                .merge_size = s->manifest.merge_size};
-  vlmc_request_spec_t spec = {.system_prompt = o->system_prompt, .image_paths = o->image_paths,
-                              .num_images = o->num_images, .prompt = o->prompt ? o->prompt : ""};
-  return vlmc_request_build(s->tokenizer, &s->chat_template, &s->manifest.preprocess, model,
-                            &spec, r);
-}
-
-/* ---- running ---- */
-
-typedef struct {
-  vlmc_session_t *s;
-  const vlmc_generate_options_t *o;
-  vlmc_request_t request;
-  tap_list_t taps;
-  vlmc_tensor_t *state;      /* logits + 2L caches, as the last call returned them */
-  uint32_t state_count;
-  vlmc_tokenizer_decoder_t decoder;
-  vlmc_strbuf_t text;
-  bool stop_requested;
-} run_t;
-
-static vlmc_status_t encode_images(run_t *run, vlmc_tensor_t *out_embeds) {
-  vlmc_session_t *s = run->s;
-  const vlmc_preprocess_output_t *px = &run->request.pixels;
-  if (px->num_images == 0) {
-    /* A text-only prompt scatters no image rows: an empty [0, H] embedding matrix. */
-    const vlmc_func_t *prefill = vlmc_module_func_find(s->module, "prefill");
-    const vlmc_type_t *t = &prefill->args[1].type;
-    if (t->rank != 2 || !vlmc_dim_is_static(t->dims[1]))
-      return vlmc_status_make(VLMC_PARSE_ERROR, "@prefill: image_embeds must be [M, H] with a "
-                              "static H");
-    int64_t shape[2] = {0, t->dims[1].off};
-    return vlmc_tensor_alloc(VLMC_DTYPE_F32, 2, shape, out_embeds);
-  }
-  int64_t pv_shape[2] = {px->num_rows, px->row_width};
-  int64_t grid_shape[2] = {(int64_t)px->num_images, 3};
-  vlmc_tensor_t args[2] = {vlmc_tensor_view(VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values),
-                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw)};
-  if (run->o->dump_taps_dir) {
-    VLMC_RETURN_IF_ERROR(tap_add(&run->taps, "pixel_values", &args[0]));
-    VLMC_RETURN_IF_ERROR(tap_add(&run->taps, "image_grid_thw", &args[1]));
-  }
-  return vlmc_executor_run(s->executor, "encode_image", args, 2, out_embeds, 1);
-}
-
-static void release_state(run_t *run) {
-  for (uint32_t i = 0; i < run->state_count; ++i) vlmc_tensor_release(&run->state[i]);
-}
-
-static vlmc_status_t prefill(run_t *run, vlmc_tensor_t *embeds) {
-  vlmc_request_t *r = &run->request;
-  int64_t s_shape[1] = {(int64_t)r->seq_len}, p_shape[2] = {3, (int64_t)r->seq_len};
-  vlmc_tensor_t args[3] = {vlmc_tensor_view(VLMC_DTYPE_I64, 1, s_shape, r->input_ids), *embeds,
-                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, r->positions)};
-  *embeds = (vlmc_tensor_t){0}; /* taken by the executor */
-  if (run->o->dump_taps_dir) {
-    int64_t one = 1;
-    vlmc_tensor_t delta = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &r->rope_delta);
-    VLMC_RETURN_IF_ERROR(tap_add(&run->taps, "input_ids", &args[0]));
-    VLMC_RETURN_IF_ERROR(tap_add(&run->taps, "position_ids", &args[2]));
-    VLMC_RETURN_IF_ERROR(tap_add(&run->taps, "rope_deltas", &delta));
-  }
-  vlmc_status_t status =
-      vlmc_executor_run(run->s->executor, "prefill", args, 3, run->state, run->state_count);
-  vlmc_tensor_release(&args[1]);
-  if (!status && run->o->dump_taps_dir)
-    status = tap_add(&run->taps, "logits_last", &run->state[0]);
-  return status;
-}
-
-static vlmc_status_t decode_step(run_t *run, int64_t token, int64_t position) {
-  uint32_t n = run->state_count;
-  vlmc_tensor_t *args = calloc(n + 1, sizeof *args);
-  if (!args) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  int64_t one = 1, p_shape[2] = {3, 1}, pos[3] = {position, position, position};
-  args[0] = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &token);
-  args[1] = vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, pos);
-  vlmc_tensor_release(&run->state[0]); /* the old logits */
-  for (uint32_t i = 1; i < n; ++i) {
-    args[i + 1] = run->state[i]; /* the caches are taken and grown in place */
-    run->state[i] = (vlmc_tensor_t){0};
-  }
-  vlmc_status_t status = vlmc_executor_run(run->s->executor, "decode", args, n + 1, run->state, n);
-  for (uint32_t i = 0; i < n + 1; ++i) vlmc_tensor_release(&args[i]);
-  free(args);
-  return status;
-}
-
-static bool is_eos(const vlmc_manifest_t *m, int64_t id) {
-  for (int i = 0; i < m->eos_count; ++i)
-    if (m->eos_token_ids[i] == id) return true;
-  return false;
-}
-
-static vlmc_status_t emit(run_t *run, int64_t id) {
-  if (!run->s->tokenizer || !run->o->on_text) return NULL;
-  vlmc_strbuf_clear(&run->text);
-  vlmc_status_t status = vlmc_tokenizer_decoder_push(&run->decoder, (int32_t)id, &run->text);
-  if (status && vlmc_status_code(status) == VLMC_OUT_OF_RANGE) {
-    vlmc_status_free(status); /* an id with no text (padding rows of the vocabulary) */
-    return NULL;
-  }
-  if (!status && run->text.len && !run->o->on_text(run->o->text_ctx, run->text.data, run->text.len))
-    run->stop_requested = true;
-  return status;
-}
-
-static vlmc_status_t check_context(const run_t *run, int max_new) {
-  int64_t need = (int64_t)run->request.seq_len + max_new;
-  if (run->o->max_context > 0 && need > run->o->max_context)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "the prompt has %zu tokens; with %d new tokens it needs a context of "
-                            "%lld, more than --max-context %lld",
-                            run->request.seq_len, max_new, (long long)need,
-                            (long long)run->o->max_context);
   return NULL;
 }
 
-static vlmc_status_t generate(run_t *run, vlmc_generate_result_t *res) {
-  const vlmc_generate_options_t *o = run->o;
-  int max_new = o->max_new_tokens > 0 ? o->max_new_tokens : 128;
-  VLMC_RETURN_IF_ERROR(build_inputs(run->s, o, &run->request));
-  VLMC_RETURN_IF_ERROR(check_context(run, max_new));
-  res->prompt_tokens = (int64_t)run->request.seq_len;
-  res->rope_delta = run->request.rope_delta;
-  res->tokens = calloc((size_t)max_new + 1, sizeof *res->tokens);
-  if (!res->tokens) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  vlmc_sampler_t sampler;
-  VLMC_RETURN_IF_ERROR(vlmc_sampler_init(&sampler, o->sampling, (size_t)run->s->manifest.vocab_size));
-  double t0 = now_ms();
-  vlmc_tensor_t embeds = {0};
-  vlmc_status_t status = encode_images(run, &embeds);
-  double t1 = now_ms();
-  if (!status) status = prefill(run, &embeds);
-  double t2 = now_ms();
-  vlmc_tensor_release(&embeds);
-  int64_t cache_len = (int64_t)run->request.seq_len;
-  for (int step = 0; !status && step < max_new; ++step) {
-    if (vlmc_tensor_count(&run->state[0]) != run->s->manifest.vocab_size) {
-      status = vlmc_status_make(VLMC_INTERNAL, "logits have %lld entries, the vocabulary %lld",
-                                (long long)vlmc_tensor_count(&run->state[0]),
-                                (long long)run->s->manifest.vocab_size);
-      break;
-    }
-    int64_t id = vlmc_sampler_next(&sampler, vlmc_tensor_f32(&run->state[0]));
-    res->tokens[res->generated_tokens++] = id;
-    if (is_eos(&run->s->manifest, id)) {
-      res->stopped_on_eos = true;
-      break;
-    }
-    status = emit(run, id);
-    if (status || run->stop_requested || step + 1 == max_new) break;
-    status = decode_step(run, id, cache_len + run->request.rope_delta);
-    ++cache_len;
-  }
-  double t3 = now_ms();
-  vlmc_sampler_deinit(&sampler);
-  res->encode_ms = t1 - t0;
-  res->prefill_ms = t2 - t1;
-  res->decode_ms = t3 - t2;
-  if (!status && run->s->tokenizer && o->on_text) {
-    vlmc_strbuf_clear(&run->text);
-    vlmc_tokenizer_decoder_finish(&run->decoder, &run->text);
-    if (run->text.len) o->on_text(o->text_ctx, run->text.data, run->text.len);
-  }
-  if (!status && o->dump_taps_dir) status = taps_write(&run->taps, o->dump_taps_dir);
+/* What the chat template renders after an answer for one more user message: the part that
+ * [system, user, assistant "", user PROMPT] renders beyond [system, user], both with the
+ * generation prompt. The template renders each message on its own, so this part is the same
+ * after any answer, and it comes from the template rather than from strings written here. */
+static vlmc_status_t render_continuation(const vlmc_session_t *s, const char *prompt,
+                                         vlmc_strbuf_t *head, vlmc_strbuf_t *all) {
+  vlmc_chat_message_t m[4];
+  memset(m, 0, sizeof m);
+  m[0] = (vlmc_chat_message_t){.role = "system", .text = "s", .text_len = 1};
+  m[1] = (vlmc_chat_message_t){.role = "user", .text = "u", .text_len = 1};
+  m[2] = (vlmc_chat_message_t){.role = "assistant", .text = "", .text_len = 0};
+  m[3] = (vlmc_chat_message_t){.role = "user", .text = prompt, .text_len = strlen(prompt)};
+  vlmc_chat_render_options_t ro = {.add_generation_prompt = true, .add_vision_id = false};
+  VLMC_RETURN_IF_ERROR(vlmc_chat_template_render(&s->chat_template, m, 2, &ro, head));
+  VLMC_RETURN_IF_ERROR(vlmc_chat_template_render(&s->chat_template, m, 4, &ro, all));
+  if (all->len < head->len || memcmp(vlmc_strbuf_cstr(all), vlmc_strbuf_cstr(head), head->len))
+    return vlmc_status_make(VLMC_INTERNAL, "chat template: a conversation with one more turn "
+                            "does not extend the rendering of the shorter one");
+  return NULL;
+}
+
+/* The token ids of one more user message in a conversation held by the template. */
+static vlmc_status_t tokenize_continuation(const vlmc_session_t *s, const char *prompt,
+                                           int64_t **out_ids, size_t *out_n) {
+  VLMC_RETURN_IF_ERROR(require_template(s));
+  vlmc_strbuf_t head, all;
+  vlmc_strbuf_init(&head);
+  vlmc_strbuf_init(&all);
+  vlmc_chat_prompt_t tokens = {0};
+  vlmc_status_t status = render_continuation(s, prompt, &head, &all);
+  if (!status)
+    status = vlmc_chat_prompt_tokenize(s->tokenizer, vlmc_strbuf_cstr(&all) + head.len,
+                                       all.len - head.len, NULL, 0, NULL, 0,
+                                       s->manifest.merge_size, &tokens);
+  vlmc_strbuf_deinit(&head);
+  vlmc_strbuf_deinit(&all);
+  if (status) return status;
+  *out_ids = malloc((tokens.len + 1) * sizeof **out_ids);
+  if (!*out_ids) status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; !status && i < tokens.len; ++i) (*out_ids)[i] = tokens.ids[i];
+  *out_n = status ? 0 : tokens.len;
+  vlmc_chat_prompt_deinit(&tokens);
   return status;
 }
+
+/* ---- the conversation ---- */
 
 static vlmc_status_t set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
   /* Taps are cheap to leave off; recreate the executor only when they are wanted. */
@@ -508,30 +407,381 @@ static vlmc_status_t set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
   return vlmc_executor_create(s->module, &eo, &s->executor);
 }
 
-vlmc_status_t vlmc_session_generate(vlmc_session_t *s, const vlmc_generate_options_t *o,
-                                    vlmc_generate_result_t *res) {
-  memset(res, 0, sizeof *res);
-  run_t run = {.s = s, .o = o};
-  run.state_count = 1 + 2 * s->num_layers;
-  run.state = calloc(run.state_count, sizeof *run.state);
-  if (!run.state) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  vlmc_strbuf_init(&run.text);
-  if (s->tokenizer) vlmc_tokenizer_decoder_init(&run.decoder, s->tokenizer, true);
-  vlmc_status_t status = o->dump_taps_dir ? set_tap_callback(s, &run.taps) : NULL;
-  if (!status) status = generate(&run, res);
-  if (o->dump_taps_dir) {
-    vlmc_status_t reset = set_tap_callback(s, NULL);
-    if (!status) status = reset;
-    else vlmc_status_free(reset);
+struct vlmc_chat_s {
+  vlmc_session_t *s;
+  vlmc_chat_options_t options;
+  vlmc_sampler_t sampler;
+  vlmc_tensor_t *state;       /* logits + 2L caches, as the last call returned them */
+  uint32_t state_count;
+  bool started;               /* the first turn's prefill ran */
+  bool failed;                /* a turn failed while running: the cache is gone */
+  bool has_pending;           /* the last conversation token is not in the cache yet */
+  int64_t cache_len;          /* rows in each KV cache */
+  int64_t rope_delta;         /* of the first prompt; positions continue from it */
+  int64_t *tokens;            /* the conversation */
+  size_t num_tokens, capacity;
+  tap_list_t *taps;           /* the first turn's taps, with options.dump_taps_dir */
+  const vlmc_chat_turn_options_t *turn; /* the turn running now */
+  vlmc_tokenizer_decoder_t decoder;
+  vlmc_strbuf_t text;
+  bool stop_requested;
+};
+
+/* What a turn feeds before it generates: the first turn's request, or later turns' ids. */
+typedef struct {
+  vlmc_request_t request;
+  int64_t *ids;
+  size_t num_ids;
+} turn_input_t;
+
+static vlmc_status_t conversation_append(vlmc_chat_t *c, const int64_t *ids, size_t n) {
+  if (c->num_tokens + n > c->capacity) {
+    size_t capacity = c->capacity ? c->capacity : 256;
+    while (capacity < c->num_tokens + n) capacity *= 2;
+    int64_t *grown = realloc(c->tokens, capacity * sizeof *grown);
+    if (!grown) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    c->tokens = grown;
+    c->capacity = capacity;
   }
-  release_state(&run);
-  free(run.state);
-  tap_list_deinit(&run.taps);
-  vlmc_strbuf_deinit(&run.text);
-  vlmc_request_deinit(&run.request);
+  if (n) memcpy(c->tokens + c->num_tokens, ids, n * sizeof *ids);
+  c->num_tokens += n;
+  return NULL;
+}
+
+vlmc_status_t vlmc_chat_create(vlmc_session_t *s, const vlmc_chat_options_t *options,
+                               vlmc_chat_t **out) {
+  *out = NULL;
+  vlmc_chat_t *c = calloc(1, sizeof *c);
+  if (!c) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  c->s = s;
+  c->options = *options;
+  c->state_count = 1 + 2 * s->num_layers;
+  c->state = calloc(c->state_count, sizeof *c->state);
+  vlmc_strbuf_init(&c->text);
+  vlmc_status_t status =
+      c->state ? vlmc_sampler_init(&c->sampler, options->sampling,
+                                   (size_t)s->manifest.vocab_size)
+               : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (status) {
+    free(c->state);
+    free(c);
+    return status;
+  }
+  if (options->dump_taps_dir) {
+    c->taps = calloc(1, sizeof *c->taps);
+    status = c->taps ? set_tap_callback(s, c->taps)
+                     : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  if (status) {
+    vlmc_chat_destroy(c);
+    return status;
+  }
+  *out = c;
+  return NULL;
+}
+
+/* Writes the first turn's taps and goes back to an executor without them. */
+static vlmc_status_t taps_finish(vlmc_chat_t *c, bool write) {
+  vlmc_status_t status = write ? taps_write(c->taps, c->options.dump_taps_dir) : NULL;
+  vlmc_status_t reset = set_tap_callback(c->s, NULL);
+  if (!status) status = reset;
+  else vlmc_status_free(reset);
+  tap_list_deinit(c->taps);
+  free(c->taps);
+  c->taps = NULL;
+  return status;
+}
+
+void vlmc_chat_destroy(vlmc_chat_t *c) {
+  if (!c) return;
+  /* Only out of memory fails here; the session then refuses to run (no executor). */
+  if (c->taps) vlmc_status_free(taps_finish(c, false));
+  for (uint32_t i = 0; i < c->state_count; ++i) vlmc_tensor_release(&c->state[i]);
+  free(c->state);
+  free(c->tokens);
+  vlmc_sampler_deinit(&c->sampler);
+  vlmc_strbuf_deinit(&c->text);
+  free(c);
+}
+
+const int64_t *vlmc_chat_tokens(const vlmc_chat_t *c, size_t *out_count) {
+  *out_count = c->num_tokens;
+  return c->tokens;
+}
+
+int64_t vlmc_chat_cache_length(const vlmc_chat_t *c) { return c->cache_len; }
+
+const float *vlmc_chat_logits(const vlmc_chat_t *c, size_t *out_count) {
+  bool ready = c->started && !c->failed && c->state[0].data;
+  *out_count = ready ? (size_t)vlmc_tensor_count(&c->state[0]) : 0;
+  return ready ? vlmc_tensor_f32(&c->state[0]) : NULL;
+}
+
+/* ---- running ---- */
+
+static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_t *px,
+                                   vlmc_tensor_t *out_embeds) {
+  vlmc_session_t *s = c->s;
+  if (px->num_images == 0) {
+    /* A text-only prompt scatters no image rows: an empty [0, H] embedding matrix. */
+    const vlmc_func_t *prefill = vlmc_module_func_find(s->module, "prefill");
+    const vlmc_type_t *t = &prefill->args[1].type;
+    if (t->rank != 2 || !vlmc_dim_is_static(t->dims[1]))
+      return vlmc_status_make(VLMC_PARSE_ERROR, "@prefill: image_embeds must be [M, H] with a "
+                              "static H");
+    int64_t shape[2] = {0, t->dims[1].off};
+    return vlmc_tensor_alloc(VLMC_DTYPE_F32, 2, shape, out_embeds);
+  }
+  int64_t pv_shape[2] = {px->num_rows, px->row_width};
+  int64_t grid_shape[2] = {(int64_t)px->num_images, 3};
+  vlmc_tensor_t args[2] = {vlmc_tensor_view(VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values),
+                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw)};
+  if (c->taps) {
+    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "pixel_values", &args[0]));
+    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "image_grid_thw", &args[1]));
+  }
+  return vlmc_executor_run(s->executor, "encode_image", args, 2, out_embeds, 1);
+}
+
+static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_tensor_t *embeds) {
+  int64_t s_shape[1] = {(int64_t)r->seq_len}, p_shape[2] = {3, (int64_t)r->seq_len};
+  vlmc_tensor_t args[3] = {vlmc_tensor_view(VLMC_DTYPE_I64, 1, s_shape, r->input_ids), *embeds,
+                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, r->positions)};
+  *embeds = (vlmc_tensor_t){0}; /* taken by the executor */
+  vlmc_status_t status = NULL;
+  if (c->taps) {
+    int64_t one = 1;
+    vlmc_tensor_t delta = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &r->rope_delta);
+    status = tap_add(c->taps, "input_ids", &args[0]);
+    if (!status) status = tap_add(c->taps, "position_ids", &args[2]);
+    if (!status) status = tap_add(c->taps, "rope_deltas", &delta);
+  }
+  if (!status)
+    status = vlmc_executor_run(c->s->executor, "prefill", args, 3, c->state, c->state_count);
+  vlmc_tensor_release(&args[1]);
+  if (!status && c->taps) status = tap_add(c->taps, "logits_last", &c->state[0]);
+  return status;
+}
+
+/* Feeds one token at the next cache row: position cache_len + rope_delta on all three planes,
+ * as M-RoPE gives every text token after the prompt's images. */
+static vlmc_status_t decode_step(vlmc_chat_t *c, int64_t token) {
+  uint32_t n = c->state_count;
+  vlmc_tensor_t *args = calloc(n + 1, sizeof *args);
+  if (!args) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  int64_t position = c->cache_len + c->rope_delta;
+  int64_t one = 1, p_shape[2] = {3, 1}, pos[3] = {position, position, position};
+  args[0] = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &token);
+  args[1] = vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, pos);
+  vlmc_tensor_release(&c->state[0]); /* the old logits */
+  for (uint32_t i = 1; i < n; ++i) {
+    args[i + 1] = c->state[i]; /* the caches are taken and grown in place */
+    c->state[i] = (vlmc_tensor_t){0};
+  }
+  vlmc_status_t status = vlmc_executor_run(c->s->executor, "decode", args, n + 1, c->state, n);
+  for (uint32_t i = 0; i < n + 1; ++i) vlmc_tensor_release(&args[i]);
+  free(args);
+  if (!status) ++c->cache_len;
+  return status;
+}
+
+static bool is_eos(const vlmc_manifest_t *m, int64_t id) {
+  for (int i = 0; i < m->eos_count; ++i)
+    if (m->eos_token_ids[i] == id) return true;
+  return false;
+}
+
+static vlmc_status_t emit(vlmc_chat_t *c, int64_t id) {
+  if (!c->s->tokenizer || !c->turn->on_text) return NULL;
+  vlmc_strbuf_clear(&c->text);
+  vlmc_status_t status = vlmc_tokenizer_decoder_push(&c->decoder, (int32_t)id, &c->text);
+  if (status && vlmc_status_code(status) == VLMC_OUT_OF_RANGE) {
+    vlmc_status_free(status); /* an id with no text (padding rows of the vocabulary) */
+    return NULL;
+  }
+  if (!status && c->text.len && !c->turn->on_text(c->turn->text_ctx, c->text.data, c->text.len))
+    c->stop_requested = true;
+  return status;
+}
+
+static void emit_finish(vlmc_chat_t *c) {
+  if (!c->s->tokenizer || !c->turn->on_text) return;
+  vlmc_strbuf_clear(&c->text);
+  vlmc_tokenizer_decoder_finish(&c->decoder, &c->text);
+  if (c->text.len) c->turn->on_text(c->turn->text_ctx, c->text.data, c->text.len);
+}
+
+/* A turn needs room for the conversation so far, its new tokens and its longest answer. */
+static vlmc_status_t context_error(const vlmc_chat_t *c, size_t adds, int max_new) {
+  int64_t need = (int64_t)c->num_tokens + (int64_t)adds + max_new;
+  if (c->options.max_context <= 0 || need <= c->options.max_context) return NULL;
+  if (!c->started)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "the prompt has %zu tokens; with %d new tokens it needs a context of "
+                            "%lld, more than --max-context %lld",
+                            adds, max_new, (long long)need, (long long)c->options.max_context);
+  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                          "the conversation holds %lld tokens and this message adds %zu; with %d "
+                          "new tokens it needs a context of %lld, more than --max-context %lld",
+                          (long long)c->num_tokens, adds, max_new, (long long)need,
+                          (long long)c->options.max_context);
+}
+
+/* Everything a turn needs before it touches the cache; errors here leave the chat usable. */
+static vlmc_status_t prepare_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t *o, int max_new,
+                                  turn_input_t *in) {
+  vlmc_session_t *s = c->s;
+  if (!c->started) {
+    if (o->input_ids)
+      VLMC_RETURN_IF_ERROR(build_inputs_from_ids(s, c->options.image_paths, c->options.num_images,
+                                                 o->input_ids, o->num_input_ids, &in->request));
+    else {
+      VLMC_RETURN_IF_ERROR(require_template(s));
+      vlmc_request_model_t model = {.image_token_id = s->manifest.image_token_id,
+                                    .video_token_id = s->manifest.video_token_id,
+                                    .merge_size = s->manifest.merge_size};
+      vlmc_request_spec_t spec = {.system_prompt = c->options.system_prompt,
+                                  .image_paths = c->options.image_paths,
+                                  .num_images = c->options.num_images,
+                                  .prompt = o->prompt ? o->prompt : ""};
+      VLMC_RETURN_IF_ERROR(vlmc_request_build(s->tokenizer, &s->chat_template,
+                                              &s->manifest.preprocess, model, &spec,
+                                              &in->request));
+    }
+    return context_error(c, in->request.seq_len, max_new);
+  }
+  if (o->input_ids) {
+    VLMC_RETURN_IF_ERROR(check_ids(s, o->input_ids, o->num_input_ids));
+    in->ids = malloc((o->num_input_ids + 1) * sizeof *in->ids);
+    if (!in->ids) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    if (o->num_input_ids) memcpy(in->ids, o->input_ids, o->num_input_ids * sizeof *in->ids);
+    in->num_ids = o->num_input_ids;
+  } else {
+    VLMC_RETURN_IF_ERROR(tokenize_continuation(s, o->prompt ? o->prompt : "", &in->ids,
+                                               &in->num_ids));
+  }
+  return context_error(c, in->num_ids, max_new);
+}
+
+static vlmc_status_t run_first_prompt(vlmc_chat_t *c, vlmc_request_t *r,
+                                      vlmc_generate_result_t *res) {
+  VLMC_RETURN_IF_ERROR(verify_params_section(c->s));
+  double t0 = now_ms();
+  vlmc_tensor_t embeds = {0};
+  vlmc_status_t status = encode_images(c, &r->pixels, &embeds);
+  double t1 = now_ms();
+  if (!status) status = prefill(c, r, &embeds);
+  vlmc_tensor_release(&embeds);
+  res->encode_ms = t1 - t0;
+  res->prefill_ms = now_ms() - t1;
+  VLMC_RETURN_IF_ERROR(status);
+  c->started = true;
+  c->cache_len = (int64_t)r->seq_len;
+  c->rope_delta = r->rope_delta;
+  res->prompt_tokens = (int64_t)r->seq_len;
+  return conversation_append(c, r->input_ids, r->seq_len);
+}
+
+/* A later turn's tokens go through decode one by one (see session.h for why and the cost);
+ * first the previous answer's last token when the token limit cut it before it was fed. */
+static vlmc_status_t run_next_prompt(vlmc_chat_t *c, const turn_input_t *in,
+                                     vlmc_generate_result_t *res) {
+  double t0 = now_ms();
+  int64_t before = c->cache_len;
+  if (c->has_pending) {
+    VLMC_RETURN_IF_ERROR(decode_step(c, c->tokens[c->num_tokens - 1]));
+    c->has_pending = false;
+  }
+  VLMC_RETURN_IF_ERROR(conversation_append(c, in->ids, in->num_ids));
+  for (size_t i = 0; i < in->num_ids; ++i) VLMC_RETURN_IF_ERROR(decode_step(c, in->ids[i]));
+  res->prompt_tokens = c->cache_len - before;
+  res->prefill_ms = now_ms() - t0;
+  return NULL;
+}
+
+static vlmc_status_t answer(vlmc_chat_t *c, int max_new, vlmc_generate_result_t *res) {
+  const vlmc_manifest_t *m = &c->s->manifest;
+  res->tokens = calloc((size_t)max_new + 1, sizeof *res->tokens);
+  if (!res->tokens) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (int step = 0; step < max_new; ++step) {
+    if (vlmc_tensor_count(&c->state[0]) != m->vocab_size)
+      return vlmc_status_make(VLMC_INTERNAL, "logits have %lld entries, the vocabulary %lld",
+                              (long long)vlmc_tensor_count(&c->state[0]),
+                              (long long)m->vocab_size);
+    int64_t id = vlmc_sampler_next(&c->sampler, vlmc_tensor_f32(&c->state[0]));
+    res->tokens[res->generated_tokens++] = id;
+    if (is_eos(m, id)) {
+      res->stopped_on_eos = true;
+      return NULL;
+    }
+    VLMC_RETURN_IF_ERROR(conversation_append(c, &id, 1));
+    c->has_pending = true;
+    VLMC_RETURN_IF_ERROR(emit(c, id));
+    if (c->stop_requested || step + 1 == max_new) return NULL;
+    VLMC_RETURN_IF_ERROR(decode_step(c, id));
+    c->has_pending = false;
+  }
+  return NULL;
+}
+
+static vlmc_status_t run_turn(vlmc_chat_t *c, turn_input_t *in, int max_new,
+                              vlmc_generate_result_t *res) {
+  if (c->started) VLMC_RETURN_IF_ERROR(run_next_prompt(c, in, res));
+  else VLMC_RETURN_IF_ERROR(run_first_prompt(c, &in->request, res));
+  res->context_tokens = c->cache_len;
+  res->rope_delta = c->rope_delta;
+  if (c->s->tokenizer) vlmc_tokenizer_decoder_init(&c->decoder, c->s->tokenizer, true);
+  double t0 = now_ms();
+  vlmc_status_t status = answer(c, max_new, res);
+  res->decode_ms = now_ms() - t0;
+  if (!status) emit_finish(c);
+  if (!status && c->taps) status = taps_finish(c, true);
+  return status;
+}
+
+vlmc_status_t vlmc_chat_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t *o,
+                             vlmc_generate_result_t *res) {
+  memset(res, 0, sizeof *res);
+  if (c->failed)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "the conversation ended with an error in an "
+                            "earlier turn; start a new one");
+  if (!c->s->executor)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "the session lost its executor (out of memory)");
+  int max_new = o->max_new_tokens > 0 ? o->max_new_tokens : 128;
+  c->turn = o;
+  c->stop_requested = false;
+  turn_input_t in;
+  memset(&in, 0, sizeof in);
+  vlmc_status_t status = prepare_turn(c, o, max_new, &in);
+  if (!status) {
+    status = run_turn(c, &in, max_new, res);
+    c->failed = status != NULL;
+  }
+  vlmc_request_deinit(&in.request);
+  free(in.ids);
+  c->turn = NULL;
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0) res->peak_rss_kb = usage.ru_maxrss;
   if (status) vlmc_generate_result_deinit(res);
+  return status;
+}
+
+/* ---- one-shot generation: a chat of one turn ---- */
+
+vlmc_status_t vlmc_session_generate(vlmc_session_t *s, const vlmc_generate_options_t *o,
+                                    vlmc_generate_result_t *res) {
+  memset(res, 0, sizeof *res);
+  vlmc_chat_options_t co = {.system_prompt = o->system_prompt, .image_paths = o->image_paths,
+                            .num_images = o->num_images, .max_context = o->max_context,
+                            .sampling = o->sampling, .dump_taps_dir = o->dump_taps_dir};
+  vlmc_chat_t *chat = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_chat_create(s, &co, &chat));
+  vlmc_chat_turn_options_t turn = {.prompt = o->prompt, .input_ids = o->input_ids,
+                                   .num_input_ids = o->num_input_ids,
+                                   .max_new_tokens = o->max_new_tokens, .on_text = o->on_text,
+                                   .text_ctx = o->text_ctx};
+  vlmc_status_t status = vlmc_chat_turn(chat, &turn, res);
+  vlmc_chat_destroy(chat);
   return status;
 }
 

@@ -5,8 +5,10 @@
  *   prefill(input_ids i64[S], image_embeds f32[M,H], positions i64[3,S])
  *       -> (logits f32[V], k_0, v_0, ..., k_{L-1}, v_{L-1})
  *   decode(token i64[1], position i64[3,1], k_0, v_0, ...) -> (logits f32[V], k_0', v_0', ...)
- * The KV caches are values handed from one call to the next (kv_cache_append grows them).
- * Only the `ref` backend (the reference executor) exists so far. */
+ * The KV caches are values handed from one call to the next (kv_cache_append grows them);
+ * a chat (below) keeps them between turns. Only the `ref` backend (the reference executor)
+ * exists so far. Opening maps the artifact and checks every eagerly verified section; the
+ * parameters are checked lazily, once, before the first forward pass (see docs/artifact.md). */
 #ifndef VLMC_RUNTIME_SESSION_H
 #define VLMC_RUNTIME_SESSION_H
 
@@ -34,6 +36,8 @@ void vlmc_session_destroy(vlmc_session_t *session);
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *session);
 /* Milliseconds vlmc_session_open took (mapping, parsing, verifying the program). */
 double vlmc_session_open_ms(const vlmc_session_t *session);
+/* Whether prompts can be text (the artifact has a tokenizer), or only token ids. */
+bool vlmc_session_has_tokenizer(const vlmc_session_t *session);
 
 /* Receives generated text as soon as it forms complete UTF-8; return false to stop. */
 typedef bool (*vlmc_text_fn)(void *ctx, const char *text, size_t len);
@@ -56,9 +60,11 @@ typedef struct {
 } vlmc_generate_options_t;
 
 typedef struct {
-  int64_t prompt_tokens;
+  int64_t prompt_tokens;   /* tokens this call fed to the model before generating */
+  int64_t context_tokens;  /* tokens the KV cache held when generation started */
   int64_t generated_tokens;
-  int64_t *tokens;         /* the generated ids (owned; free with vlmc_generate_result_deinit) */
+  int64_t *tokens;         /* the generated ids, an end-of-sequence id included (owned; free
+                              with vlmc_generate_result_deinit) */
   int64_t rope_delta;
   bool stopped_on_eos;
   double encode_ms, prefill_ms, decode_ms;
@@ -68,5 +74,64 @@ typedef struct {
 vlmc_status_t vlmc_session_generate(vlmc_session_t *session, const vlmc_generate_options_t *options,
                                     vlmc_generate_result_t *out_result);
 void vlmc_generate_result_deinit(vlmc_generate_result_t *result);
+
+/* ---- chat: several turns over one KV cache ----
+ *
+ * The first turn is a whole prompt (rendered with the chat template, images first, or explicit
+ * token ids) run through encode_image and prefill. Each later turn feeds only its new tokens on
+ * top of the cache the previous turns left: with a template, what the template renders after
+ * the last answer for one more user message ("<|im_end|>\n<|im_start|>user\n...<|im_end|>\n
+ * <|im_start|>assistant\n"); with token ids, the ids as given. Positions continue from the
+ * cache length plus the first prompt's rope delta, as decode does, so the cache ends up holding
+ * exactly what a single prefill of the whole conversation would have produced. An answer's
+ * end-of-sequence id is not part of the conversation (the template's "<|im_end|>" follows
+ * it); an answer cut by the token limit is kept as it is.
+ *
+ * The program's decode function appends one row to the cache per call (kv_cache_append with
+ * C+1; an IR dimension holds one symbol, so "C+S" has no type), so the new tokens of a later
+ * turn go through decode one at a time: S decode calls instead of one prefill over S rows.
+ * Their cost is that of generating S tokens; on the ref backend a decode step costs about as
+ * much as a prefill row, so a follow-up question of ~20 tokens costs ~20 decode steps. */
+typedef struct {
+  const char *system_prompt;       /* NULL: the template's default */
+  const char *const *image_paths;  /* shown in the first turn, before its text */
+  size_t num_images;
+  int64_t max_context;             /* 0: no limit; a turn that would exceed it is refused */
+  vlmc_sampler_options_t sampling; /* one seeded generator for the whole conversation */
+  const char *dump_taps_dir;       /* write the first turn's taps to DIR/taps.safetensors */
+} vlmc_chat_options_t;
+
+typedef struct {
+  const char *prompt;          /* the user's message */
+  const int64_t *input_ids;    /* or token ids (first turn: the whole prompt; later: new ones) */
+  size_t num_input_ids;
+  int max_new_tokens;          /* default 128 when 0 */
+  vlmc_text_fn on_text;
+  void *text_ctx;
+} vlmc_chat_turn_options_t;
+
+typedef struct vlmc_chat_s vlmc_chat_t;
+
+/* The session must outlive the chat; so must the strings of `options`. A session runs one
+ * chat at a time (they share its executor). */
+vlmc_status_t vlmc_chat_create(vlmc_session_t *session, const vlmc_chat_options_t *options,
+                               vlmc_chat_t **out_chat);
+void vlmc_chat_destroy(vlmc_chat_t *chat);
+
+/* Runs one turn. A turn refused before it touches the cache (it does not fit max_context, a
+ * bad token id, a message that does not tokenize) leaves the conversation as it was; an error
+ * while running ends the conversation (later turns are refused). */
+vlmc_status_t vlmc_chat_turn(vlmc_chat_t *chat, const vlmc_chat_turn_options_t *options,
+                             vlmc_generate_result_t *out_result);
+
+/* The conversation so far, in order: every turn's prompt tokens and every answer's tokens
+ * (without end-of-sequence ids). Borrowed until the next turn. Feeding these ids to a fresh
+ * session (with the same images) continues exactly where this conversation is. */
+const int64_t *vlmc_chat_tokens(const vlmc_chat_t *chat, size_t *out_count);
+/* The logits the last answer token was sampled from (f32[vocab]); NULL before a turn ran. */
+const float *vlmc_chat_logits(const vlmc_chat_t *chat, size_t *out_count);
+/* Rows in the KV cache now (the conversation's tokens but possibly the last answer token,
+ * which is fed at the start of the next turn). */
+int64_t vlmc_chat_cache_length(const vlmc_chat_t *chat);
 
 #endif

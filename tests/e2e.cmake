@@ -5,3 +5,29 @@ if(VLMC_COMPILER)
                    $<TARGET_FILE:vlmc-run>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+
+# The shapes model end to end (issue 6): compile assets/shapes-vl, describe the bug report's
+# image and the 336x336 / 448x672 fixture scenes, and catch the planted wrong-inverse defect.
+# Needs numpy, hence Debian's python3.
+if(VLMC_COMPILER)
+  find_program(VLMC_E2E_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(NOT VLMC_E2E_PYTHON3)
+    set(VLMC_E2E_PYTHON3 ${Python3_EXECUTABLE})
+  endif()
+  add_test(NAME e2e.shapes
+           COMMAND ${VLMC_E2E_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/shapes.py
+                   $<TARGET_FILE:vlmc> $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
+# The artifact and the runtime for users (issue 5): compile -> inspect -> run on the tiny
+# checkpoint, inline and --params external; chat and the vlmc-run options with the shapes
+# model; vlmc random-checkpoint. (runtime_deps.cmake checks vlmc-run in every build.)
+if(VLMC_COMPILER)
+  foreach(script artifact_tiny chat_shapes random_checkpoint)
+    add_test(NAME e2e.${script}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.sh $<TARGET_FILE:vlmc>
+                     $<TARGET_FILE:vlmc-run>
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
+endif()

@@ -9,5 +9,6 @@ int vlmc_cmd_preprocess(int argc, char **argv);
 int vlmc_cmd_diff_taps(int argc, char **argv);
 int vlmc_cmd_compile(int argc, char **argv);
 int vlmc_cmd_inspect(int argc, char **argv);
+int vlmc_cmd_random_checkpoint(int argc, char **argv);
 
 #endif

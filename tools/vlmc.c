@@ -17,12 +17,14 @@ static const command_t commands[] = {
     {"tokenize", vlmc_cmd_tokenize, "print token ids for each JSON string on stdin"},
     {"preprocess", vlmc_cmd_preprocess, "turn an image into pixel_values and image_grid_thw"},
     {"diff-taps", vlmc_cmd_diff_taps, "compare two sets of stage taps, name the first divergence"},
+    {"random-checkpoint", vlmc_cmd_random_checkpoint,
+     "write a checkpoint with random weights for a config.json (benchmarks)"},
 };
 
 static void print_usage(FILE *out) {
   fprintf(out, "usage: vlmc <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
-    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-18s %s\n", commands[i].name, commands[i].summary);
   fprintf(out, "\n`vlmc <command> --help` describes a command's options.\n");
 }
 

@@ -1,11 +1,18 @@
 /* vlmc-run: runs a compiled .vlmc artifact. Generated text goes to stdout as it is produced;
- * everything else (errors, --stats) goes to stderr. Links the runtime only. */
+ * everything else (errors, --stats, the chat prompt marker) goes to stderr. Links the runtime
+ * only (tests/runtime_deps.cmake checks that no LLVM or MLIR library is linked).
+ *
+ * One prompt (-p or --input-ids) gives one answer. With -i, it is a chat: each line of stdin
+ * is one user message, each answer is streamed and ends with a newline, and the KV cache is
+ * kept between turns, so a turn costs only its new tokens (runtime/session.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "runtime/session.h"
 #include "support/file.h"
@@ -14,9 +21,15 @@ enum { MAX_IMAGES = 64 };
 
 typedef struct {
   vlmc_session_options_t session;
-  vlmc_generate_options_t generate;
+  vlmc_chat_options_t chat;
+  const char *prompt;
+  int max_new_tokens;
   const char *images[MAX_IMAGES];
   const char *input_ids_path;
+  const char *ids_out_path;
+  bool interactive;
+  bool load_only;
+  bool print_ids;
   bool stats;
 } run_options_t;
 
@@ -24,21 +37,33 @@ static void print_usage(FILE *out) {
   fprintf(out,
           "usage: vlmc-run MODEL.vlmc [options]\n"
           "  -p, --prompt TEXT      the user's message (images go before it, in order)\n"
+          "  -i, --interactive      chat: one user message per line of stdin, one answer per\n"
+          "                         line of stdout; the KV cache is kept between turns, and\n"
+          "                         --image, --system and -p apply to the first turn\n"
           "  --image FILE           a PNG or JPEG image; repeat for several\n"
           "  --system TEXT          a system prompt (default: the template's)\n"
-          "  -n N                   at most N new tokens (default 128)\n"
+          "  -n N                   at most N new tokens per answer (default 128)\n"
           "  -t TEMP                temperature; 0 = greedy (default)\n"
           "  --top-k K, --top-p P   sampling limits (defaults: none)\n"
           "  --seed S               sampling seed (default 0): same seed, same text\n"
-          "  --max-context N        refuse prompts that need more than N positions\n"
+          "  --max-context N        refuse a prompt (or chat turn) that would need more than N\n"
+          "                         positions, counting the -n new tokens\n"
           "  --backend ref          the backend (only ref so far)\n"
-          "  --threads N            threads for the ref backend (1 or 2)\n"
+          "  --threads N            threads for the ref backend\n"
           "  --params DIR           checkpoint folder for artifacts compiled with --params "
           "external\n"
           "  --verify               check every parameter's checksum before running\n"
-          "  --dump-taps DIR        write the stage taps to DIR/taps.safetensors\n"
-          "  --input-ids FILE       a JSON list of token ids instead of -p (no tokenizer needed)\n"
-          "  --stats                timings and peak memory on stderr\n");
+          "  --dump-taps DIR        write the (first) prompt's stage taps to DIR/taps.safetensors\n"
+          "  --input-ids FILE       a JSON list of token ids instead of -p (no tokenizer needed);\n"
+          "                         with -i, each stdin line is then a JSON list of the turn's\n"
+          "                         new token ids\n"
+          "  --ids                  print generated token ids instead of text (the default when\n"
+          "                         the artifact has no tokenizer)\n"
+          "  --ids-out FILE         write each turn's ids as a JSON line: {\"turn\", \"context\"\n"
+          "                         (every token the model saw before answering), \"generated\"}\n"
+          "  --stats                timings and peak memory on stderr\n"
+          "  --load-only            open the artifact (and --verify it) and stop: checks that\n"
+          "                         it loads here; with --stats, how long that took\n");
 }
 
 static bool parse_int(const char *text, long long min, long long max, long long *out) {
@@ -63,14 +88,77 @@ static int bad_value(const char *flag, const char *value, const char *expected) 
   return 2;
 }
 
+/* Flags that take no value; true when `a` was one. */
+static bool parse_switch(const char *a, run_options_t *o) {
+  if (!strcmp(a, "--stats")) o->stats = true;
+  else if (!strcmp(a, "--verify")) o->session.verify_params = true;
+  else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) o->interactive = true;
+  else if (!strcmp(a, "--ids")) o->print_ids = true;
+  else if (!strcmp(a, "--load-only")) o->load_only = true;
+  else return false;
+  return true;
+}
+
+/* Sampling and length flags; returns 0 when `a` was one, 2 on a bad value, -1 otherwise. */
+static int parse_sampling(const char *a, const char *v, run_options_t *o) {
+  long long n;
+  double d;
+  vlmc_sampler_options_t *s = &o->chat.sampling;
+  if (!strcmp(a, "-n")) {
+    if (!parse_int(v, 1, 1 << 24, &n)) return bad_value(a, v, "a positive integer");
+    o->max_new_tokens = (int)n;
+  } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
+    if (!parse_double(v, &d) || !(d >= 0 && d <= 1e6)) return bad_value(a, v, "a number >= 0");
+    s->temperature = (float)d;
+  } else if (!strcmp(a, "--top-k")) {
+    if (!parse_int(v, 0, 1 << 30, &n)) return bad_value(a, v, "an integer >= 0");
+    s->top_k = (int)n;
+  } else if (!strcmp(a, "--top-p")) {
+    if (!parse_double(v, &d) || !(d > 0 && d <= 1)) return bad_value(a, v, "a number in (0, 1]");
+    s->top_p = (float)d;
+  } else if (!strcmp(a, "--seed")) {
+    if (!parse_int(v, 0, (long long)(~0ULL >> 1), &n)) return bad_value(a, v, "an integer >= 0");
+    s->seed = (uint64_t)n;
+  } else if (!strcmp(a, "--max-context")) {
+    if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
+    o->chat.max_context = n;
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+/* Flags with a value; returns 0 when handled, 2 on a usage error. */
+static int parse_valued(const char *a, const char *v, run_options_t *o) {
+  long long n;
+  int rc = parse_sampling(a, v, o);
+  if (rc >= 0) return rc;
+  if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
+  else if (!strcmp(a, "--system")) o->chat.system_prompt = v;
+  else if (!strcmp(a, "--image")) {
+    if (o->chat.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
+    o->images[o->chat.num_images++] = v;
+  } else if (!strcmp(a, "--backend")) o->session.backend = v;
+  else if (!strcmp(a, "--threads")) {
+    if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
+    o->session.threads = (uint32_t)n;
+  } else if (!strcmp(a, "--params")) o->session.params_dir = v;
+  else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
+  else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
+  else if (!strcmp(a, "--ids-out")) o->ids_out_path = v;
+  else {
+    fprintf(stderr, "error: unknown option '%s'\n\n", a);
+    print_usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
 /* Returns 0 to continue, 1 after --help, 2 on a usage error. */
 static int parse_args(int argc, char **argv, run_options_t *o) {
-  o->generate.sampling.top_p = 1.0f;
+  o->chat.sampling.top_p = 1.0f;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long long n;
-    double d;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       print_usage(stdout);
       return 1;
@@ -80,85 +168,67 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
       o->session.artifact_path = a;
       continue;
     }
-    if (!strcmp(a, "--stats")) { o->stats = true; continue; }
-    if (!strcmp(a, "--verify")) { o->session.verify_params = true; continue; }
-    if (!v) {
+    if (parse_switch(a, o)) continue;
+    if (i + 1 == argc) {
       fprintf(stderr, "error: %s needs a value\n", a);
       return 2;
     }
-    ++i;
-    if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->generate.prompt = v;
-    else if (!strcmp(a, "--system")) o->generate.system_prompt = v;
-    else if (!strcmp(a, "--image")) {
-      if (o->generate.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
-      o->images[o->generate.num_images++] = v;
-    } else if (!strcmp(a, "-n")) {
-      if (!parse_int(v, 1, 1 << 24, &n)) return bad_value(a, v, "a positive integer");
-      o->generate.max_new_tokens = (int)n;
-    } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
-      if (!parse_double(v, &d) || d < 0) return bad_value(a, v, "a number >= 0");
-      o->generate.sampling.temperature = (float)d;
-    } else if (!strcmp(a, "--top-k")) {
-      if (!parse_int(v, 0, 1 << 30, &n)) return bad_value(a, v, "an integer >= 0");
-      o->generate.sampling.top_k = (int)n;
-    } else if (!strcmp(a, "--top-p")) {
-      if (!parse_double(v, &d) || !(d > 0 && d <= 1)) return bad_value(a, v, "a number in (0, 1]");
-      o->generate.sampling.top_p = (float)d;
-    } else if (!strcmp(a, "--seed")) {
-      if (!parse_int(v, 0, (long long)(~0ULL >> 1), &n)) return bad_value(a, v, "an integer >= 0");
-      o->generate.sampling.seed = (uint64_t)n;
-    } else if (!strcmp(a, "--max-context")) {
-      if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
-      o->generate.max_context = n;
-    } else if (!strcmp(a, "--backend")) o->session.backend = v;
-    else if (!strcmp(a, "--threads")) {
-      if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
-      o->session.threads = (uint32_t)n;
-    } else if (!strcmp(a, "--params")) o->session.params_dir = v;
-    else if (!strcmp(a, "--dump-taps")) o->generate.dump_taps_dir = v;
-    else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
-    else {
-      fprintf(stderr, "error: unknown option '%s'\n\n", a);
-      print_usage(stderr);
-      return 2;
-    }
+    int rc = parse_valued(a, argv[++i], o);
+    if (rc) return rc;
   }
   if (!o->session.artifact_path) {
     print_usage(stderr);
     return 2;
   }
-  if (!o->generate.prompt && !o->input_ids_path) {
-    fprintf(stderr, "error: give a prompt with -p (or token ids with --input-ids)\n");
+  if (!o->interactive && !o->load_only && !o->prompt && !o->input_ids_path) {
+    fprintf(stderr, "error: give a prompt with -p (or token ids with --input-ids), or chat "
+            "with -i\n");
     return 2;
   }
-  o->generate.image_paths = o->images;
+  if (o->prompt && o->input_ids_path) {
+    fprintf(stderr, "error: give either -p or --input-ids, not both\n");
+    return 2;
+  }
+  o->chat.image_paths = o->images;
   return 0;
+}
+
+/* A JSON list of token ids; `name` names the text in messages (a file, or "stdin:3"). */
+static vlmc_status_t parse_ids(const char *name, const char *text, size_t len, int64_t **out,
+                               size_t *out_n) {
+  *out = NULL;
+  *out_n = 0;
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  vlmc_status_t status = NULL;
+  int n = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : -1;
+  if (n <= 0) status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a non-empty JSON list of "
+                                        "token ids", name);
+  int64_t *ids = status ? NULL : malloc((size_t)n * sizeof *ids);
+  if (!status && !ids) status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; !status && i < n; ++i) {
+    const cJSON *item = cJSON_GetArrayItem(root, i);
+    if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 1e12 ||
+        item->valuedouble != (double)(int64_t)item->valuedouble)
+      status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%d]: expected a token id", name, i);
+    else
+      ids[i] = (int64_t)item->valuedouble;
+  }
+  cJSON_Delete(root);
+  if (status) {
+    free(ids);
+    return status;
+  }
+  *out = ids;
+  *out_n = (size_t)n;
+  return NULL;
 }
 
 static vlmc_status_t read_input_ids(const char *path, int64_t **out, size_t *out_n) {
   char *text = NULL;
   size_t len = 0;
   VLMC_RETURN_IF_ERROR(vlmc_file_read_all(path, &text, &len));
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  vlmc_status_t status = parse_ids(path, text, len, out, out_n);
   free(text);
-  vlmc_status_t status = NULL;
-  int n = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : -1;
-  if (n <= 0) status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a non-empty JSON list of "
-                                        "token ids", path);
-  *out = status ? NULL : malloc((size_t)n * sizeof **out);
-  for (int i = 0; !status && i < n; ++i) {
-    const cJSON *item = cJSON_GetArrayItem(root, i);
-    if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 1e12)
-      status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%d]: expected a token id", path, i);
-    else
-      (*out)[i] = (int64_t)item->valuedouble;
-  }
-  cJSON_Delete(root);
-  if (status) {
-    free(*out);
-    *out = NULL;
-  }
-  *out_n = status ? 0 : (size_t)n;
   return status;
 }
 
@@ -168,15 +238,124 @@ static bool write_text(void *ctx, const char *text, size_t len) {
   return true;
 }
 
-static void print_stats(const vlmc_session_t *s, const vlmc_generate_result_t *r) {
+static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_result_t *r) {
   double prefill_tps = r->prefill_ms > 0 ? 1e3 * (double)r->prompt_tokens / r->prefill_ms : 0;
   int64_t decoded = r->generated_tokens > 1 ? r->generated_tokens - 1 : 0;
   double decode_tps = r->decode_ms > 0 ? 1e3 * (double)decoded / r->decode_ms : 0;
+  fprintf(stderr, "stats: ");
+  if (turn > 0) fprintf(stderr, "turn %d: context %lld tokens | ", turn + 1,
+                        (long long)r->context_tokens);
   fprintf(stderr,
-          "stats: load %.1f ms | image encode %.1f ms | prefill %lld tokens in %.1f ms "
+          "load %.1f ms | image encode %.1f ms | prefill %lld tokens in %.1f ms "
           "(%.1f tokens/s) | decode %lld tokens in %.1f ms (%.1f tokens/s) | peak memory %.1f MB\n",
           vlmc_session_open_ms(s), r->encode_ms, (long long)r->prompt_tokens, r->prefill_ms,
           prefill_tps, (long long)decoded, r->decode_ms, decode_tps, r->peak_rss_kb / 1024.0);
+  if (!r->stopped_on_eos)
+    fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
+}
+
+static void print_load_stats(const vlmc_session_t *s) {
+  struct rusage usage;
+  long peak_kb = getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
+  fprintf(stderr, "stats: load %.1f ms | peak memory %.1f MB\n", vlmc_session_open_ms(s),
+          peak_kb / 1024.0);
+}
+
+static void write_id_list(FILE *out, const int64_t *ids, size_t n, const char *sep) {
+  for (size_t i = 0; i < n; ++i) fprintf(out, "%s%lld", i ? sep : "", (long long)ids[i]);
+}
+
+typedef struct {
+  run_options_t *o;
+  vlmc_session_t *session;
+  vlmc_chat_t *chat;
+  FILE *ids_out;
+  int turn;
+} runner_t;
+
+static vlmc_status_t write_ids_out(runner_t *r, const vlmc_generate_result_t *res) {
+  if (!r->ids_out) return NULL;
+  size_t count = 0;
+  const int64_t *tokens = vlmc_chat_tokens(r->chat, &count);
+  fprintf(r->ids_out, "{\"turn\": %d, \"context\": [", r->turn + 1);
+  write_id_list(r->ids_out, tokens, (size_t)res->context_tokens, ", ");
+  fprintf(r->ids_out, "], \"generated\": [");
+  write_id_list(r->ids_out, res->tokens, (size_t)res->generated_tokens, ", ");
+  fprintf(r->ids_out, "]}\n");
+  if (fflush(r->ids_out) != 0)
+    return vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", r->o->ids_out_path,
+                            strerror(errno));
+  return NULL;
+}
+
+/* One turn: the answer streamed to stdout (text, or ids with --ids), then a newline. */
+static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *ids, size_t n) {
+  vlmc_chat_turn_options_t t = {.prompt = prompt, .input_ids = ids, .num_input_ids = n,
+                                .max_new_tokens = r->o->max_new_tokens,
+                                .on_text = r->o->print_ids ? NULL : write_text};
+  vlmc_generate_result_t res;
+  VLMC_RETURN_IF_ERROR(vlmc_chat_turn(r->chat, &t, &res));
+  if (r->o->print_ids) write_id_list(stdout, res.tokens, (size_t)res.generated_tokens, " ");
+  printf("\n");
+  fflush(stdout);
+  vlmc_status_t status = write_ids_out(r, &res);
+  if (r->o->stats) print_stats(r->session, r->o->interactive ? r->turn : 0, &res);
+  ++r->turn;
+  vlmc_generate_result_deinit(&res);
+  return status;
+}
+
+/* Chat turns from stdin, one message per line (empty lines are skipped). */
+static vlmc_status_t run_stdin_turns(runner_t *r) {
+  bool tty = isatty(STDIN_FILENO);
+  char *line = NULL;
+  size_t capacity = 0;
+  vlmc_status_t status = NULL;
+  for (int number = 1; !status; ++number) {
+    if (tty) fprintf(stderr, "> ");
+    ssize_t len = getline(&line, &capacity, stdin);
+    if (len < 0) break;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+    if (len == 0) continue;
+    if (!r->o->input_ids_path) {
+      status = run_turn(r, line, NULL, 0);
+      continue;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "stdin:%d", number);
+    int64_t *ids = NULL;
+    size_t n = 0;
+    status = parse_ids(name, line, (size_t)len, &ids, &n);
+    if (!status) status = run_turn(r, NULL, ids, n);
+    free(ids);
+  }
+  free(line);
+  return status;
+}
+
+static vlmc_status_t run(runner_t *r) {
+  run_options_t *o = r->o;
+  VLMC_RETURN_IF_ERROR(vlmc_session_open(&o->session, &r->session));
+  if (o->load_only) {
+    if (o->stats) print_load_stats(r->session);
+    return NULL;
+  }
+  if (!vlmc_session_has_tokenizer(r->session)) o->print_ids = true;
+  VLMC_RETURN_IF_ERROR(vlmc_chat_create(r->session, &o->chat, &r->chat));
+  if (o->ids_out_path && !(r->ids_out = fopen(o->ids_out_path, "w")))
+    return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", o->ids_out_path,
+                            strerror(errno));
+  if (o->input_ids_path) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    VLMC_RETURN_IF_ERROR(read_input_ids(o->input_ids_path, &ids, &n));
+    vlmc_status_t status = run_turn(r, NULL, ids, n);
+    free(ids);
+    VLMC_RETURN_IF_ERROR(status);
+  } else if (o->prompt) {
+    VLMC_RETURN_IF_ERROR(run_turn(r, o->prompt, NULL, 0));
+  }
+  return o->interactive ? run_stdin_turns(r) : NULL;
 }
 
 int main(int argc, char **argv) {
@@ -184,28 +363,11 @@ int main(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : 2;
-  int64_t *ids = NULL;
-  vlmc_status_t status = NULL;
-  if (o.input_ids_path) {
-    status = read_input_ids(o.input_ids_path, &ids, &o.generate.num_input_ids);
-    o.generate.input_ids = ids;
-  }
-  vlmc_session_t *session = NULL;
-  if (!status) status = vlmc_session_open(&o.session, &session);
-  vlmc_generate_result_t result;
-  memset(&result, 0, sizeof result);
-  o.generate.on_text = write_text;
-  if (!status) status = vlmc_session_generate(session, &o.generate, &result);
-  if (!status) {
-    printf("\n");
-    if (!vlmc_session_manifest(session)->eos_count || !result.stopped_on_eos)
-      fflush(stdout);
-    if (o.stats) print_stats(session, &result);
-    if (!result.stopped_on_eos && o.stats)
-      fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
-  }
-  vlmc_generate_result_deinit(&result);
-  vlmc_session_destroy(session);
-  free(ids);
+  runner_t r = {.o = &o};
+  vlmc_status_t status = run(&r);
+  if (r.ids_out && fclose(r.ids_out) != 0 && !status)
+    status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed", o.ids_out_path);
+  vlmc_chat_destroy(r.chat);
+  vlmc_session_destroy(r.session);
   return vlmc_status_report(status);
 }

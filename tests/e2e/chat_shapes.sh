@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# vlmc-run for users, with the trained shapes model (assets/shapes-vl): chat through stdin with
+# the KV cache kept between turns, and the single-prompt options.
+#   - `-i`: two turns about the bug report's image: the description, then "How many shapes are
+#     in this image? Answer briefly." which must answer "3."; the second turn fed only its new
+#     tokens ("<|im_end|>\n<|im_start|>user\n...", from the template) on top of the cache, and
+#     its answer must equal a fresh single-turn run of the whole conversation's token ids
+#     (--ids-out gives them; --input-ids feeds them back);
+#   - --max-context refuses a prompt that does not fit, by name (the refusal of a later chat
+#     turn is tests/unit/test_compiler_runtime_chat.c's);
+#   - --seed with -t/--top-k/--top-p repeats; --system changes the prompt; several --image;
+#     stdout holds the answers only, --stats goes to stderr.
+# The ref backend is slow (~0.3 s per decode step here), so every run is made to count.
+#   usage: chat_shapes.sh VLMC VLMC_RUN
+set -euo pipefail
+VLMC=$1
+RUN=$2
+IMAGE=tests/fixtures/test_image_shapes.png
+Q1="What shapes and colors are in this image? Answer briefly."
+Q2="How many shapes are in this image? Answer briefly."
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+source "$(dirname "$0")/lib.sh"
+
+"$VLMC" compile assets/shapes-vl -o "$WORK/shapes.vlmc" 2>/dev/null
+M="$WORK/shapes.vlmc"
+
+# ---- chat ----
+printf '%s\n%s\n' "$Q1" "$Q2" |
+  "$RUN" "$M" -i --image "$IMAGE" --threads 2 --stats --ids-out "$WORK/turns.jsonl" \
+    >"$WORK/answers" 2>"$WORK/stats"
+same "chat answers one line per turn" "$(wc -l <"$WORK/answers")" 2
+same "turn 1 describes the image" "$(sed -n 1p "$WORK/answers")" \
+  "A red square, a green triangle and a blue circle."
+same "turn 2 counts the shapes" "$(sed -n 2p "$WORK/answers")" "3."
+
+# The second turn continued the cache: its context is the first one's, the first answer
+# without its end-of-sequence id, then only the template's continuation.
+python3 - "$WORK/turns.jsonl" "$WORK" <<'EOF' &&
+import json, sys
+t1, t2 = [json.loads(line) for line in open(sys.argv[1])]
+im_end, newline, im_start = 151645, 198, 151644
+answer = t1["generated"][:-1] if t1["generated"][-1] == im_end else t1["generated"]
+head = t1["context"] + answer
+assert t2["context"][:len(head)] == head, "turn 2 does not start with turn 1 + its answer"
+tail = t2["context"][len(head):]
+assert tail[:3] == [im_end, newline, im_start], tail[:3]
+assert tail[-3:] == [im_start, 77091, newline], tail[-3:]  # <|im_start|>assistant\n
+json.dump(t2["context"], open(sys.argv[2] + "/context2.json", "w"))
+print(" ".join(map(str, t2["generated"])), file=open(sys.argv[2] + "/generated2", "w"))
+print("turn 2 fed %d new tokens on top of %d" % (len(tail), len(head)))
+EOF
+  ok "turn 2 extends turn 1's context" || fail "turn 2 does not extend turn 1's context"
+grep -q "stats: turn 2: context" "$WORK/stats" && ok "--stats reports each turn on stderr" ||
+  fail "--stats: $(cat "$WORK/stats")"
+
+# A fresh single-turn run of the whole conversation gives the same second answer.
+fresh=$("$RUN" "$M" --input-ids "$WORK/context2.json" --image "$IMAGE" --threads 2 \
+  --ids-out "$WORK/fresh.jsonl")
+same "a fresh run of the conversation answers the same" "$fresh" "3."
+jsonl_field() { # FILE KEY: KEY of the first line, space-separated
+  python3 -c 'import json, sys
+print(" ".join(map(str, json.loads(open(sys.argv[1]).readline())[sys.argv[2]])))' "$1" "$2"
+}
+same "... with the same token ids" "$(jsonl_field "$WORK/fresh.jsonl" generated)" \
+  "$(cat "$WORK/generated2")"
+
+# A prompt that does not fit --max-context is refused by name, before any work.
+rc=0
+"$RUN" "$M" --image "$IMAGE" -p "$Q1" -n 16 --max-context 300 >"$WORK/out" 2>"$WORK/err" || rc=$?
+want="the prompt has 289 tokens; with 16 new tokens it needs a context of 305, more than"
+if [ "$rc" -ne 0 ] && [ ! -s "$WORK/out" ] && grep -qF "$want --max-context 300" "$WORK/err"; then
+  ok "a prompt that does not fit is refused by name"
+else
+  fail "--max-context: rc $rc, stderr: $(cat "$WORK/err")"
+fi
+
+# ---- one prompt ----
+run1() { "$RUN" "$M" --image "$IMAGE" -p "$Q1" --threads 2 "$@"; }
+a=$(run1 -t 1.2 --top-k 40 --top-p 0.9 --seed 7 -n 4 --ids)
+b=$(run1 -t 1.2 --top-k 40 --top-p 0.9 --seed 7 -n 4 --ids)
+same "the same --seed samples the same tokens" "$a" "$b"
+run1 --system "You count shapes." -n 1 --ids-out "$WORK/system.jsonl" >/dev/null
+python3 - "$WORK/system.jsonl" "$WORK/turns.jsonl" <<'EOF' &&
+import json, sys
+custom, default = (json.loads(open(p).readline())["context"] for p in sys.argv[1:])
+assert custom[:3] == default[:3] == [151644, 8948, 198], (custom[:3], default[:3])
+assert custom[3:custom.index(151645)] != default[3:default.index(151645)]
+EOF
+  ok "--system replaces the default system prompt" || fail "--system did not change the prompt"
+"$RUN" "$M" --image "$IMAGE" --image tests/fixtures/shapes_scenes/scene_336x336_00.png \
+  -p "$Q1" -n 2 --ids-out "$WORK/two.jsonl" --threads 2 >/dev/null
+starts=$(jsonl_field "$WORK/two.jsonl" context | tr ' ' '\n' | grep -c '^151652$')
+same "several --image give several image blocks (<|vision_start|>)" "$starts" 2
+
+summary

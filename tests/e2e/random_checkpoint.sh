@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# vlmc random-checkpoint: the tensor list of the real configs (3B, 7B) fits the model builder
+# (--dry-run: nothing written); a small config written sharded gives valid safetensors whose
+# index matches the shards, the same seed gives the same bytes and another seed other bytes,
+# and the folder compiles and runs. bench/load_time.sh uses it for the 3B-shaped artifact.
+#   usage: random_checkpoint.sh VLMC VLMC_RUN
+set -euo pipefail
+VLMC=$1
+RUN=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+source "$(dirname "$0")/lib.sh"
+
+# Qwen2.5-VL-3B has 3.75 B parameters (tied head), 7B 8.29 B (its own lm_head).
+for want in "qwen2_5_vl_3b_config.json:824 tensors, 3754622976 parameters" \
+            "qwen2_5_vl_7b_config.json:729 tensors, 8292166656 parameters" \
+            "qwen2_5_vl_7b_nested_config.json:729 tensors, 8292166656 parameters"; do
+  config=${want%%:*}
+  out=$("$VLMC" random-checkpoint --config "tests/fixtures/configs/$config" -o "$WORK/dry" \
+    --dry-run 2>&1)
+  if grep -qF "${want#*:}" <<<"$out" && [ ! -e "$WORK/dry" ]; then ok "$config: ${want#*:}"
+  else fail "$config: $out"; fi
+done
+
+CONFIG=tests/fixtures/parity/tiny-vocab512/config.json
+"$VLMC" random-checkpoint --config "$CONFIG" -o "$WORK/a" --seed 3 --shard-size 300K 2>/dev/null
+"$VLMC" random-checkpoint --config "$CONFIG" -o "$WORK/b" --seed 3 --shard-size 300K 2>/dev/null
+"$VLMC" random-checkpoint --config "$CONFIG" -o "$WORK/c" --seed 4 --shard-size 300K 2>/dev/null
+
+# Every shard a valid safetensors file: header, contiguous data, the index agrees.
+python3 - "$WORK/a" <<'EOF' && ok "4 shards, valid safetensors, index consistent" ||
+import json, os, struct, sys
+d = sys.argv[1]
+index = json.load(open(d + "/model.safetensors.index.json"))
+shards = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+assert shards == ["model-%05d-of-00004.safetensors" % i for i in range(1, 5)], shards
+total, names = 0, set()
+for shard in shards:
+    f = open(os.path.join(d, shard), "rb")
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    assert (8 + n) % 8 == 0
+    assert header.pop("__metadata__") == {"format": "pt"}
+    end = 0
+    for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        assert t["dtype"] == "BF16" and t["data_offsets"][0] == end, (name, t)
+        count = 1
+        for s in t["shape"]:
+            count *= s
+        end += 2 * count
+        assert t["data_offsets"][1] == end
+        assert index["weight_map"][name] == shard
+        names.add(name)
+    assert os.path.getsize(os.path.join(d, shard)) == 8 + n + end
+    total += end
+assert total == index["metadata"]["total_size"] and names == set(index["weight_map"])
+for name in ("config.json", "generation_config.json", "preprocessor_config.json"):
+    json.load(open(os.path.join(d, name)))
+EOF
+  fail "the shards or the index are not what they should be"
+
+same_bytes=1
+for f in "$WORK"/a/*.safetensors; do cmp -s "$f" "$WORK/b/$(basename "$f")" || same_bytes=0; done
+[ $same_bytes = 1 ] && ok "the same seed writes the same bytes" || fail "seed 3 twice differs"
+cmp -s "$WORK/a/model-00001-of-00004.safetensors" "$WORK/c/model-00001-of-00004.safetensors" &&
+  fail "seeds 3 and 4 wrote the same bytes" || ok "another seed writes other bytes"
+
+echo '[3, 1, 4, 1, 5]' >"$WORK/ids.json"
+if "$VLMC" compile "$WORK/a" -o "$WORK/a.vlmc" 2>/dev/null &&
+   out=$("$RUN" "$WORK/a.vlmc" --input-ids "$WORK/ids.json" -n 3) && [ -n "$out" ]; then
+  ok "the random checkpoint compiles and runs ($out)"
+else
+  fail "compile or run of the random checkpoint"
+fi
+
+err=$("$VLMC" random-checkpoint --config tests/fixtures/configs/generation_config.json \
+  -o "$WORK/bad" 2>&1) && fail "a config without model_type was accepted" ||
+  { grep -q "model_type" <<<"$err" && ok "a bad config is refused by key" || fail "$err"; }
+
+summary

@@ -1,0 +1,5 @@
+# vlmc-run links the runtime only, never LLVM or MLIR, and runs the tiny model: checked in every
+# build, the runtime-only one (-DVLMC_COMPILER=OFF) included (tests/e2e/runtime_deps.sh).
+add_test(NAME runtime.deps_and_tiny_run
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/runtime_deps.sh $<TARGET_FILE:vlmc-run>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
