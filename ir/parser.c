@@ -766,7 +766,7 @@ typedef struct {
   token_t names[MAX_ARGS];
   vlmc_type_t types[MAX_ARGS];
   uint32_t num_args;
-  vlmc_type_t results[VLMC_IR_MAX_RESULTS];
+  vlmc_type_t results[MAX_ARGS]; /* prefill/decode return 1 + 2 * layers (73 for the 3B) */
   uint32_t num_results;
 } signature_t;
 
@@ -794,8 +794,8 @@ static vlmc_status_t parse_func_results(parser_t *p, signature_t *sig) {
   VLMC_RETURN_IF_ERROR(advance(p));
   while (p->tok.kind != TOK_RPAREN) {
     if (sig->num_results) VLMC_RETURN_IF_ERROR(expect(p, TOK_COMMA, "',' or ')' in the results"));
-    if (sig->num_results == VLMC_IR_MAX_RESULTS)
-      return error_at(p, &p->tok, "a function has at most %d results", VLMC_IR_MAX_RESULTS);
+    if (sig->num_results == MAX_ARGS)
+      return error_at(p, &p->tok, "a function has at most %d results", MAX_ARGS);
     VLMC_RETURN_IF_ERROR(parse_type(p, &sig->results[sig->num_results++]));
   }
   return advance(p);
