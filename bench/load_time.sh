@@ -20,6 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 RUNS=${RUNS:-5}
+# Another flat (legacy-layout) config can stand in for the 3B one, e.g. a small one to try the
+# script quickly; the labels below still say 3B.
+CONFIG=${CONFIG:-tests/fixtures/configs/qwen2_5_vl_3b_config.json}
 VLMC=$BUILD/tools/vlmc
 RUN=$BUILD/tools/vlmc-run
 PY=/usr/bin/python3
@@ -28,7 +31,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/vlmc-load-bench.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 
 # The 3B config with the widths divided down and the depths kept.
-$PY - tests/fixtures/configs/qwen2_5_vl_3b_config.json "$WORK/depth_config.json" <<'EOF'
+$PY - "$CONFIG" "$WORK/depth_config.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
@@ -39,11 +42,16 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 
 step() { printf '== %s\n' "$*" >&2; }
-timed() { local t0=$(date +%s.%N); "$@"; local t1=$(date +%s.%N); echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}'; }
+timed() { # COMMAND...: runs it, prints the seconds it took; fails when it fails
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" || return 1
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }'
+}
 
 step "random checkpoints (3B: 7.5 GB of bf16; 3B-depth)"
-t_ckpt=$(timed "$VLMC" random-checkpoint --config tests/fixtures/configs/qwen2_5_vl_3b_config.json \
-  -o "$WORK/ckpt-3b" --seed 1)
+t_ckpt=$(timed "$VLMC" random-checkpoint --config "$CONFIG" -o "$WORK/ckpt-3b" --seed 1)
 "$VLMC" random-checkpoint --config "$WORK/depth_config.json" -o "$WORK/ckpt-depth" --seed 1
 step "compile (3B inline copies 7.5 GB)"
 t_compile=$(timed "$VLMC" compile "$WORK/ckpt-3b" -o "$WORK/3b.vlmc" 2>/dev/null)
@@ -53,9 +61,14 @@ t_compile=$(timed "$VLMC" compile "$WORK/ckpt-3b" -o "$WORK/3b.vlmc" 2>/dev/null
 "$VLMC" compile tests/fixtures/parity/tiny-vocab512 -o "$WORK/tiny-ext.vlmc" --params external \
   2>/dev/null
 
-# median_load NAME ARGS...: prints "load_ms peak_mb" (medians over RUNS runs, after one warm-up).
+# median_load ARGS...: prints "load_ms peak_mb" (medians over RUNS runs, after one warm-up);
+# stops the benchmark with vlmc-run's error when the artifact does not load.
 median_load() {
-  "$RUN" "$@" --load-only --stats 2>/dev/null
+  local err
+  if ! err=$("$RUN" "$@" --load-only 2>&1); then
+    echo "vlmc-run $* --load-only failed: $err" >&2
+    return 1
+  fi
   for _ in $(seq "$RUNS"); do "$RUN" "$@" --load-only --stats 2>&1; done |
     sed -nE 's/^stats: load ([0-9.]+) ms \| peak memory ([0-9.]+) MB$/\1 \2/p' |
     $PY -c 'import sys, statistics as s
@@ -65,12 +78,14 @@ print("%.2f %.1f" % (s.median(r[0] for r in rows), s.median(r[1] for r in rows))
 
 size_of() { stat -c %s "$1"; }
 step "load times (median of $RUNS)"
-read -r tiny_ms tiny_mb <<<"$(median_load "$WORK/tiny.vlmc")"
-read -r depth_ms depth_mb <<<"$(median_load "$WORK/depth.vlmc")"
-read -r b3_ms b3_mb <<<"$(median_load "$WORK/3b.vlmc")"
-read -r tinyx_ms tinyx_mb <<<"$(median_load "$WORK/tiny-ext.vlmc" --params tests/fixtures/parity/tiny-vocab512)"
-read -r b3x_ms b3x_mb <<<"$(median_load "$WORK/3b-ext.vlmc" --params "$WORK/ckpt-3b")"
-read -r b3v_ms b3v_mb <<<"$(RUNS=1 median_load "$WORK/3b.vlmc" --verify)"
+median_load "$WORK/tiny.vlmc" >"$WORK/m"; read -r tiny_ms tiny_mb <"$WORK/m"
+median_load "$WORK/depth.vlmc" >"$WORK/m"; read -r depth_ms depth_mb <"$WORK/m"
+median_load "$WORK/3b.vlmc" >"$WORK/m"; read -r b3_ms b3_mb <"$WORK/m"
+median_load "$WORK/tiny-ext.vlmc" --params tests/fixtures/parity/tiny-vocab512 >"$WORK/m"
+read -r tinyx_ms tinyx_mb <"$WORK/m"
+median_load "$WORK/3b-ext.vlmc" --params "$WORK/ckpt-3b" >"$WORK/m"
+read -r b3x_ms b3x_mb <"$WORK/m"
+RUNS=1 median_load "$WORK/3b.vlmc" --verify >"$WORK/m"; read -r b3v_ms b3v_mb <"$WORK/m"
 
 $PY - "$tiny_ms" "$depth_ms" "$b3_ms" "$tinyx_ms" "$b3x_ms" "$b3v_ms" \
   "$tiny_mb" "$depth_mb" "$b3_mb" "$tinyx_mb" "$b3x_mb" "$b3v_mb" \

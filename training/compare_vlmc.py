@@ -214,7 +214,8 @@ def parse_args(argv):
                         help="build folder with tools/vlmc and tools/vlmc-run (default: build)")
     parser.add_argument("--artifact", help="a compiled shapes-vl .vlmc (default: compile one)")
     parser.add_argument("--n", type=int, default=200, help="scenes 0..N-1 (default 200)")
-    parser.add_argument("--jobs", type=int, default=1, help="vlmc-run processes at once")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="vlmc-run processes at once (default: the number of cores)")
     parser.add_argument("--threads", type=int, default=1, help="vlmc-run --threads (1 or 2)")
     parser.add_argument("--records", default=RECORDS_JSON, help="transformers' answers")
     parser.add_argument("--out", default=DEFAULT_OUT, help="result JSON (default: %(default)s)")
