@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "frontend/safetensors.h"
 
+#include "support/float16.h"
+
 #include <assert.h>
 #include <cJSON.h>
 #include <errno.h>
@@ -76,62 +78,6 @@ size_t vlmc_st_tensor_numel(const vlmc_st_tensor_t *tensor) {
   size_t count = 1;
   for (int i = 0; i < tensor->rank; ++i) count *= (size_t)tensor->shape[i];
   return count;
-}
-
-/* ---- scalar conversions ------------------------------------------------------------------ */
-
-static float bits_to_f32(uint32_t bits) {
-  float value;
-  memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
-static uint32_t f32_to_bits(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
-float vlmc_st_bf16_to_f32(uint16_t bits) {
-  return bits_to_f32((uint32_t)bits << 16);
-}
-
-float vlmc_st_f16_to_f32(uint16_t bits) {
-  uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1fu;
-  uint32_t mantissa = bits & 0x3ffu;
-  if (exponent == 0) {
-    /* Zero or subnormal: mantissa * 2^-24 is exact in f32. */
-    float magnitude = (float)mantissa * 0x1p-24f;
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31) return bits_to_f32(sign | 0x7f800000u | (mantissa << 13));
-  return bits_to_f32(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-}
-
-uint16_t vlmc_st_f32_to_bf16(float value) {
-  uint32_t bits = f32_to_bits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u); /* quiet NaN */
-  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u); /* round half to even */
-  return (uint16_t)((bits + rounding) >> 16);
-}
-
-uint16_t vlmc_st_f32_to_f16(float value) {
-  uint32_t bits = f32_to_bits(value);
-  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-  uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u; /* rounds past 65504: infinity */
-  if (magnitude < 0x38800000u) {
-    /* Below the smallest normal: count units of 2^-24, rounded to nearest even by rint in
-     * the default rounding mode; 1024 units is the smallest normal, whose encoding it is. */
-    float units = nearbyintf(bits_to_f32(magnitude) * 0x1p24f);
-    return sign | (uint16_t)units;
-  }
-  uint32_t half = ((magnitude >> 23) - 112u) << 10 | ((magnitude >> 13) & 0x3ffu);
-  uint32_t rest = magnitude & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half; /* carries into exponent */
-  return sign | (uint16_t)half;
 }
 
 /* ---- the archive ------------------------------------------------------------------------- */
@@ -762,12 +708,12 @@ static float element_to_f32(vlmc_st_dtype_t dtype, const unsigned char *p) {
     case VLMC_ST_F16: {
       uint16_t v;
       memcpy(&v, p, 2);
-      return vlmc_st_f16_to_f32(v);
+      return vlmc_f16_to_f32(v);
     }
     case VLMC_ST_BF16: {
       uint16_t v;
       memcpy(&v, p, 2);
-      return vlmc_st_bf16_to_f32(v);
+      return vlmc_bf16_to_f32(v);
     }
     case VLMC_ST_F64: {
       double v;

@@ -111,12 +111,7 @@ size_t vlmc_st_tensor_numel(const vlmc_st_tensor_t *tensor);
  * must be the tensor's element count. */
 vlmc_status_t vlmc_st_tensor_to_f32(const vlmc_st_tensor_t *tensor, float *out, size_t count);
 
-/* Scalar conversions (IEEE binary16 and bfloat16 bit patterns). To 16 bits rounds to nearest
- * even; NaN stays NaN (quiet), overflow becomes infinity. */
-float vlmc_st_f16_to_f32(uint16_t bits);
-float vlmc_st_bf16_to_f32(uint16_t bits);
-uint16_t vlmc_st_f32_to_f16(float value);
-uint16_t vlmc_st_f32_to_bf16(float value);
+/* f16 / bf16 scalar conversions: support/float16.h. */
 
 /* Writing. Tensors are written in the order given; data is copied from `data`. The header is
  * padded with spaces so that the data starts 8-byte aligned, and carries

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "support/float16.h"
 #include "support/status.h"
 
 typedef struct {
@@ -53,15 +54,7 @@ double vlmc_tensor_max_abs_diff(const vlmc_tensor_t *a, const vlmc_tensor_t *b);
 static inline float *vlmc_tensor_f32(const vlmc_tensor_t *t) { return (float *)t->data; }
 static inline int64_t *vlmc_tensor_i64(const vlmc_tensor_t *t) { return (int64_t *)t->data; }
 
-/* IEEE binary16 and bfloat16 from and to f32. The narrowing ones round to nearest, ties to
- * even, overflow to infinity (f16: anything at or above 65520), keep NaN a NaN. */
-uint16_t vlmc_f32_to_f16(float value);
-float vlmc_f16_to_f32(uint16_t bits);
-uint16_t vlmc_f32_to_bf16(float value);
-float vlmc_bf16_to_f32(uint16_t bits);
-/* value rounded to f16 / bf16 and back: how the executor emulates low-precision storage. */
-float vlmc_round_f16(float value);
-float vlmc_round_bf16(float value);
+/* f16 / bf16 conversions: support/float16.h (included above). */
 
 /* ggml's block-quantized layouts (32 elements a block, an f16 scale first):
  *   Q8_0: d, then 32 int8 q;   x = d * q.

@@ -21,6 +21,7 @@
 
 #include "frontend/config.h"
 #include "frontend/safetensors.h"
+#include "support/float16.h"
 #include "models/qwen2_5_vl.h"
 #include "support/file.h"
 #include "support/hash.h"
@@ -219,7 +220,7 @@ static void fill_chunk(uint64_t *rng, bool is_norm, uint16_t *out, size_t n) {
   const double half_width = 0.02 * 1.7320508075688772, center = is_norm ? 1.0 : 0.0;
   for (size_t i = 0; i < n; ++i) {
     double u = (double)(splitmix64(rng) >> 11) * 0x1.0p-53;
-    out[i] = vlmc_st_f32_to_bf16((float)(center + (2 * u - 1) * half_width));
+    out[i] = vlmc_f32_to_bf16((float)(center + (2 * u - 1) * half_width));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "frontend/checkpoint.h"
 #include "frontend/safetensors.h"
+#include "support/float16.h"
 #include "models/qwen2_5_vl.h"
 #include "passes/precision.h"
 #include "reference/executor.h"
@@ -50,7 +51,7 @@ static vlmc_status_t write_scaled_checkpoint(const char *dir) {
     const uint8_t *bytes = t->data;
     for (size_t k = 0; k < n; ++k) {
       uint16_t bits = (uint16_t)(bytes[2 * k] | bytes[2 * k + 1] << 8);
-      copies[i][k] = vlmc_st_f32_to_bf16(vlmc_st_bf16_to_f32(bits) * kScale);
+      copies[i][k] = vlmc_f32_to_bf16(vlmc_bf16_to_f32(bits) * kScale);
     }
     out[i].data = copies[i];
   }

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "frontend/safetensors.h"
+#include "support/float16.h"
 #include "tests/unit/test.h"
 
 static char scratch[256];
@@ -248,8 +249,8 @@ static void test_directory_single_file_wins(void) {
 static void test_f16_round_trip_all_patterns(void) {
   int failures = 0;
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
-    float value = vlmc_st_f16_to_f32((uint16_t)bits);
-    uint16_t back = vlmc_st_f32_to_f16(value);
+    float value = vlmc_f16_to_f32((uint16_t)bits);
+    uint16_t back = vlmc_f32_to_f16(value);
     bool is_nan = (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff);
     if (is_nan ? !isnan(value) || (back & 0x7e00) != 0x7e00 : back != bits) ++failures;
   }
@@ -257,28 +258,28 @@ static void test_f16_round_trip_all_patterns(void) {
 }
 
 static void test_f16_values(void) {
-  EXPECT_NEAR(vlmc_st_f16_to_f32(0x3c00), 1.0, 0);
-  EXPECT_NEAR(vlmc_st_f16_to_f32(0x7bff), 65504.0, 0);
-  EXPECT_NEAR(vlmc_st_f16_to_f32(0x0001), ldexp(1, -24), 0);
-  EXPECT_NEAR(vlmc_st_f16_to_f32(0xc000), -2.0, 0);
-  EXPECT_TRUE(isinf(vlmc_st_f16_to_f32(0x7c00)));
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(65519.0f), 0x7bff);
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(65520.0f), 0x7c00); /* tie rounds to even: infinity */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(1e9f), 0x7c00);
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(-1e9f), 0xfc00);
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1, -25)), 0x0000);        /* tie to even: 0 */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -26)), 0x0001);        /* 0.75 ulp: up */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(3, -25)), 0x0002);        /* 1.5 ulp: even 2 */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16((float)ldexp(1023.5, -24)), 0x0400);   /* to smallest normal */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(1.0f + (float)ldexp(1, -11)), 0x3c00); /* tie: even */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(1.0f + (float)ldexp(3, -11)), 0x3c02); /* tie: even */
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(-0.0f), 0x8000);
-  EXPECT_EQ_INT(vlmc_st_f32_to_f16(NAN) & 0x7e00, 0x7e00);
+  EXPECT_NEAR(vlmc_f16_to_f32(0x3c00), 1.0, 0);
+  EXPECT_NEAR(vlmc_f16_to_f32(0x7bff), 65504.0, 0);
+  EXPECT_NEAR(vlmc_f16_to_f32(0x0001), ldexp(1, -24), 0);
+  EXPECT_NEAR(vlmc_f16_to_f32(0xc000), -2.0, 0);
+  EXPECT_TRUE(isinf(vlmc_f16_to_f32(0x7c00)));
+  EXPECT_EQ_INT(vlmc_f32_to_f16(65519.0f), 0x7bff);
+  EXPECT_EQ_INT(vlmc_f32_to_f16(65520.0f), 0x7c00); /* tie rounds to even: infinity */
+  EXPECT_EQ_INT(vlmc_f32_to_f16(1e9f), 0x7c00);
+  EXPECT_EQ_INT(vlmc_f32_to_f16(-1e9f), 0xfc00);
+  EXPECT_EQ_INT(vlmc_f32_to_f16((float)ldexp(1, -25)), 0x0000);        /* tie to even: 0 */
+  EXPECT_EQ_INT(vlmc_f32_to_f16((float)ldexp(3, -26)), 0x0001);        /* 0.75 ulp: up */
+  EXPECT_EQ_INT(vlmc_f32_to_f16((float)ldexp(3, -25)), 0x0002);        /* 1.5 ulp: even 2 */
+  EXPECT_EQ_INT(vlmc_f32_to_f16((float)ldexp(1023.5, -24)), 0x0400);   /* to smallest normal */
+  EXPECT_EQ_INT(vlmc_f32_to_f16(1.0f + (float)ldexp(1, -11)), 0x3c00); /* tie: even */
+  EXPECT_EQ_INT(vlmc_f32_to_f16(1.0f + (float)ldexp(3, -11)), 0x3c02); /* tie: even */
+  EXPECT_EQ_INT(vlmc_f32_to_f16(-0.0f), 0x8000);
+  EXPECT_EQ_INT(vlmc_f32_to_f16(NAN) & 0x7e00, 0x7e00);
 }
 
 static void test_bf16_values(void) {
-  EXPECT_NEAR(vlmc_st_bf16_to_f32(0x3f80), 1.0, 0);
-  EXPECT_NEAR(vlmc_st_bf16_to_f32(0xc040), -3.0, 0);
+  EXPECT_NEAR(vlmc_bf16_to_f32(0x3f80), 1.0, 0);
+  EXPECT_NEAR(vlmc_bf16_to_f32(0xc040), -3.0, 0);
   float tie_even, tie_odd, above;
   uint32_t bits = 0x3f808000u; /* halfway between 0x3f80 and 0x3f81 */
   memcpy(&tie_even, &bits, 4);
@@ -286,15 +287,15 @@ static void test_bf16_values(void) {
   memcpy(&tie_odd, &bits, 4);
   bits = 0x3f808001u;
   memcpy(&above, &bits, 4);
-  EXPECT_EQ_INT(vlmc_st_f32_to_bf16(tie_even), 0x3f80);
-  EXPECT_EQ_INT(vlmc_st_f32_to_bf16(tie_odd), 0x3f82);
-  EXPECT_EQ_INT(vlmc_st_f32_to_bf16(above), 0x3f81);
-  EXPECT_EQ_INT(vlmc_st_f32_to_bf16(3.4e38f), 0x7f80); /* rounds up to infinity */
-  EXPECT_TRUE(isnan(vlmc_st_bf16_to_f32(vlmc_st_f32_to_bf16(NAN))));
+  EXPECT_EQ_INT(vlmc_f32_to_bf16(tie_even), 0x3f80);
+  EXPECT_EQ_INT(vlmc_f32_to_bf16(tie_odd), 0x3f82);
+  EXPECT_EQ_INT(vlmc_f32_to_bf16(above), 0x3f81);
+  EXPECT_EQ_INT(vlmc_f32_to_bf16(3.4e38f), 0x7f80); /* rounds up to infinity */
+  EXPECT_TRUE(isnan(vlmc_bf16_to_f32(vlmc_f32_to_bf16(NAN))));
   int failures = 0;
   for (uint32_t b = 0; b < 0x10000; ++b) {
     bool is_nan = (b & 0x7f80) == 0x7f80 && (b & 0x7f);
-    if (!is_nan && vlmc_st_f32_to_bf16(vlmc_st_bf16_to_f32((uint16_t)b)) != b) ++failures;
+    if (!is_nan && vlmc_f32_to_bf16(vlmc_bf16_to_f32((uint16_t)b)) != b) ++failures;
   }
   EXPECT_EQ_INT(failures, 0);
 }
