@@ -52,12 +52,8 @@ vlmc_status_t vlmc_generation_config_parse(const char *text, size_t len, const c
                                            vlmc_generation_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, &root));
-  vlmc_status_t status = NULL;
-  if (!cJSON_IsObject(root))
-    status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", file,
-                              vlmc_json_kind(root));
-  if (!status) status = parse_ids(file, root, out_config);
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
+  vlmc_status_t status = parse_ids(file, root, out_config);
   if (!status) status = parse_sampling(file, root, out_config);
   cJSON_Delete(root);
   return status;

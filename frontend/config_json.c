@@ -100,6 +100,17 @@ vlmc_status_t vlmc_json_parse_document(const char *file, const char *text, size_
   return NULL;
 }
 
+vlmc_status_t vlmc_json_parse_object(const char *file, const char *text, size_t len,
+                                     cJSON **out_root) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, out_root));
+  if (cJSON_IsObject(*out_root)) return NULL;
+  vlmc_status_t status = vlmc_status_make(
+      VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", file, vlmc_json_kind(*out_root));
+  cJSON_Delete(*out_root);
+  *out_root = NULL;
+  return status;
+}
+
 /* Paths longer than the buffer (hostile keys) end in "..." rather than being cut silently. */
 static void set_path(char *path, const char *fmt, ...) VLMC_PRINTF(2, 3);
 static void set_path(char *path, const char *fmt, ...) {

@@ -31,6 +31,11 @@ typedef struct {
 vlmc_status_t vlmc_json_parse_document(const char *file, const char *text, size_t len,
                                        cJSON **out_root);
 
+/* vlmc_json_parse_document for config files, whose top level must be an object: anything
+ * else is refused ("FILE: expected a JSON object, got an array") and nothing is returned. */
+vlmc_status_t vlmc_json_parse_object(const char *file, const char *text, size_t len,
+                                     cJSON **out_root);
+
 /* "a string", "a number", "null", ... for messages. */
 const char *vlmc_json_kind(const cJSON *item);
 

@@ -393,9 +393,6 @@ static vlmc_status_t parse_doc(model_doc_t *doc, vlmc_model_config_t *config) {
 }
 
 static vlmc_status_t open_sections(model_doc_t *doc) {
-  if (!cJSON_IsObject(doc->root))
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", doc->file,
-                            vlmc_json_kind(doc->root));
   vlmc_json_ref_t text = vlmc_json_ref(doc->file, doc->root, "", "text_config");
   vlmc_json_ref_t vision = vlmc_json_ref(doc->file, doc->root, "", "vision_config");
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&text));
@@ -410,7 +407,7 @@ vlmc_status_t vlmc_model_config_parse(const char *text, size_t len, const char *
   memset(out_config, 0, sizeof *out_config);
   model_doc_t doc = {.file = file};
   cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, &root));
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
   doc.root = root;
   vlmc_status_t status = open_sections(&doc);
   /* model_type comes first so that a Qwen3-VL config is named as such, not as a missing key. */

@@ -102,13 +102,10 @@ static vlmc_status_t parse_preprocessor(const char *text, size_t len, const char
                                         vlmc_preprocessor_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, &root));
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
   pre_doc_t doc = {.file = file, .object = root, .prefix = ""};
   vlmc_status_t status = NULL;
-  if (!cJSON_IsObject(root))
-    status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", file,
-                              vlmc_json_kind(root));
-  if (!status && section) {
+  if (section) {
     vlmc_json_ref_t ref = vlmc_json_ref(file, root, "", section);
     status = ref.node ? vlmc_json_expect_object(&ref) : vlmc_json_missing(&ref);
     doc.object = ref.node;

@@ -55,12 +55,8 @@ vlmc_status_t vlmc_tokenizer_config_parse(const char *text, size_t len, const ch
                                           vlmc_tokenizer_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, &root));
-  vlmc_status_t status = NULL;
-  if (!cJSON_IsObject(root))
-    status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", file,
-                              vlmc_json_kind(root));
-  if (!status) status = parse_tokenizer_fields(file, root, out_config);
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
+  vlmc_status_t status = parse_tokenizer_fields(file, root, out_config);
   cJSON_Delete(root);
   if (status) vlmc_tokenizer_config_deinit(out_config);
   return status;
@@ -90,14 +86,10 @@ void vlmc_tokenizer_config_deinit(vlmc_tokenizer_config_t *config) {
 static vlmc_status_t template_from_json(const char *file, const char *text, size_t len,
                                         char **out) {
   cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_document(file, text, len, &root));
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
   vlmc_json_ref_t ref = vlmc_json_ref(file, root, "", "chat_template");
   const char *body = NULL;
-  vlmc_status_t status = NULL;
-  if (!cJSON_IsObject(root))
-    status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a JSON object, got %s", file,
-                              vlmc_json_kind(root));
-  if (!status) status = vlmc_json_string_req(&ref, &body);
+  vlmc_status_t status = vlmc_json_string_req(&ref, &body);
   if (!status) status = copy_string(file, body, out);
   cJSON_Delete(root);
   return status;
