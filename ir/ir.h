@@ -263,6 +263,10 @@ struct vlmc_op_s {
   vlmc_value_t *results;
   vlmc_attr_t *attrs; /* vlmc_op_info(kind)->num_attrs slots */
   vlmc_loc_t loc;
+  /* 0, or the dispatch region (a fused kernel) the op belongs to, numbered from 1 within its
+   * function; set by the fuse pass and written `... : f32[S,64] dispatch 12` in the text form.
+   * ir/dispatch.h gives a region's members, inputs and root; the verifier checks them. */
+  uint32_t dispatch;
 };
 
 struct vlmc_func_s {

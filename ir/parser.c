@@ -643,6 +643,7 @@ typedef struct {
   uint32_t num_operands, operands_capacity;
   vlmc_type_t types[VLMC_IR_MAX_RESULTS];
   uint32_t num_types;
+  uint32_t dispatch; /* `dispatch N` after the types; 0 when absent */
 } op_parts_t;
 
 static vlmc_status_t parse_result_names(parser_t *p, op_parts_t *parts) {
@@ -686,6 +687,20 @@ static vlmc_status_t parse_result_types(parser_t *p, const vlmc_op_info_t *info,
   }
 }
 
+/* `dispatch N`, N in 1 .. 2^31: the fuse pass's region number. */
+static vlmc_status_t parse_dispatch(parser_t *p, op_parts_t *parts) {
+  if (!(p->tok.kind == TOK_IDENT && p->tok.len == 8 && !memcmp(p->tok.start, "dispatch", 8)))
+    return NULL;
+  VLMC_RETURN_IF_ERROR(advance(p));
+  token_t at = p->tok;
+  uint64_t n;
+  VLMC_RETURN_IF_ERROR(parse_uint(p, &n));
+  if (n == 0 || n > INT32_MAX)
+    return error_at(p, &at, "a dispatch region number is in 1..%d", INT32_MAX);
+  parts->dispatch = (uint32_t)n;
+  return NULL;
+}
+
 static vlmc_status_t check_result_counts(parser_t *p, const token_t *at, const vlmc_op_info_t *info,
                                          const op_parts_t *parts) {
   if (parts->num_names != info->num_results)
@@ -711,6 +726,7 @@ static vlmc_status_t create_op(parser_t *p, const token_t *at, const token_t *mn
     return e;
   }
   op->loc = loc_of(p, at);
+  op->dispatch = parts->dispatch;
   for (uint32_t i = 0; i < parts->num_names; ++i)
     VLMC_RETURN_IF_ERROR(define_value(p, &parts->names[i], &op->results[i]));
   return NULL;
@@ -737,6 +753,7 @@ static vlmc_status_t parse_op_body(parser_t *p, const token_t *at, op_parts_t *p
   VLMC_RETURN_IF_ERROR(parse_operands(p, parts));
   if (p->tok.kind == TOK_LBRACE) VLMC_RETURN_IF_ERROR(parse_attr_dict(p, info, attrs, lists));
   VLMC_RETURN_IF_ERROR(parse_result_types(p, info, parts));
+  VLMC_RETURN_IF_ERROR(parse_dispatch(p, parts));
   VLMC_RETURN_IF_ERROR(check_result_counts(p, at, info, parts));
   dense_to_dtype(info, attrs, lists, parts->num_types ? &parts->types[0] : NULL);
   if (p->num_ops++ == VLMC_IR_MAX_OPS)

@@ -275,6 +275,7 @@ static void print_op_with(const namer_t *namer, const vlmc_op_t *op, vlmc_strbuf
     vlmc_strbuf_puts(out, i ? ", " : " : ");
     vlmc_type_print(module, &op->results[i].type, out);
   }
+  if (op->dispatch) vlmc_strbuf_printf(out, " dispatch %u", op->dispatch);
   vlmc_strbuf_putc(out, '\n');
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/dispatch.h"
 #include "ir/internal.h"
 
 static uint32_t op_index(const vlmc_op_t *op) {
@@ -135,6 +136,9 @@ vlmc_status_t vlmc_func_verify(const vlmc_func_t *func) {
   if (!last || !(vlmc_op_info(last->kind)->flags & VLMC_OP_FLAG_TERMINATOR))
     return func_error(func, vlmc_status_make(VLMC_INVALID_ARGUMENT,
                                              "the body must end with 'return'"));
+  vlmc_dispatch_set_t regions;
+  VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(func, &regions));
+  vlmc_dispatch_set_free(&regions);
   return NULL;
 }
 

@@ -1,0 +1,190 @@
+/* Dispatch regions: membership, inputs and the checks of ir/dispatch.h. */
+#include "ir/dispatch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/internal.h"
+
+bool vlmc_dispatch_may_contain(vlmc_op_kind_t kind) {
+  const vlmc_op_info_t *info = vlmc_op_info(kind);
+  if (info->flags & (VLMC_OP_FLAG_HOST | VLMC_OP_FLAG_TERMINATOR)) return false;
+  return kind != VLMC_OP_PARAM && kind != VLMC_OP_CONSTANT && kind != VLMC_OP_TAP;
+}
+
+typedef struct {
+  vlmc_dispatch_region_t *regions;
+  const vlmc_op_t **ops;
+  const vlmc_value_t **inputs;
+} storage_t;
+
+void vlmc_dispatch_set_free(vlmc_dispatch_set_t *set) {
+  storage_t *s = set->storage_;
+  if (s) {
+    free(s->regions);
+    free(s->ops);
+    free(s->inputs);
+    free(s);
+  }
+  memset(set, 0, sizeof *set);
+}
+
+const vlmc_dispatch_region_t *vlmc_dispatch_find(const vlmc_dispatch_set_t *set, uint32_t id) {
+  for (uint32_t i = 0; i < set->num_regions; ++i)
+    if (set->regions[i].id == id) return &set->regions[i];
+  return NULL;
+}
+
+static vlmc_status_t op_error(const vlmc_op_t *op, const char *fmt, uint32_t id) {
+  return vlmc_ir_locate(op, vlmc_status_make(VLMC_INVALID_ARGUMENT, fmt, id));
+}
+
+/* Members must be compute ops, roots single-result, inner results used inside only. */
+static vlmc_status_t check_uses(const vlmc_func_t *func, const uint32_t *region_of_value,
+                                const vlmc_op_t *const *root_of) {
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; ++i) {
+      uint32_t r = region_of_value[op->operands[i]->id];
+      if (!r || r == op->dispatch) continue;
+      const vlmc_op_t *def = op->operands[i]->def;
+      if (def != root_of[r])
+        return op_error(op, "uses a value that is internal to dispatch region %u (only the "
+                            "region's last op may be used outside it)", r);
+    }
+  }
+  return NULL;
+}
+
+static vlmc_status_t check_members(const vlmc_func_t *func, const vlmc_op_t *const *root_of) {
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+    if (!op->dispatch) continue;
+    if (!vlmc_dispatch_may_contain(op->kind))
+      return op_error(op, "cannot be part of dispatch region %u (params, constants, taps, "
+                          "return and host index ops stay outside regions)", op->dispatch);
+    if (root_of[op->dispatch] == op && op->num_results != 1)
+      return op_error(op, "the last op of dispatch region %u must have exactly one result",
+                      op->dispatch);
+  }
+  return NULL;
+}
+
+/* Collects region ids (compacted to 1..n in order of first member) and their roots. */
+static uint32_t number_regions(const vlmc_func_t *func, uint32_t *compact, uint32_t max_id,
+                               const vlmc_op_t **root_of) {
+  uint32_t n = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+    if (!op->dispatch || op->dispatch > max_id) continue;
+    if (!compact[op->dispatch]) compact[op->dispatch] = ++n;
+    root_of[op->dispatch] = op;
+  }
+  return n;
+}
+
+static bool is_member_value(const vlmc_value_t *v, uint32_t id) {
+  return v->def && v->def->dispatch == id;
+}
+
+/* Lays members and inputs out region by region (compact numbers 1..n, in order of first
+ * member), then orders the regions by the position of their roots. */
+static vlmc_status_t fill_regions(const vlmc_func_t *func, const uint32_t *compact, storage_t *s,
+                                  uint32_t n, vlmc_dispatch_set_t *out) {
+  uint32_t *ops_at = calloc(n + 2, sizeof *ops_at), *inputs_at = calloc(n + 2, sizeof *inputs_at);
+  uint32_t *root_pos = calloc(n + 1, sizeof *root_pos);
+  if (!ops_at || !inputs_at || !root_pos) {
+    free(ops_at), free(inputs_at), free(root_pos);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+    if (!op->dispatch) continue;
+    ops_at[compact[op->dispatch] + 1]++;
+    inputs_at[compact[op->dispatch] + 1] += op->num_operands;
+  }
+  for (uint32_t k = 1; k <= n; ++k) {
+    ops_at[k + 1] += ops_at[k];
+    inputs_at[k + 1] += inputs_at[k];
+    s->regions[k - 1].ops = &s->ops[ops_at[k]];
+    s->regions[k - 1].inputs = &s->inputs[inputs_at[k]];
+  }
+  uint32_t pos = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next, ++pos) {
+    if (!op->dispatch) continue;
+    uint32_t k = compact[op->dispatch];
+    vlmc_dispatch_region_t *r = &s->regions[k - 1];
+    r->id = op->dispatch;
+    r->ops[r->num_ops++] = op;
+    root_pos[k] = pos;
+    for (uint32_t i = 0; i < op->num_operands; ++i) {
+      const vlmc_value_t *v = op->operands[i];
+      if (is_member_value(v, r->id)) continue;
+      bool seen = false;
+      for (uint32_t j = 0; j < r->num_inputs && !seen; ++j) seen = r->inputs[j] == v;
+      if (!seen) r->inputs[r->num_inputs++] = v;
+    }
+  }
+  /* Insertion sort by root position (regions mostly come in order already). */
+  for (uint32_t i = 1; i < n; ++i) {
+    vlmc_dispatch_region_t r = s->regions[i];
+    uint32_t key = root_pos[compact[r.id]], j = i;
+    for (; j > 0 && root_pos[compact[s->regions[j - 1].id]] > key; --j)
+      s->regions[j] = s->regions[j - 1];
+    s->regions[j] = r;
+  }
+  free(ops_at), free(inputs_at), free(root_pos);
+  out->regions = s->regions;
+  out->num_regions = n;
+  out->storage_ = s;
+  return NULL;
+}
+
+vlmc_status_t vlmc_dispatch_regions(const vlmc_func_t *func, vlmc_dispatch_set_t *out) {
+  memset(out, 0, sizeof *out);
+  uint32_t max_id = 0, num_members = 0, num_operands = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+    if (!op->dispatch) continue;
+    max_id = op->dispatch > max_id ? op->dispatch : max_id;
+    ++num_members;
+    num_operands += op->num_operands;
+  }
+  if (!num_members) return NULL;
+  /* Region ids are at most the number of ops in practice; refuse absurd sparse numbering. */
+  if (max_id > 4 * num_members + 1024)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "@%s: dispatch region numbers go up to %u for %u member ops; number "
+                            "regions densely from 1", func->name, max_id, num_members);
+  const vlmc_module_t *module = func->module;
+  uint32_t *compact = calloc(max_id + 1, sizeof *compact);
+  const vlmc_op_t **root_of = calloc(max_id + 1, sizeof *root_of);
+  uint32_t *region_of_value = calloc(module->next_value_id + 1, sizeof *region_of_value);
+  storage_t *s = calloc(1, sizeof *s);
+  vlmc_status_t st = NULL;
+  if (!compact || !root_of || !region_of_value || !s)
+    st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  uint32_t n = 0;
+  if (!st) {
+    n = number_regions(func, compact, max_id, root_of);
+    for (const vlmc_op_t *op = func->body.first; op; op = op->next)
+      for (uint32_t i = 0; op->dispatch && i < op->num_results; ++i)
+        region_of_value[op->results[i].id] = op->dispatch;
+    st = check_members(func, root_of);
+  }
+  if (!st) st = check_uses(func, region_of_value, root_of);
+  if (!st) {
+    s->regions = calloc(n, sizeof *s->regions);
+    s->ops = calloc(num_members, sizeof *s->ops);
+    s->inputs = calloc(num_operands + 1, sizeof *s->inputs);
+    if (!s->regions || !s->ops || !s->inputs)
+      st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!st) st = fill_regions(func, compact, s, n, out);
+  if (!st) s = NULL;
+  if (s) {
+    free(s->regions);
+    free(s->ops);
+    free(s->inputs);
+    free(s);
+  }
+  free(compact);
+  free(root_of);
+  free(region_of_value);
+  return st;
+}

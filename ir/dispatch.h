@@ -1,0 +1,50 @@
+/* Dispatch regions: the fuse pass groups ops into regions (op->dispatch = N), each of which a
+ * backend runs as one generated kernel. This is the one place that says what a region is, so
+ * that the compiler that generates a kernel and the runtime that calls it agree on its inputs.
+ *
+ * A region of a function is the ops with the same nonzero `dispatch` number. Rules (checked by
+ * vlmc_dispatch_regions, and so by the verifier):
+ *   - members are compute ops: not param, constant, tap, return, nor HOST index ops (those
+ *     stay host steps; a param or constant is an input);
+ *   - the root, the last member in body order, has exactly one result: the region's output;
+ *   - every other member's results are used by members of the same region only.
+ * Inputs are the values members read that no member defines, in order of first use (member
+ * order, then operand order), each listed once. */
+#ifndef VLMC_IR_DISPATCH_H
+#define VLMC_IR_DISPATCH_H
+
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "support/status.h"
+
+typedef struct {
+  uint32_t id;                 /* the `dispatch` number */
+  const vlmc_op_t **ops;       /* members in body order; ops[num_ops - 1] is the root */
+  uint32_t num_ops;
+  const vlmc_value_t **inputs; /* values from outside the region, in first-use order */
+  uint32_t num_inputs;
+} vlmc_dispatch_region_t;
+
+typedef struct {
+  vlmc_dispatch_region_t *regions; /* in order of their roots in the body */
+  uint32_t num_regions;
+  void *storage_;
+} vlmc_dispatch_set_t;
+
+/* Finds and checks func's regions; errors are located at the offending op. */
+vlmc_status_t vlmc_dispatch_regions(const vlmc_func_t *func, vlmc_dispatch_set_t *out);
+void vlmc_dispatch_set_free(vlmc_dispatch_set_t *set);
+
+/* The region numbered `id`, or NULL. */
+const vlmc_dispatch_region_t *vlmc_dispatch_find(const vlmc_dispatch_set_t *set, uint32_t id);
+
+/* The region's output: its root's result. */
+static inline const vlmc_value_t *vlmc_dispatch_output(const vlmc_dispatch_region_t *r) {
+  return &r->ops[r->num_ops - 1]->results[0];
+}
+
+/* Whether an op kind may be a region member (see the rules above). */
+bool vlmc_dispatch_may_contain(vlmc_op_kind_t kind);
+
+#endif
