@@ -10,6 +10,7 @@
 #include "frontend/chat_template.h"
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
+#include "codegen/cpu_codegen.h"
 #include "models/qwen2_5_vl.h"
 #include "runtime/artifact.h"
 #include "runtime/manifest.h"
@@ -30,6 +31,8 @@ typedef struct {
   char *tokenizer_bytes;
   size_t tokenizer_len;
   vlmc_artifact_writer_t *writer;
+  vlmc_cpu_codegen_result_t cpu; /* the cpu target's kernels, when asked for */
+  bool has_cpu;
 } compile_t;
 
 static void progress(const compile_t *c, const char *fmt, ...) VLMC_PRINTF(2, 3);
@@ -43,24 +46,43 @@ static void progress(const compile_t *c, const char *fmt, ...) {
   c->o->progress(c->o->progress_user, line);
 }
 
+/* The target list: "ref", "cpu" or both, comma-separated. */
+static vlmc_status_t parse_targets(const char *list, bool *out_cpu) {
+  *out_cpu = false;
+  if (!list || !*list) return NULL;
+  const char *p = list;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    if (n == 3 && !strncmp(p, "cpu", 3)) *out_cpu = true;
+    else if (!(n == 3 && !strncmp(p, "ref", 3)))
+      return vlmc_status_make(VLMC_UNSUPPORTED, "--target %s: unknown target '%.*s'; targets: "
+                              "ref, cpu", list, (int)n, p);
+    p += n;
+    if (*p == ',') ++p;
+  }
+  return NULL;
+}
+
 vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
                                             const char **out) {
-  if (target && strcmp(target, "ref") != 0)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "--target %s: not available; targets: ref", target);
-  if (!precision || !strcmp(precision, "auto") || !strcmp(precision, "f32")) {
-    *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref}";
-    return NULL;
-  }
-  if (!strcmp(precision, "f16")) {
+  bool cpu;
+  VLMC_RETURN_IF_ERROR(parse_targets(target, &cpu));
+  bool f32 = !precision || !strcmp(precision, "auto") || !strcmp(precision, "f32");
+  if (!f32 && strcmp(precision, "f16") != 0 && strcmp(precision, "bf16") != 0)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--precision %s: expected auto, f32, f16 or bf16", precision);
+  if (cpu && !f32)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "--precision %s with --target cpu: cpu kernels "
+                            "compute in f32 (weights stay in their bf16 / f16 storage); use "
+                            "--precision f32 or --target ref", precision);
+  if (f32)
+    *out = cpu ? "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref},fuse"
+               : "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref}";
+  else if (!strcmp(precision, "f16"))
     *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=f16}";
-    return NULL;
-  }
-  if (!strcmp(precision, "bf16")) {
+  else
     *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=bf16}";
-    return NULL;
-  }
-  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                          "--precision %s: expected auto, f32, f16 or bf16", precision);
+  return NULL;
 }
 
 /* ---- the module ---- */
@@ -99,6 +121,20 @@ static vlmc_status_t build_and_lower(compile_t *c) {
   vlmc_status_t status = vlmc_pass_manager_run(pipeline, &c->o->debug, c->module);
   vlmc_pass_pipeline_destroy(pipeline);
   return status;
+}
+
+/* ---- kernels ---- */
+
+static vlmc_status_t generate_cpu_kernels(compile_t *c) {
+  vlmc_cpu_codegen_options_t co = {.cpu = c->o->cpu, .dump_dir = c->o->dump_kernels,
+                                   .progress = c->o->progress,
+                                   .progress_user = c->o->progress_user};
+  VLMC_RETURN_IF_ERROR(vlmc_cpu_codegen(c->module, &co, &c->cpu));
+  progress(c, "compile: cpu: %zu dispatches, %zu distinct kernels, %.1f KB of code%s%s",
+           c->cpu.num_dispatches, c->cpu.num_kernels, (double)c->cpu.so_len / 1e3,
+           c->o->dump_kernels ? "; kernels dumped to " : "",
+           c->o->dump_kernels ? c->o->dump_kernels : "");
+  return NULL;
 }
 
 /* ---- parameters ---- */
@@ -274,6 +310,13 @@ static vlmc_status_t write_artifact(compile_t *c) {
     VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "chat_template",
                                                   c->chat_template.text, c->chat_template.len,
                                                   8, 0));
+  if (c->has_cpu) {
+    VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "kernels.cpu", c->cpu.so,
+                                                  c->cpu.so_len, 4096, 0));
+    VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "kernels.cpu.json",
+                                                  c->cpu.table_json, strlen(c->cpu.table_json),
+                                                  8, 0));
+  }
   VLMC_RETURN_IF_ERROR(write_params(c));
   vlmc_strbuf_t json;
   vlmc_strbuf_init(&json);
@@ -296,12 +339,15 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   vlmc_status_t status = vlmc_checkpoint_open(o->checkpoint_dir, &c.checkpoint);
   if (!status) status = read_tokenizer(&c);
   if (!status) status = read_chat_template(&c);
+  if (!status) status = parse_targets(o->target, &c.has_cpu);
   if (!status) status = build_and_lower(&c);
+  if (!status && c.has_cpu) status = generate_cpu_kernels(&c);
   if (!status) status = fill_manifest(&c);
   if (!status) status = write_artifact(&c);
   if (c.writer) vlmc_artifact_writer_abort(c.writer);
   if (c.has_chat_template) vlmc_chat_template_source_deinit(&c.chat_template);
   vlmc_manifest_deinit(&c.manifest);
+  vlmc_cpu_codegen_result_free(&c.cpu);
   free(c.tokenizer_bytes);
   vlmc_module_destroy(c.module);
   vlmc_checkpoint_destroy(c.checkpoint);

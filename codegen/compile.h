@@ -18,7 +18,10 @@
 typedef struct {
   const char *checkpoint_dir;
   const char *output_path;
-  const char *target;      /* "ref" (default) */
+  const char *target;      /* comma-separated: "ref", "cpu"; NULL: "ref" */
+  const char *cpu;         /* cpu kernels for: "portable" (NULL), "x86-64-v2", "x86-64-v3",
+                              "native" */
+  const char *dump_kernels; /* folder for per-kernel MLIR / LLVM IR / assembly, or NULL */
   const char *precision;   /* "auto" (the target's default), "f32", "f16", "bf16" */
   const char *passes;      /* NULL: the target's default pipeline */
   /* Use this IR file (e.g. an edited --dump-dir dump) as the program instead of building the
@@ -38,7 +41,8 @@ typedef struct {
   void *progress_user;
 } vlmc_compile_options_t;
 
-/* The default pass pipeline for a target and precision ("ref", "auto" -> "mrope-layout,...").
+/* The default pass pipeline for a target list and precision ("ref", "auto" ->
+ * "mrope-layout,..."; any list with cpu ends with "fuse").
  * Error for unknown targets or precisions, naming the known ones. */
 vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
                                             const char **out_pipeline);

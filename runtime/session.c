@@ -12,6 +12,7 @@
 #include "frontend/safetensors.h"
 #include "frontend/tokenizer.h"
 #include "reference/executor.h"
+#include "runtime/cpu_backend.h"
 #include "reference/mrope_positions.h"
 #include "runtime/artifact.h"
 #include "runtime/params.h"
@@ -30,6 +31,7 @@ struct vlmc_session_s {
   bool has_template;
   vlmc_chat_template_t chat_template;
   vlmc_executor_t *executor;
+  vlmc_cpu_backend_t *cpu;          /* the cpu backend's kernels; NULL for ref */
   uint32_t num_layers;              /* KV cache pairs, from decode's signature */
   uint32_t threads;
   double open_ms;
@@ -151,9 +153,40 @@ static vlmc_status_t verify_params_section(const vlmc_session_t *s) {
   return sec ? vlmc_artifact_section_verify(s->artifact, sec) : NULL;
 }
 
+/* The executor's options for this session's backend; taps as given. */
+static vlmc_executor_options_t executor_options(const vlmc_session_t *s) {
+  vlmc_executor_options_t eo = vlmc_executor_options_default();
+  eo.get_param = param_source;
+  eo.param_ctx = s->params;
+  eo.threads = s->threads;
+  if (s->cpu) {
+    eo.on_dispatch = vlmc_cpu_backend_dispatch;
+    eo.dispatch_ctx = s->cpu;
+  }
+  return eo;
+}
+
+/* "cpu" when the artifact carries cpu kernels and no backend is asked for; "ref" otherwise. */
+static vlmc_status_t open_backend(vlmc_session_t *s, const char *backend) {
+  const vlmc_artifact_section_t *so = vlmc_artifact_find(s->artifact, "kernels.cpu");
+  const vlmc_artifact_section_t *table = vlmc_artifact_find(s->artifact, "kernels.cpu.json");
+  if (!backend) backend = so && table ? "cpu" : "ref";
+  if (!strcmp(backend, "ref")) return NULL;
+  if (strcmp(backend, "cpu") != 0)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; available: ref%s",
+                            backend, so && table ? ", cpu" : "");
+  if (!so || !table)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: --backend cpu: the artifact has no cpu "
+                            "kernels (compile it with --target ref,cpu); available: ref",
+                            vlmc_artifact_path(s->artifact));
+  return vlmc_cpu_backend_create(vlmc_artifact_path(s->artifact), so->data, (size_t)so->size,
+                                 (const char *)table->data, (size_t)table->size, s->module,
+                                 s->threads, &s->cpu);
+}
+
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
-  if (o->backend && strcmp(o->backend, "ref") != 0)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; available: ref",
+  if (o->backend && strcmp(o->backend, "ref") != 0 && strcmp(o->backend, "cpu") != 0)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; backends: ref, cpu",
                             o->backend);
   VLMC_RETURN_IF_ERROR(vlmc_artifact_open(o->artifact_path, &s->artifact));
   const vlmc_artifact_section_t *sec;
@@ -169,11 +202,9 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   }
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
-  vlmc_executor_options_t eo = vlmc_executor_options_default();
-  eo.get_param = param_source;
-  eo.param_ctx = s->params;
   s->threads = o->threads ? o->threads : 1;
-  eo.threads = s->threads;
+  VLMC_RETURN_IF_ERROR(open_backend(s, o->backend));
+  vlmc_executor_options_t eo = executor_options(s);
   return vlmc_executor_create(s->module, &eo, &s->executor);
 }
 
@@ -196,6 +227,7 @@ vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options, vlmc_sess
 void vlmc_session_destroy(vlmc_session_t *s) {
   if (!s) return;
   vlmc_executor_destroy(s->executor);
+  vlmc_cpu_backend_destroy(s->cpu);
   vlmc_tokenizer_destroy(s->tokenizer);
   vlmc_params_destroy(s->params);
   vlmc_module_destroy(s->module);
@@ -205,6 +237,7 @@ void vlmc_session_destroy(vlmc_session_t *s) {
 }
 
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &s->manifest; }
+const char *vlmc_session_backend(const vlmc_session_t *s) { return s->cpu ? "cpu" : "ref"; }
 double vlmc_session_open_ms(const vlmc_session_t *s) { return s->open_ms; }
 bool vlmc_session_has_tokenizer(const vlmc_session_t *s) { return s->tokenizer != NULL; }
 
@@ -396,10 +429,7 @@ static vlmc_status_t tokenize_continuation(const vlmc_session_t *s, const char *
 
 static vlmc_status_t set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
   /* Taps are cheap to leave off; recreate the executor only when they are wanted. */
-  vlmc_executor_options_t eo = vlmc_executor_options_default();
-  eo.get_param = param_source;
-  eo.param_ctx = s->params;
-  eo.threads = s->threads;
+  vlmc_executor_options_t eo = executor_options(s);
   eo.on_tap = taps ? on_tap : NULL;
   eo.tap_ctx = taps;
   vlmc_executor_destroy(s->executor);

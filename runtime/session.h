@@ -6,8 +6,9 @@
  *       -> (logits f32[V], k_0, v_0, ..., k_{L-1}, v_{L-1})
  *   decode(token i64[1], position i64[3,1], k_0, v_0, ...) -> (logits f32[V], k_0', v_0', ...)
  * The KV caches are values handed from one call to the next (kv_cache_append grows them);
- * a chat (below) keeps them between turns. Only the `ref` backend (the reference executor)
- * exists so far. Opening maps the artifact and checks every eagerly verified section; the
+ * a chat (below) keeps them between turns. Backends: `ref` (the reference executor) and
+ * `cpu` (the artifact's generated kernels, runtime/cpu_backend.h; the default when the
+ * artifact carries them). Opening maps the artifact and checks every eagerly verified section; the
  * parameters are checked lazily, once, before the first forward pass (see docs/artifact.md). */
 #ifndef VLMC_RUNTIME_SESSION_H
 #define VLMC_RUNTIME_SESSION_H
@@ -23,7 +24,7 @@
 typedef struct {
   const char *artifact_path;
   const char *params_dir; /* for artifacts compiled with --params external */
-  const char *backend;    /* "ref" (default) */
+  const char *backend;    /* "ref" or "cpu"; NULL: cpu when the artifact has its kernels */
   uint32_t threads;       /* 0: 1 */
   bool verify_params;     /* check every parameter's checksum at open, not on first use */
 } vlmc_session_options_t;
@@ -34,6 +35,8 @@ vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options,
                                 vlmc_session_t **out_session);
 void vlmc_session_destroy(vlmc_session_t *session);
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *session);
+/* "ref" or "cpu": the backend the session runs on. */
+const char *vlmc_session_backend(const vlmc_session_t *session);
 /* Milliseconds vlmc_session_open took (mapping, parsing, verifying the program). */
 double vlmc_session_open_ms(const vlmc_session_t *session);
 /* Whether prompts can be text (the artifact has a tokenizer), or only token ids. */

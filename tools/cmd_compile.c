@@ -16,7 +16,11 @@ static void print_help(FILE *out) {
           "  CKPT_DIR                  a HuggingFace Qwen2.5-VL folder (config.json, safetensors,\n"
           "                            tokenizer.json[.gz], chat template, processor config)\n"
           "  -o FILE                   the artifact to write\n"
-          "  --target ref              backends to carry code for (only ref so far)\n"
+          "  --target LIST             backends to carry code for: ref, cpu (default ref,cpu)\n"
+          "  --cpu CPU                 cpu kernels for: portable (default, any x86-64),\n"
+          "                            x86-64-v2, x86-64-v3 or native (this machine)\n"
+          "  --dump-kernels DIR        write each cpu kernel's MLIR (before and after\n"
+          "                            lowering), LLVM IR and assembly into DIR\n"
           "  --precision P             auto (target default), f32, f16 or bf16\n"
           "  --passes LIST             replace the target's pipeline\n"
           "  --params inline|external  copy the weights into the artifact (default), or\n"
@@ -48,7 +52,7 @@ static bool parse_image_size(const char *text, int64_t *grid) {
 int vlmc_cmd_compile(int argc, char **argv) {
   vlmc_compile_options_t o;
   memset(&o, 0, sizeof o);
-  o.target = "ref";
+  o.target = "ref,cpu";
   o.precision = "auto";
   o.progress = print_progress;
   vlmc_tool_pass_flags_init(&o.debug);
@@ -68,6 +72,8 @@ int vlmc_cmd_compile(int argc, char **argv) {
     if (vlmc_tool_pass_flag(argc, argv, &i, &o.debug) ||
         vlmc_tool_flag_value(argc, argv, &i, "-o", &o.output_path) ||
         vlmc_tool_flag_value(argc, argv, &i, "--target", &o.target) ||
+        vlmc_tool_flag_value(argc, argv, &i, "--cpu", &o.cpu) ||
+        vlmc_tool_flag_value(argc, argv, &i, "--dump-kernels", &o.dump_kernels) ||
         vlmc_tool_flag_value(argc, argv, &i, "--precision", &o.precision) ||
         vlmc_tool_flag_value(argc, argv, &i, "--passes", &o.passes) ||
         vlmc_tool_flag_value(argc, argv, &i, "--program", &o.program_path) ||

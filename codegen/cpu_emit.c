@@ -1,0 +1,561 @@
+/* The kernel writer's helpers (codegen/cpu_emit.h): entry-block constants and dims, prologue
+ * reads with storage conversion, scalar elementwise semantics, and the epilogue. */
+#include "codegen/cpu_emit.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MEMO_INDEX, MEMO_I64, MEMO_F32, MEMO_DIM, MEMO_ZERO_VECTOR, MEMO_SYM };
+
+/* ---- writing ---- */
+
+int vlmc_cpu_emit_fresh(vlmc_cpu_emit_t *e) { return e->next++; }
+
+static void vline(vlmc_strbuf_t *buf, int indent, const char *fmt, va_list ap) {
+  for (int i = 0; i < indent; ++i) vlmc_strbuf_puts(buf, "  ");
+  char small[512];
+  va_list copy;
+  va_copy(copy, ap);
+  int n = vsnprintf(small, sizeof small, fmt, copy);
+  va_end(copy);
+  if (n >= 0 && (size_t)n < sizeof small) {
+    vlmc_strbuf_puts(buf, small);
+  } else if (n >= 0) {
+    char *big = malloc((size_t)n + 1);
+    if (big) {
+      vsnprintf(big, (size_t)n + 1, fmt, ap);
+      vlmc_strbuf_puts(buf, big);
+      free(big);
+    } else {
+      buf->failed = true;
+    }
+  }
+  vlmc_strbuf_putc(buf, '\n');
+}
+
+void vlmc_cpu_emit_line(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+  if (fmt[0] == '}') --e->indent;
+  va_list ap;
+  va_start(ap, fmt);
+  vline(&e->body, e->indent + 2, fmt, ap);
+  va_end(ap);
+  size_t len = strlen(fmt);
+  if (len && fmt[len - 1] == '{') ++e->indent;
+}
+
+static void entry_line(vlmc_cpu_emit_t *e, const char *fmt, ...) VLMC_PRINTF(2, 3);
+static void entry_line(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vline(&e->entry, 2, fmt, ap);
+  va_end(ap);
+}
+
+void vlmc_cpu_emit_fail(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+  if (e->error) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  e->error = vlmc_status_make(VLMC_UNSUPPORTED, "%s", msg);
+}
+
+/* ---- memoized entry values ---- */
+
+static int memo_find(vlmc_cpu_emit_t *e, int kind, int64_t key) {
+  for (uint32_t i = 0; i < e->num_memo; ++i)
+    if (e->memo[i].kind == kind && e->memo[i].key == key) return e->memo[i].ssa;
+  return -1;
+}
+
+static int memo_add(vlmc_cpu_emit_t *e, int kind, int64_t key, int ssa) {
+  if (e->num_memo < VLMC_CPU_MAX_MEMO) {
+    e->memo[e->num_memo].kind = kind;
+    e->memo[e->num_memo].key = key;
+    e->memo[e->num_memo].ssa = ssa;
+    e->num_memo++;
+  }
+  return ssa;
+}
+
+int vlmc_cpu_emit_index(vlmc_cpu_emit_t *e, int64_t value) {
+  int v = memo_find(e, MEMO_INDEX, value);
+  if (v >= 0) return v;
+  v = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = arith.constant %lld : index", v, (long long)value);
+  return memo_add(e, MEMO_INDEX, value, v);
+}
+
+int vlmc_cpu_emit_i64(vlmc_cpu_emit_t *e, int64_t value) {
+  int v = memo_find(e, MEMO_I64, value);
+  if (v >= 0) return v;
+  v = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = arith.constant %lld : i64", v, (long long)value);
+  return memo_add(e, MEMO_I64, value, v);
+}
+
+int vlmc_cpu_emit_f32(vlmc_cpu_emit_t *e, double value) {
+  float f = (float)value;
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  int v = memo_find(e, MEMO_F32, bits);
+  if (v >= 0) return v;
+  v = vlmc_cpu_emit_fresh(e);
+  /* The hex form is exact, and also spells inf and NaN. */
+  entry_line(e, VLMC_SSA " = arith.constant 0x%08X : f32", v, bits);
+  return memo_add(e, MEMO_F32, bits, v);
+}
+
+int vlmc_cpu_emit_zero_vector(vlmc_cpu_emit_t *e, int width) {
+  int v = memo_find(e, MEMO_ZERO_VECTOR, width);
+  if (v >= 0) return v;
+  v = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = arith.constant dense<0.0> : vector<%dxf32>", v, width);
+  return memo_add(e, MEMO_ZERO_VECTOR, width, v);
+}
+
+static int emit_symbol(vlmc_cpu_emit_t *e, uint32_t sym) {
+  int v = memo_find(e, MEMO_SYM, sym);
+  if (v >= 0) return v;
+  uint32_t k = 0;
+  while (k < e->num_syms && e->syms[k] != sym) ++k;
+  if (k == e->num_syms) {
+    if (k == VLMC_CPU_MAX_SYMS) {
+      vlmc_cpu_emit_fail(e, "a kernel reads at most %d symbols", VLMC_CPU_MAX_SYMS);
+      return vlmc_cpu_emit_index(e, 0);
+    }
+    e->syms[e->num_syms++] = sym;
+  }
+  int at = vlmc_cpu_emit_index(e, k);
+  int raw = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = memref.load %%syms[" VLMC_SSA "] : memref<?xi64>", raw, at);
+  v = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", v, raw);
+  return memo_add(e, MEMO_SYM, sym, v);
+}
+
+int vlmc_cpu_emit_dim(vlmc_cpu_emit_t *e, vlmc_dim_t dim) {
+  if (vlmc_dim_is_static(dim)) return vlmc_cpu_emit_index(e, dim.off);
+  /* Key: the dim's four fields packed (small in practice; collisions only merge equal dims). */
+  int64_t key = ((int64_t)dim.sym << 48) ^ ((dim.num & 0xFFFF) << 32) ^ ((dim.den & 0xFFFF) << 16) ^
+                (dim.off & 0xFFFF);
+  int v = memo_find(e, MEMO_DIM, key);
+  if (v >= 0) return v;
+  v = emit_symbol(e, dim.sym);
+  if (dim.num != 1) {
+    int t = vlmc_cpu_emit_fresh(e);
+    entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_cpu_emit_index(e, dim.num));
+    v = t;
+  }
+  if (dim.den != 1) {
+    int t = vlmc_cpu_emit_fresh(e);
+    entry_line(e, VLMC_SSA " = arith.divsi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_cpu_emit_index(e, dim.den));
+    v = t;
+  }
+  if (dim.off != 0) {
+    int t = vlmc_cpu_emit_fresh(e);
+    entry_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_cpu_emit_index(e, dim.off));
+    v = t;
+  }
+  return memo_add(e, MEMO_DIM, key, v);
+}
+
+int vlmc_cpu_emit_dims_product(vlmc_cpu_emit_t *e, const vlmc_type_t *type, uint32_t from,
+                               uint32_t to) {
+  int64_t fixed = 1;
+  int v = -1;
+  for (uint32_t d = from; d < to && d < type->rank; ++d) {
+    if (vlmc_dim_is_static(type->dims[d])) {
+      fixed *= type->dims[d].off;
+      continue;
+    }
+    int dim = vlmc_cpu_emit_dim(e, type->dims[d]);
+    if (v < 0) {
+      v = dim;
+    } else {
+      int t = vlmc_cpu_emit_fresh(e);
+      entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v, dim);
+      v = t;
+    }
+  }
+  if (v < 0) return vlmc_cpu_emit_index(e, fixed);
+  if (fixed == 1) return v;
+  int t = vlmc_cpu_emit_fresh(e);
+  entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+             vlmc_cpu_emit_index(e, fixed));
+  return t;
+}
+
+vlmc_dim_t vlmc_cpu_emit_count_dims(const vlmc_type_t *type) {
+  vlmc_dim_t symbolic = vlmc_dim_static(1);
+  int64_t fixed = 1;
+  bool have = false;
+  for (uint32_t d = 0; d < type->rank; ++d) {
+    if (vlmc_dim_is_static(type->dims[d])) {
+      fixed *= type->dims[d].off;
+      continue;
+    }
+    if (have) return vlmc_dim_static(-1); /* two symbolic dims: not one dim expression */
+    symbolic = type->dims[d];
+    have = true;
+  }
+  if (!have) return vlmc_dim_static(fixed);
+  /* fixed * (sym*num/den + off) = sym*(num*fixed)/den + off*fixed, since sym*num/den is an
+   * exact quotient for a valid dim. */
+  vlmc_dim_t d = {symbolic.sym, symbolic.num * fixed, symbolic.den, symbolic.off * fixed};
+  return d;
+}
+
+void vlmc_cpu_emit_set_work(vlmc_cpu_emit_t *e, vlmc_dim_t units, int64_t scale) {
+  if (vlmc_dim_is_static(units) && units.off < 0) {
+    vlmc_cpu_emit_fail(e, "'%s': the work count is not one dim expression (two symbolic dims)",
+                       vlmc_op_info(e->anchor->kind)->mnemonic);
+    return;
+  }
+  e->work = units;
+  e->work_scale = scale;
+}
+
+/* ---- inputs ---- */
+
+static bool is_prologue_op(const vlmc_op_t *op) {
+  if (op->kind == VLMC_OP_RESHAPE) return true;
+  if (op->kind != VLMC_OP_CAST) return false;
+  const vlmc_dtype_info_t *from = vlmc_dtype_info(op->operands[0]->type.dtype);
+  return from->is_float && !from->is_quantized && op->results[0].type.dtype == VLMC_DTYPE_F32;
+}
+
+static int input_index(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
+  for (uint32_t i = 0; i < e->region->num_inputs; ++i)
+    if (e->region->inputs[i] == v) return (int)i;
+  return -1;
+}
+
+static int member_index(const vlmc_cpu_emit_t *e, const vlmc_op_t *op) {
+  for (uint32_t i = 0; op && i < e->region->num_ops; ++i)
+    if (e->region->ops[i] == op) return (int)i;
+  return -1;
+}
+
+/* Follows prologue ops back to the region input v reads; -1 when v is not readable. */
+static int source_input(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
+  for (;;) {
+    int i = input_index(e, v);
+    if (i >= 0) return i;
+    int m = member_index(e, v->def);
+    if (m < 0 || (uint32_t)m >= e->anchor_index || !is_prologue_op(v->def)) return -1;
+    v = v->def->operands[0];
+  }
+}
+
+bool vlmc_cpu_emit_readable(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
+  return source_input(e, v) >= 0;
+}
+
+vlmc_dtype_t vlmc_cpu_emit_input_storage(const vlmc_cpu_emit_t *e, uint32_t i) {
+  const vlmc_value_t *v = e->region->inputs[i];
+  const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
+  if (!info->is_float) return VLMC_DTYPE_I64;
+  if (v->def && v->def->kind == VLMC_OP_PARAM &&
+      (v->type.dtype == VLMC_DTYPE_BF16 || v->type.dtype == VLMC_DTYPE_F16))
+    return v->type.dtype;
+  return VLMC_DTYPE_F32;
+}
+
+static const char *storage_type(vlmc_dtype_t d) {
+  switch (d) {
+    case VLMC_DTYPE_BF16: return "bf16";
+    case VLMC_DTYPE_F16: return "f16";
+    case VLMC_DTYPE_I64: return "i64";
+    default: return "f32";
+  }
+}
+
+const char *vlmc_cpu_emit_type(vlmc_dtype_t ir_dtype) {
+  return vlmc_dtype_info(ir_dtype)->is_float ? "f32" : "i64";
+}
+
+int vlmc_cpu_emit_load(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat) {
+  int i = source_input(e, v);
+  if (i < 0) {
+    vlmc_cpu_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
+    return vlmc_cpu_emit_f32(e, 0);
+  }
+  vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
+  const char *st = storage_type(storage);
+  int raw = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
+                     st);
+  if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
+  int wide = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, raw, st);
+  return wide;
+}
+
+int vlmc_cpu_emit_load_vector(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat, int width) {
+  int i = source_input(e, v);
+  if (i < 0 || !vlmc_dtype_info(v->type.dtype)->is_float) {
+    vlmc_cpu_emit_fail(e, "kernel vector-reads a value that is not a readable float value");
+    return vlmc_cpu_emit_zero_vector(e, width);
+  }
+  vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
+  const char *st = storage_type(storage);
+  int raw = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?x%s>, vector<%dx%s>",
+                     raw, i, flat, st, width, st);
+  if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
+  int wide = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : vector<%dx%s> to vector<%dxf32>",
+                     wide, raw, width, st, width);
+  return wide;
+}
+
+/* ---- computing ---- */
+
+static int binary(vlmc_cpu_emit_t *e, const char *op, int a, int b, const char *type) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, type);
+  return v;
+}
+
+static int unary(vlmc_cpu_emit_t *e, const char *op, int a, const char *type) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : %s", v, op, a, type);
+  return v;
+}
+
+/* 1 / (1 + exp(-x)) and x / (1 + exp(-x)), as the reference computes them. */
+static int logistic_denominator(vlmc_cpu_emit_t *e, int x) {
+  int neg = unary(e, "arith.negf", x, "f32");
+  int ex = unary(e, "math.exp", neg, "f32");
+  return binary(e, "arith.addf", vlmc_cpu_emit_f32(e, 1.0), ex, "f32");
+}
+
+static int gelu(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x) {
+  const char *approx = vlmc_op_attr_enum(op, "approx");
+  int half = vlmc_cpu_emit_f32(e, 0.5), one = vlmc_cpu_emit_f32(e, 1.0);
+  int inner;
+  if (strcmp(approx, "tanh") == 0) {
+    int x3 = binary(e, "arith.mulf", binary(e, "arith.mulf", x, x, "f32"), x, "f32");
+    int poly = binary(e, "arith.addf", x,
+                      binary(e, "arith.mulf", vlmc_cpu_emit_f32(e, 0.044715), x3, "f32"), "f32");
+    int arg = binary(e, "arith.mulf", vlmc_cpu_emit_f32(e, 0.7978845608028654 /* sqrt(2 / pi) */), poly, "f32");
+    inner = unary(e, "math.tanh", arg, "f32");
+  } else {
+    int arg = binary(e, "arith.mulf", x, vlmc_cpu_emit_f32(e, 1.0 / sqrt(2.0)), "f32");
+    inner = unary(e, "math.erf", arg, "f32");
+  }
+  int hx = binary(e, "arith.mulf", half, x, "f32");
+  return binary(e, "arith.mulf", hx, binary(e, "arith.addf", one, inner, "f32"), "f32");
+}
+
+static int clamp(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x, bool is_float) {
+  const vlmc_attr_t *lo = vlmc_op_attr(op, "min"), *hi = vlmc_op_attr(op, "max");
+  if (!is_float) {
+    if (lo) x = binary(e, "arith.maxsi", x, vlmc_cpu_emit_i64(e, (int64_t)lo->v.f), "i64");
+    if (hi) x = binary(e, "arith.minsi", x, vlmc_cpu_emit_i64(e, (int64_t)hi->v.f), "i64");
+    return x;
+  }
+  if (lo) x = binary(e, "arith.maximumf", x, vlmc_cpu_emit_f32(e, lo->v.f), "f32");
+  if (hi) x = binary(e, "arith.minimumf", x, vlmc_cpu_emit_f32(e, hi->v.f), "f32");
+  return x;
+}
+
+/* Wraps an i64 to a narrower integer dtype (two's complement), or to 0/1 for bool. */
+static int wrap_int(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
+  const vlmc_dtype_info_t *info = vlmc_dtype_info(to);
+  if (to == VLMC_DTYPE_BOOL) {
+    int ne = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi ne, " VLMC_SSA ", " VLMC_SSA " : i64", ne, x,
+                       vlmc_cpu_emit_i64(e, 0));
+    int v = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : i1 to i64", v, ne);
+    return v;
+  }
+  if (info->bits >= 64) return x;
+  int t = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.trunci " VLMC_SSA " : i64 to i%u", t, x, info->bits);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.%s " VLMC_SSA " : i%u to i64", v,
+                     info->is_signed ? "extsi" : "extui", t, info->bits);
+  return v;
+}
+
+/* Rounds an f32 to f16 / bf16 and back (what a cast to those dtypes stores). */
+static int round_float(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
+  if (to != VLMC_DTYPE_F16 && to != VLMC_DTYPE_BF16) return x;
+  const char *t = to == VLMC_DTYPE_F16 ? "f16" : "bf16";
+  int narrow = vlmc_cpu_emit_fresh(e), wide = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to %s", narrow, x, t);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, narrow, t);
+  return wide;
+}
+
+static int cast(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x) {
+  vlmc_dtype_t from = op->operands[0]->type.dtype, to = op->results[0].type.dtype;
+  bool from_float = vlmc_dtype_info(from)->is_float, to_float = vlmc_dtype_info(to)->is_float;
+  if (from_float && to_float) return round_float(e, x, to);
+  if (!from_float && !to_float) return wrap_int(e, x, to);
+  int v = vlmc_cpu_emit_fresh(e);
+  if (to_float) {
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", v, x);
+    return round_float(e, v, to);
+  }
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : f32 to i64", v, x);
+  return wrap_int(e, v, to);
+}
+
+int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int *in) {
+  bool f = vlmc_dtype_info(op->results[0].type.dtype)->is_float;
+  const char *t = f ? "f32" : "i64";
+  switch (op->kind) {
+    case VLMC_OP_RESHAPE: return in[0];
+    case VLMC_OP_ADD: return binary(e, f ? "arith.addf" : "arith.addi", in[0], in[1], t);
+    case VLMC_OP_SUB: return binary(e, f ? "arith.subf" : "arith.subi", in[0], in[1], t);
+    case VLMC_OP_MUL: return binary(e, f ? "arith.mulf" : "arith.muli", in[0], in[1], t);
+    case VLMC_OP_DIV: return binary(e, f ? "arith.divf" : "arith.divsi", in[0], in[1], t);
+    case VLMC_OP_NEG:
+      return f ? unary(e, "arith.negf", in[0], t)
+               : binary(e, "arith.subi", vlmc_cpu_emit_i64(e, 0), in[0], t);
+    case VLMC_OP_EXP: return unary(e, "math.exp", in[0], t);
+    case VLMC_OP_SQRT: return unary(e, "math.sqrt", in[0], t);
+    case VLMC_OP_RSQRT: return unary(e, "math.rsqrt", in[0], t);
+    case VLMC_OP_TANH: return unary(e, "math.tanh", in[0], t);
+    case VLMC_OP_ERF: return unary(e, "math.erf", in[0], t);
+    case VLMC_OP_COS: return unary(e, "math.cos", in[0], t);
+    case VLMC_OP_SIN: return unary(e, "math.sin", in[0], t);
+    case VLMC_OP_SIGMOID:
+      return binary(e, "arith.divf", vlmc_cpu_emit_f32(e, 1.0), logistic_denominator(e, in[0]), t);
+    case VLMC_OP_SILU: return binary(e, "arith.divf", in[0], logistic_denominator(e, in[0]), t);
+    case VLMC_OP_GELU: return gelu(e, op, in[0]);
+    case VLMC_OP_CLAMP: return clamp(e, op, in[0], f);
+    case VLMC_OP_CAST: return cast(e, op, in[0]);
+    default:
+      vlmc_cpu_emit_fail(e, "'%s' is not elementwise", vlmc_op_info(op->kind)->mnemonic);
+      return in[0];
+  }
+}
+
+int vlmc_cpu_emit_reduce_add(vlmc_cpu_emit_t *e, int vector, int width) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = vector.reduction <add>, " VLMC_SSA " : vector<%dxf32> into f32",
+                     v, vector, width);
+  return v;
+}
+
+/* ---- the output ---- */
+
+bool vlmc_cpu_emit_has_epilogue(const vlmc_cpu_emit_t *e) {
+  return e->anchor_index + 1 < e->region->num_ops;
+}
+
+void vlmc_cpu_emit_store(vlmc_cpu_emit_t *e, int value, int flat) {
+  const vlmc_value_t *out = vlmc_dispatch_output(e->region);
+  vlmc_cpu_emit_line(e, "memref.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?x%s>", value, flat,
+                     vlmc_cpu_emit_type(out->type.dtype));
+}
+
+static bool same_count(const vlmc_type_t *a, const vlmc_type_t *b) {
+  if (a->rank != b->rank) return false;
+  for (uint32_t d = 0; d < a->rank; ++d)
+    if (!vlmc_dim_equal(a->dims[d], b->dims[d])) return false;
+  return true;
+}
+
+/* Operand j of epilogue op `op`, whose running value (already computed) is `running`. */
+static int epilogue_operand(vlmc_cpu_emit_t *e, const vlmc_op_t *op, uint32_t j,
+                            const int *member_ssa, int flat) {
+  const vlmc_value_t *v = op->operands[j];
+  int m = member_index(e, v->def);
+  if (m >= (int)e->anchor_index) return member_ssa[m];
+  if (same_count(&v->type, &op->results[0].type)) return vlmc_cpu_emit_load(e, v, flat);
+  int count = vlmc_cpu_emit_dims_product(e, &v->type, 0, v->type.rank);
+  int at = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.remui " VLMC_SSA ", " VLMC_SSA " : index", at, flat,
+                     count);
+  return vlmc_cpu_emit_load(e, v, at);
+}
+
+void vlmc_cpu_emit_finish_element(vlmc_cpu_emit_t *e, int value, int flat) {
+  const vlmc_dispatch_region_t *r = e->region;
+  int member_ssa[r->num_ops];
+  member_ssa[e->anchor_index] = value;
+  for (uint32_t k = e->anchor_index + 1; k < r->num_ops; ++k) {
+    const vlmc_op_t *op = r->ops[k];
+    int in[VLMC_IR_MAX_OPERANDS];
+    for (uint32_t j = 0; j < op->num_operands && j < VLMC_IR_MAX_OPERANDS; ++j)
+      in[j] = epilogue_operand(e, op, j, member_ssa, flat);
+    member_ssa[k] = vlmc_cpu_emit_elementwise(e, op, in);
+  }
+  vlmc_cpu_emit_store(e, member_ssa[r->num_ops - 1], flat);
+}
+
+/* ---- the driver's side ---- */
+
+vlmc_status_t vlmc_cpu_emit_init(vlmc_cpu_emit_t *e, const vlmc_module_t *module,
+                                 const vlmc_func_t *func, const vlmc_dispatch_region_t *region,
+                                 int vector_width) {
+  memset(e, 0, sizeof *e);
+  e->module = module;
+  e->func = func;
+  e->region = region;
+  e->vector_width = vector_width;
+  e->work_scale = 1;
+  e->work = vlmc_dim_static(1);
+  vlmc_strbuf_init(&e->entry);
+  vlmc_strbuf_init(&e->body);
+  /* The anchor: the first member that is not a prologue op reading an input or an earlier
+   * prologue result; when every member is one, the root (a copy kernel). */
+  e->anchor_index = region->num_ops - 1;
+  for (uint32_t k = 0; k < region->num_ops; ++k) {
+    e->anchor_index = k; /* source_input sees members before k as prologue candidates */
+    const vlmc_op_t *op = region->ops[k];
+    if (!is_prologue_op(op) || source_input(e, op->operands[0]) < 0) break;
+    if (k + 1 == region->num_ops) break;
+  }
+  e->anchor = region->ops[e->anchor_index];
+  for (uint32_t i = 0; i < region->num_inputs; ++i) {
+    const vlmc_value_t *v = region->inputs[i];
+    const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
+    if (info->is_quantized || v->type.dtype == VLMC_DTYPE_F64)
+      return vlmc_status_make(VLMC_UNSUPPORTED,
+                              "dispatch %u: input %u is %s; the cpu target reads f32, f16, bf16 "
+                              "and integers", region->id, i, info->name);
+  }
+  return NULL;
+}
+
+void vlmc_cpu_emit_deinit(vlmc_cpu_emit_t *e) {
+  vlmc_strbuf_deinit(&e->entry);
+  vlmc_strbuf_deinit(&e->body);
+  vlmc_status_free(e->error);
+  e->error = NULL;
+}
+
+vlmc_status_t vlmc_cpu_emit_finish(vlmc_cpu_emit_t *e, const char *name, vlmc_strbuf_t *out) {
+  if (e->error) {
+    vlmc_status_t st = e->error;
+    e->error = NULL;
+    return st;
+  }
+  if (e->entry.failed || e->body.failed)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel");
+  const vlmc_value_t *result = vlmc_dispatch_output(e->region);
+  vlmc_strbuf_printf(out, "module {\n  func.func @%s(", name);
+  for (uint32_t i = 0; i < e->region->num_inputs; ++i)
+    vlmc_strbuf_printf(out, "%%b%u: memref<?x%s>, ", i,
+                       storage_type(vlmc_cpu_emit_input_storage(e, i)));
+  vlmc_strbuf_printf(out, "%%out: memref<?x%s>, %%syms: memref<?xi64>, %%lo: index, %%hi: index) {\n",
+                     vlmc_cpu_emit_type(result->type.dtype));
+  vlmc_strbuf_append(out, e->entry.data ? e->entry.data : "", e->entry.len);
+  vlmc_strbuf_append(out, e->body.data ? e->body.data : "", e->body.len);
+  vlmc_strbuf_puts(out, "    return\n  }\n}\n");
+  return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel")
+                     : NULL;
+}

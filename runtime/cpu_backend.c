@@ -1,0 +1,429 @@
+/* The cpu backend (runtime/cpu_backend.h): load the kernels' shared object from memory, read
+ * the table, and run dispatches on the thread pool. */
+#define _GNU_SOURCE
+#include "runtime/cpu_backend.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frontend/config_json.h"
+#include "ir/dispatch.h"
+#include "runtime/thread_pool.h"
+#include "support/strbuf.h"
+
+enum { MAX_KERNEL_SYMS = 16, MAX_KERNEL_BUFFERS = 256 };
+
+/* Below this many f32 operations a dispatch runs on the calling thread: waking the pool
+ * costs some microseconds. */
+static const int64_t kThreadingThreshold = 200000;
+
+typedef void (*kernel_fn)(void *const *buffers, const int64_t *counts, int64_t lo, int64_t hi);
+
+typedef struct {
+  char *symbol, *template_name;
+  kernel_fn fn;
+  vlmc_dtype_t *inputs;
+  uint32_t num_inputs;
+  vlmc_dtype_t output;
+  uint32_t syms[MAX_KERNEL_SYMS]; /* module symbol ids */
+  uint32_t num_syms;
+  int64_t cost;
+} kernel_t;
+
+typedef struct {
+  const kernel_t *kernel; /* NULL: no entry (an error at load) */
+  vlmc_dim_t work;
+  int64_t scale;
+} dispatch_t;
+
+typedef struct {
+  const vlmc_func_t *func;
+  vlmc_dispatch_set_t regions;
+  dispatch_t *by_id; /* indexed by region id */
+  uint32_t max_id;
+} func_table_t;
+
+struct vlmc_cpu_backend_s {
+  const char *source;
+  const vlmc_module_t *module;
+  void *handle;
+  kernel_t *kernels;
+  size_t num_kernels, num_dispatches;
+  func_table_t *funcs;
+  vlmc_thread_pool_t *pool;
+  uint64_t calls;
+  double seconds;
+};
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the shared object ---- */
+
+/* dlopen needs a path: an anonymous memory file gives one without touching the disk; a
+ * deleted temporary file is the fallback where memfd_create is not available. */
+static vlmc_status_t open_shared_object(vlmc_cpu_backend_t *b, const void *data, size_t len) {
+  char path[64];
+  int fd = memfd_create("vlmc-kernels", MFD_CLOEXEC);
+  char tmp[] = "/tmp/vlmc-kernels-XXXXXX";
+  bool temporary = false;
+  if (fd < 0) {
+    fd = mkstemp(tmp);
+    temporary = true;
+  }
+  if (fd < 0)
+    return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot make a memory file for the cpu kernels: %s",
+                            b->source, strerror(errno));
+  const unsigned char *p = data;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = write(fd, p + done, len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      if (temporary) unlink(tmp);
+      return vlmc_status_make(VLMC_IO_ERROR, "%s: writing the cpu kernels: %s", b->source,
+                              strerror(errno));
+    }
+    done += (size_t)n;
+  }
+  if (temporary) snprintf(path, sizeof path, "%s", tmp);
+  else snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  const char *why = b->handle ? NULL : dlerror();
+  close(fd);
+  if (temporary) unlink(tmp);
+  if (!b->handle)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: section 'kernels.cpu': not a loadable shared "
+                            "object for this machine: %s", b->source, why ? why : "?");
+  return NULL;
+}
+
+/* ---- the table ---- */
+
+static bool parse_storage(const char *name, vlmc_dtype_t *out) {
+  static const struct { const char *name; vlmc_dtype_t dtype; } known[] = {
+      {"f32", VLMC_DTYPE_F32}, {"bf16", VLMC_DTYPE_BF16}, {"f16", VLMC_DTYPE_F16},
+      {"i64", VLMC_DTYPE_I64}};
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; ++i)
+    if (!strcmp(name, known[i].name)) {
+      *out = known[i].dtype;
+      return true;
+    }
+  return false;
+}
+
+static bool find_symbol(const vlmc_module_t *m, const char *name, uint32_t *out) {
+  for (uint32_t s = 1; s <= m->num_symbols; ++s)
+    if (!strcmp(vlmc_module_symbol_name(m, s), name)) {
+      *out = s;
+      return true;
+    }
+  return false;
+}
+
+static vlmc_status_t parse_dtype_list(const vlmc_json_ref_t *ref, vlmc_dtype_t **out,
+                                      uint32_t *count) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(ref, -1));
+  int n = ref->node ? cJSON_GetArraySize(ref->node) : 0;
+  if (n > MAX_KERNEL_BUFFERS) return vlmc_json_error(ref, VLMC_PARSE_ERROR, "too many inputs");
+  *out = calloc((size_t)n + 1, sizeof **out);
+  if (!*out) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < n; ++i) {
+    vlmc_json_ref_t item = vlmc_json_ref_index(ref, i);
+    const char *name;
+    VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&item, &name));
+    if (!parse_storage(name, &(*out)[i]))
+      return vlmc_json_error(&item, VLMC_PARSE_ERROR, "expected f32, bf16, f16 or i64, got '%s'",
+                             name);
+  }
+  *count = (uint32_t)n;
+  return NULL;
+}
+
+static vlmc_status_t parse_kernel(vlmc_cpu_backend_t *b, const vlmc_json_ref_t *ref, kernel_t *k) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
+  if (!ref->node) return vlmc_json_missing(ref);
+  const char *symbol, *template_name, *output;
+  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "symbol");
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &symbol));
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "template");
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &template_name));
+  k->symbol = strdup(symbol);
+  k->template_name = strdup(template_name);
+  if (!k->symbol || !k->template_name) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "inputs");
+  VLMC_RETURN_IF_ERROR(parse_dtype_list(&r, &k->inputs, &k->num_inputs));
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "output");
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &output));
+  if (!parse_storage(output, &k->output))
+    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "expected f32 or i64, got '%s'", output);
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "syms");
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(&r, -1));
+  int n = r.node ? cJSON_GetArraySize(r.node) : 0;
+  if (n > MAX_KERNEL_SYMS) return vlmc_json_error(&r, VLMC_PARSE_ERROR, "at most %d symbols", MAX_KERNEL_SYMS);
+  for (int i = 0; i < n; ++i) {
+    vlmc_json_ref_t item = vlmc_json_ref_index(&r, i);
+    const char *name;
+    VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&item, &name));
+    if (!find_symbol(b->module, name, &k->syms[i]))
+      return vlmc_json_error(&item, VLMC_PARSE_ERROR, "symbol '%s' is not in the program", name);
+  }
+  k->num_syms = (uint32_t)n;
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "cost");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, INT64_MAX / 2, &k->cost));
+  *(void **)&k->fn = dlsym(b->handle, k->symbol);
+  if (!k->fn)
+    return vlmc_json_error(ref, VLMC_PARSE_ERROR, "kernel '%s' is not in section 'kernels.cpu'",
+                           k->symbol);
+  return NULL;
+}
+
+static func_table_t *func_table(vlmc_cpu_backend_t *b, const vlmc_func_t *func) {
+  for (uint32_t i = 0; i < b->module->num_funcs; ++i)
+    if (b->funcs[i].func == func) return &b->funcs[i];
+  return NULL;
+}
+
+static vlmc_status_t parse_work(const vlmc_json_ref_t *ref, const vlmc_module_t *m,
+                                dispatch_t *d) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
+  if (!ref->node) return vlmc_json_missing(ref);
+  const char *sym = NULL;
+  bool has_sym = false;
+  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "sym");
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&r, &sym, &has_sym));
+  int64_t num, den, off, scale;
+  vlmc_json_ref_t rn = vlmc_json_ref(ref->file, ref->node, ref->path, "num");
+  vlmc_json_ref_t rd = vlmc_json_ref(ref->file, ref->node, ref->path, "den");
+  vlmc_json_ref_t ro = vlmc_json_ref(ref->file, ref->node, ref->path, "off");
+  vlmc_json_ref_t rs = vlmc_json_ref(ref->file, ref->node, ref->path, "scale");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rn, -(1LL << 40), 1LL << 40, &num));
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rd, 1, 1LL << 40, &den));
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&ro, -(1LL << 40), 1LL << 40, &off));
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rs, 1, 1LL << 40, &scale));
+  vlmc_dim_t dim = vlmc_dim_static(off);
+  if (has_sym) {
+    if (!find_symbol(m, sym, &dim.sym))
+      return vlmc_json_error(&r, VLMC_PARSE_ERROR, "symbol '%s' is not in the program", sym);
+    dim.num = num;
+    dim.den = den;
+  }
+  d->work = dim;
+  d->scale = scale;
+  return NULL;
+}
+
+static vlmc_status_t parse_dispatch(vlmc_cpu_backend_t *b, const vlmc_json_ref_t *ref) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
+  if (!ref->node) return vlmc_json_missing(ref);
+  const char *func_name;
+  int64_t id, kernel;
+  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "func");
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &func_name));
+  const vlmc_func_t *func = vlmc_module_func_find(b->module, func_name);
+  func_table_t *t = func ? func_table(b, func) : NULL;
+  if (!t) return vlmc_json_error(&r, VLMC_PARSE_ERROR, "no function @%s in the program", func_name);
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "dispatch");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, t->max_id, &id));
+  const vlmc_dispatch_region_t *region = vlmc_dispatch_find(&t->regions, (uint32_t)id);
+  if (!region)
+    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "@%s has no dispatch region %lld", func_name,
+                           (long long)id);
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "kernel");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 0, (int64_t)b->num_kernels - 1, &kernel));
+  dispatch_t *d = &t->by_id[id];
+  d->kernel = &b->kernels[kernel];
+  if (d->kernel->num_inputs != region->num_inputs)
+    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "kernel %s takes %u inputs, @%s dispatch %lld "
+                           "has %u", d->kernel->symbol, d->kernel->num_inputs, func_name,
+                           (long long)id, region->num_inputs);
+  r = vlmc_json_ref(ref->file, ref->node, ref->path, "work");
+  return parse_work(&r, b->module, d);
+}
+
+static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
+  b->funcs = calloc(b->module->num_funcs + 1, sizeof *b->funcs);
+  if (!b->funcs) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
+    func_table_t *t = &b->funcs[i];
+    t->func = b->module->funcs[i];
+    VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(t->func, &t->regions));
+    for (uint32_t r = 0; r < t->regions.num_regions; ++r)
+      if (t->regions.regions[r].id > t->max_id) t->max_id = t->regions.regions[r].id;
+    t->by_id = calloc(t->max_id + 1, sizeof *t->by_id);
+    if (!t->by_id) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  return NULL;
+}
+
+/* Every region of the program has a kernel: the artifact never falls back to the
+ * interpreter, and an incomplete table is refused when it is opened, not mid-generation. */
+static vlmc_status_t check_coverage(const vlmc_cpu_backend_t *b, const char *file) {
+  for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
+    const func_table_t *t = &b->funcs[i];
+    for (uint32_t r = 0; r < t->regions.num_regions; ++r)
+      if (!t->by_id[t->regions.regions[r].id].kernel)
+        return vlmc_status_make(VLMC_PARSE_ERROR, "%s: no kernel for @%s dispatch %u", file,
+                                t->func->name, t->regions.regions[r].id);
+  }
+  return NULL;
+}
+
+static vlmc_status_t parse_table(vlmc_cpu_backend_t *b, const char *text, size_t len) {
+  char file[512];
+  snprintf(file, sizeof file, "%s: section 'kernels.cpu.json'", b->source);
+  cJSON *root = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
+  vlmc_status_t st = NULL;
+  int64_t format;
+  vlmc_json_ref_t r = vlmc_json_ref(file, root, "", "format");
+  st = vlmc_json_int_req(&r, 1, 1, &format);
+  vlmc_json_ref_t kernels = vlmc_json_ref(file, root, "", "kernels");
+  if (!st) st = vlmc_json_expect_array(&kernels, -1);
+  if (!st && !kernels.node) st = vlmc_json_missing(&kernels);
+  if (!st) {
+    b->num_kernels = (size_t)cJSON_GetArraySize(kernels.node);
+    b->kernels = calloc(b->num_kernels + 1, sizeof *b->kernels);
+    if (!b->kernels) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; !st && i < b->num_kernels; ++i) {
+    vlmc_json_ref_t k = vlmc_json_ref_index(&kernels, (int)i);
+    st = parse_kernel(b, &k, &b->kernels[i]);
+  }
+  if (!st) st = prepare_funcs(b);
+  vlmc_json_ref_t dispatches = vlmc_json_ref(file, root, "", "dispatches");
+  if (!st) st = vlmc_json_expect_array(&dispatches, -1);
+  if (!st && !dispatches.node) st = vlmc_json_missing(&dispatches);
+  int n = st ? 0 : cJSON_GetArraySize(dispatches.node);
+  for (int i = 0; !st && i < n; ++i) {
+    vlmc_json_ref_t d = vlmc_json_ref_index(&dispatches, i);
+    st = parse_dispatch(b, &d);
+  }
+  b->num_dispatches = (size_t)n;
+  if (!st) st = check_coverage(b, file);
+  cJSON_Delete(root);
+  return st;
+}
+
+/* ---- create / destroy ---- */
+
+vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *so, size_t so_len,
+                                      const char *table_json, size_t table_len,
+                                      const vlmc_module_t *module, uint32_t threads,
+                                      vlmc_cpu_backend_t **out) {
+  vlmc_cpu_backend_t *b = calloc(1, sizeof *b);
+  if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  b->source = source;
+  b->module = module;
+  vlmc_status_t st = open_shared_object(b, so, so_len);
+  if (!st) st = parse_table(b, table_json, table_len);
+  if (!st) st = vlmc_thread_pool_create(threads ? threads : 1, &b->pool);
+  if (st) {
+    vlmc_cpu_backend_destroy(b);
+    return st;
+  }
+  *out = b;
+  return NULL;
+}
+
+void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
+  if (!b) return;
+  vlmc_thread_pool_destroy(b->pool);
+  for (uint32_t i = 0; b->funcs && i < b->module->num_funcs; ++i) {
+    vlmc_dispatch_set_free(&b->funcs[i].regions);
+    free(b->funcs[i].by_id);
+  }
+  free(b->funcs);
+  for (size_t i = 0; b->kernels && i < b->num_kernels; ++i) {
+    free(b->kernels[i].symbol);
+    free(b->kernels[i].template_name);
+    free(b->kernels[i].inputs);
+  }
+  free(b->kernels);
+  if (b->handle) dlclose(b->handle);
+  free(b);
+}
+
+size_t vlmc_cpu_backend_num_kernels(const vlmc_cpu_backend_t *b) { return b->num_kernels; }
+size_t vlmc_cpu_backend_num_dispatches(const vlmc_cpu_backend_t *b) { return b->num_dispatches; }
+void vlmc_cpu_backend_counters(const vlmc_cpu_backend_t *b, uint64_t *calls, double *seconds) {
+  *calls = b->calls;
+  *seconds = b->seconds;
+}
+
+/* ---- dispatch ---- */
+
+typedef struct {
+  kernel_fn fn;
+  void *const *buffers;
+  const int64_t *counts;
+} call_t;
+
+static void run_chunk(void *arg, int64_t begin, int64_t end) {
+  const call_t *c = arg;
+  c->fn(c->buffers, c->counts, begin, end);
+}
+
+static const char *storage_name(vlmc_dtype_t d) { return vlmc_dtype_info(d)->name; }
+
+vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint32_t region,
+                                        vlmc_tensor_t *const *inputs, const bool *may_take,
+                                        uint32_t num_inputs, const int64_t *symbols,
+                                        vlmc_tensor_t *out) {
+  vlmc_cpu_backend_t *b = ctx;
+  func_table_t *t = func_table(b, func);
+  const dispatch_t *d = t && region <= t->max_id ? &t->by_id[region] : NULL;
+  if (!d || !d->kernel)
+    return vlmc_status_make(VLMC_NOT_FOUND, "no cpu kernel for @%s dispatch %u", func->name, region);
+  const kernel_t *k = d->kernel;
+  if (num_inputs != k->num_inputs || num_inputs + 2 > MAX_KERNEL_BUFFERS)
+    return vlmc_status_make(VLMC_INTERNAL, "kernel %s takes %u inputs, got %u", k->symbol,
+                            k->num_inputs, num_inputs);
+  void *buffers[MAX_KERNEL_BUFFERS];
+  int64_t counts[MAX_KERNEL_BUFFERS];
+  for (uint32_t i = 0; i < num_inputs; ++i) {
+    if (inputs[i]->dtype != k->inputs[i])
+      return vlmc_status_make(VLMC_INTERNAL, "kernel %s (%s): input %u is %s, the kernel reads %s",
+                              k->symbol, k->template_name, i, storage_name(inputs[i]->dtype),
+                              storage_name(k->inputs[i]));
+    buffers[i] = inputs[i]->data;
+    counts[i] = vlmc_tensor_count(inputs[i]);
+  }
+  if (out->dtype != k->output)
+    return vlmc_status_make(VLMC_INTERNAL, "kernel %s (%s) writes %s, the program expects %s",
+                            k->symbol, k->template_name, storage_name(k->output),
+                            storage_name(out->dtype));
+  VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(out->dtype, out->rank, out->shape, out));
+  int64_t syms[MAX_KERNEL_SYMS];
+  for (uint32_t i = 0; i < k->num_syms; ++i) syms[i] = symbols[k->syms[i] - 1];
+  buffers[num_inputs] = out->data;
+  counts[num_inputs] = vlmc_tensor_count(out);
+  buffers[num_inputs + 1] = syms;
+  counts[num_inputs + 1] = k->num_syms;
+  int64_t units = d->work.off;
+  if (!vlmc_dim_is_static(d->work)) {
+    vlmc_status_t st = vlmc_dim_eval(d->work, symbols, b->module->num_symbols, &units);
+    if (st) return st;
+  }
+  int64_t work = units * d->scale;
+  if (work <= 0) return NULL;
+  (void)may_take;
+  double start = now_seconds();
+  call_t call = {k->fn, buffers, counts};
+  uint32_t threads = vlmc_thread_pool_size(b->pool);
+  bool big = (double)k->cost * (double)work >= (double)kThreadingThreshold;
+  vlmc_thread_pool_run(b->pool, work, big ? threads : 1, run_chunk, &call);
+  b->calls++;
+  b->seconds += now_seconds() - start;
+  return NULL;
+}
