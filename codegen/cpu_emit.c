@@ -387,13 +387,44 @@ static int wrap_int(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
   return v;
 }
 
+/* Rounds an f32 to bf16 and back in integer arithmetic, round to nearest even, NaN kept
+ * quiet (as support/float16.c does): LLVM would call __truncsfbf2, which libgcc lacks. */
+static int round_bf16(vlmc_cpu_emit_t *e, int x) {
+  int bits = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
+  int c16 = vlmc_cpu_emit_fresh(e), c1 = vlmc_cpu_emit_fresh(e), c7fff = vlmc_cpu_emit_fresh(e);
+  int mask = vlmc_cpu_emit_fresh(e), quiet = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 16 : i32", c16);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 1 : i32", c1);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 32767 : i32", c7fff);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant -65536 : i32", mask);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 4194304 : i32", quiet);
+  int hi = vlmc_cpu_emit_fresh(e), lsb = vlmc_cpu_emit_fresh(e), bias = vlmc_cpu_emit_fresh(e);
+  int sum = vlmc_cpu_emit_fresh(e), rounded = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", hi, bits, c16);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", lsb, hi, c1);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", bias, lsb, c7fff);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", sum, bits, bias);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", rounded, sum, mask);
+  int nan_bits = vlmc_cpu_emit_fresh(e), nan_kept = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i32", nan_bits, bits, quiet);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", nan_kept, nan_bits,
+                     mask);
+  int is_nan = vlmc_cpu_emit_fresh(e), chosen = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
+                     chosen, is_nan, nan_kept, rounded);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
+  return v;
+}
+
 /* Rounds an f32 to f16 / bf16 and back (what a cast to those dtypes stores). */
 static int round_float(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
-  if (to != VLMC_DTYPE_F16 && to != VLMC_DTYPE_BF16) return x;
-  const char *t = to == VLMC_DTYPE_F16 ? "f16" : "bf16";
+  if (to == VLMC_DTYPE_BF16) return round_bf16(e, x);
+  if (to != VLMC_DTYPE_F16) return x;
   int narrow = vlmc_cpu_emit_fresh(e), wide = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to %s", narrow, x, t);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, narrow, t);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", narrow, x);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, narrow);
   return wide;
 }
 

@@ -31,3 +31,14 @@ if(VLMC_COMPILER)
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
 endif()
+
+# Generated cpu kernels against the reference executor, one test per tests/kernels/*.vir
+# (each at sizes 3420, 176, 172, 1, 37 unless the file says otherwise).
+if(VLMC_COMPILER)
+  file(GLOB kernel_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/kernels/*.vir)
+  foreach(src ${kernel_tests})
+    get_filename_component(name ${src} NAME_WE)
+    add_test(NAME kernel.${name} COMMAND $<TARGET_FILE:vlmc> kernel-test ${src}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
+endif()

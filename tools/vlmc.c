@@ -17,6 +17,8 @@ static const command_t commands[] = {
     {"tokenize", vlmc_cmd_tokenize, "print token ids for each JSON string on stdin"},
     {"preprocess", vlmc_cmd_preprocess, "turn an image into pixel_values and image_grid_thw"},
     {"diff-taps", vlmc_cmd_diff_taps, "compare two sets of stage taps, name the first divergence"},
+    {"kernel-test", vlmc_cmd_kernel_test,
+     "check generated cpu kernels against the reference executor (tests/kernels/*.vir)"},
     {"random-checkpoint", vlmc_cmd_random_checkpoint,
      "write a checkpoint with random weights for a config.json (benchmarks)"},
 };

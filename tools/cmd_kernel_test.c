@@ -1,0 +1,437 @@
+/* vlmc kernel-test FILE.vir...: checks generated cpu kernels against the reference executor.
+ *
+ * Each file is a module whose first function is the test; `$N` in its text is replaced by each
+ * size in turn (default 3420, 176, 172, 1, 37: awkward on purpose). Per size: parse, run the
+ * fuse pass, generate the cpu kernels, load them like the runtime does, run the function on
+ * random inputs with both backends, compare every result. Directives (comment lines):
+ *
+ *   // sizes: 5,64            replace the default sizes
+ *   // sym S = 7              a symbol's value (default: the size N); `$N` works here too
+ *   // arg %x: uniform -4 4   a float argument's distribution (default uniform -1 1)
+ *   // arg %ids: ints 0 512   integers in [lo, hi)
+ *   // arg %cu: segments      0 = c0 < c1 < ... = its last dim's... the split points of a
+ *                             sequence: sorted, first 0, last `// segments-total` (default N)
+ *   // arg %p: permutation    a random permutation of 0 .. len-1
+ *   // tolerance: 1e-5        max |cpu - ref| / max(1, max |ref|) (default 1e-5)
+ *   // template: linear       the template the kernels must use (at least one of them)
+ *
+ * Parameters get random values in their own dtype (a bf16 weight is bf16). Prints one line per
+ * (file, size) with the worst error and the kernels used; exit status 1 on any failure. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cpu_codegen.h"
+#include "ir/ir.h"
+#include "passes/pass.h"
+#include "reference/executor.h"
+#include "runtime/cpu_backend.h"
+#include "support/file.h"
+#include "support/float16.h"
+#include "support/strbuf.h"
+#include "tools/commands.h"
+
+enum { MAX_SIZES = 16, MAX_ARGS = 64, MAX_SYMS = 16, MAX_PARAMS = 64 };
+
+typedef struct {
+  char name[64];
+  char kind[64]; /* uniform, ints, segments, permutation */
+  double lo, hi;
+} arg_spec_t;
+
+typedef struct {
+  int64_t sizes[MAX_SIZES];
+  int num_sizes;
+  arg_spec_t args[MAX_ARGS];
+  int num_args;
+  char sym_names[MAX_SYMS][64];
+  char sym_values[MAX_SYMS][64];
+  int num_syms;
+  double tolerance;
+  char required_template[64];
+  int64_t segments_total_override; /* 0: none */
+} spec_t;
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_next(void) {
+  uint64_t x = rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return rng_state = x;
+}
+
+static double rng_uniform(double lo, double hi) {
+  return lo + (hi - lo) * (double)(rng_next() >> 11) / 9007199254740992.0;
+}
+
+/* ---- text and directives ---- */
+
+static char *substitute_n(const char *text, int64_t n) {
+  vlmc_strbuf_t out;
+  vlmc_strbuf_init(&out);
+  for (const char *p = text; *p; ++p) {
+    if (p[0] == '$' && p[1] == 'N') {
+      vlmc_strbuf_printf(&out, "%lld", (long long)n);
+      ++p;
+    } else {
+      vlmc_strbuf_putc(&out, *p);
+    }
+  }
+  return vlmc_strbuf_take(&out);
+}
+
+static void parse_directive(spec_t *s, const char *line) {
+  char a[64], b[64];
+  double lo, hi;
+  if (!strncmp(line, "sizes:", 6)) {
+    s->num_sizes = 0;
+    for (const char *p = line + 6; *p && s->num_sizes < MAX_SIZES;) {
+      char *end;
+      long long v = strtoll(p, &end, 10);
+      if (end == p) break;
+      s->sizes[s->num_sizes++] = v;
+      p = end;
+      while (*p == ',' || *p == ' ') ++p;
+    }
+  } else if (sscanf(line, "sym %63s = %63s", a, b) == 2 && s->num_syms < MAX_SYMS) {
+    snprintf(s->sym_names[s->num_syms], sizeof s->sym_names[0], "%s", a);
+    snprintf(s->sym_values[s->num_syms], sizeof s->sym_values[0], "%s", b);
+    s->num_syms++;
+  } else if (sscanf(line, "arg %%%63[^:]: %63s %lf %lf", a, b, &lo, &hi) >= 2 &&
+             s->num_args < MAX_ARGS) {
+    arg_spec_t *arg = &s->args[s->num_args++];
+    snprintf(arg->name, sizeof arg->name, "%s", a);
+    snprintf(arg->kind, sizeof arg->kind, "%s", b);
+    int n = sscanf(line, "arg %%%63[^:]: %63s %lf %lf", a, b, &lo, &hi);
+    arg->lo = n >= 3 ? lo : -1;
+    arg->hi = n >= 4 ? hi : 1;
+  } else if (sscanf(line, "tolerance: %lf", &lo) == 1) {
+    s->tolerance = lo;
+  } else if (sscanf(line, "template: %63s", a) == 1) {
+    snprintf(s->required_template, sizeof s->required_template, "%s", a);
+  }
+}
+
+/* Directives of the text for one size (after $N substitution). */
+static void parse_spec(const char *text, spec_t *s) {
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    while (len && (*p == ' ' || *p == '\t')) ++p, --len;
+    if (len > 3 && p[0] == '/' && p[1] == '/') {
+      char line[256];
+      size_t n = len - 2 < sizeof line - 1 ? len - 2 : sizeof line - 1;
+      memcpy(line, p + 2, n);
+      line[n] = '\0';
+      char *start = line;
+      while (*start == ' ') ++start;
+      parse_directive(s, start);
+    }
+    if (!nl) break;
+    p = nl + 1;
+  }
+}
+
+/* ---- inputs ---- */
+
+typedef struct {
+  const vlmc_module_t *module;
+  vlmc_tensor_t params[MAX_PARAMS];
+} params_t;
+
+static vlmc_status_t random_tensor(vlmc_dtype_t dtype, uint32_t rank, const int64_t *shape,
+                                   const arg_spec_t *spec, vlmc_tensor_t *out) {
+  VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(dtype, rank, shape, out));
+  int64_t n = vlmc_tensor_count(out);
+  const char *kind = spec ? spec->kind : "uniform";
+  double lo = spec ? spec->lo : -1, hi = spec ? spec->hi : 1;
+  if (!strcmp(kind, "segments") || !strcmp(kind, "permutation")) {
+    int64_t *d = out->data;
+    if (!strcmp(kind, "permutation")) {
+      for (int64_t i = 0; i < n; ++i) d[i] = i;
+      for (int64_t i = n - 1; i > 0; --i) {
+        int64_t j = (int64_t)(rng_next() % (uint64_t)(i + 1)), t = d[i];
+        d[i] = d[j];
+        d[j] = t;
+      }
+    } else { /* lo = total length; sorted split points, first 0, last total */
+      int64_t total = (int64_t)lo;
+      for (int64_t i = 0; i < n; ++i) d[i] = n > 1 ? total * i / (n - 1) : 0;
+      for (int64_t i = 1; i + 1 < n; ++i) { /* jitter within the neighbours */
+        int64_t span = d[i + 1] - d[i - 1];
+        if (span > 1) d[i] = d[i - 1] + 1 + (int64_t)(rng_next() % (uint64_t)(span - 1));
+        else d[i] = d[i - 1];
+      }
+      if (n) d[n - 1] = total;
+    }
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double v = rng_uniform(lo, hi);
+    switch (dtype) {
+      case VLMC_DTYPE_F32: ((float *)out->data)[i] = (float)v; break;
+      case VLMC_DTYPE_BF16: ((uint16_t *)out->data)[i] = vlmc_f32_to_bf16((float)v); break;
+      case VLMC_DTYPE_F16: ((uint16_t *)out->data)[i] = vlmc_f32_to_f16((float)v); break;
+      case VLMC_DTYPE_I64: ((int64_t *)out->data)[i] = (int64_t)floor(v); break;
+      default: return vlmc_status_make(VLMC_UNSUPPORTED, "kernel-test: no random %s data",
+                                       vlmc_dtype_info(dtype)->name);
+    }
+  }
+  return NULL;
+}
+
+static vlmc_status_t get_param(void *ctx, const char *name, const vlmc_type_t *type,
+                               vlmc_tensor_t *out_view) {
+  params_t *p = ctx;
+  for (uint32_t i = 0; i < p->module->num_params && i < MAX_PARAMS; ++i) {
+    if (strcmp(p->module->params[i]->name, name) != 0) continue;
+    vlmc_tensor_t *t = &p->params[i];
+    *out_view = vlmc_tensor_view(t->dtype, t->rank, t->shape, t->data);
+    return NULL;
+  }
+  return vlmc_status_make(VLMC_NOT_FOUND, "no parameter %s", name);
+}
+
+static vlmc_status_t make_params(const vlmc_module_t *m, params_t *p) {
+  p->module = m;
+  if (m->num_params > MAX_PARAMS)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "kernel-test: at most %d params", MAX_PARAMS);
+  for (uint32_t i = 0; i < m->num_params; ++i) {
+    const vlmc_type_t *t = &m->params[i]->type;
+    int64_t shape[VLMC_IR_MAX_RANK];
+    for (uint32_t d = 0; d < t->rank; ++d) shape[d] = t->dims[d].off;
+    vlmc_dtype_t storage = vlmc_dtype_info(t->dtype)->is_float ? t->dtype : VLMC_DTYPE_I64;
+    VLMC_RETURN_IF_ERROR(random_tensor(storage, t->rank, shape, NULL, &p->params[i]));
+  }
+  return NULL;
+}
+
+static const arg_spec_t *find_arg_spec(const spec_t *s, const char *name) {
+  for (int i = 0; name && i < s->num_args; ++i)
+    if (!strcmp(s->args[i].name, name)) return &s->args[i];
+  return NULL;
+}
+
+static vlmc_status_t symbol_values(const vlmc_module_t *m, const spec_t *s, int64_t n,
+                                   int64_t *values) {
+  for (uint32_t k = 1; k <= m->num_symbols; ++k) {
+    values[k - 1] = n;
+    for (int i = 0; i < s->num_syms; ++i)
+      if (!strcmp(s->sym_names[i], vlmc_module_symbol_name(m, k)))
+        values[k - 1] = strtoll(s->sym_values[i], NULL, 10);
+  }
+  return NULL;
+}
+
+static vlmc_status_t make_args(const vlmc_func_t *f, const spec_t *s, const int64_t *syms,
+                               size_t num_syms, vlmc_tensor_t *args) {
+  for (uint32_t i = 0; i < f->num_args; ++i) {
+    const vlmc_type_t *t = &f->args[i].type;
+    int64_t shape[VLMC_IR_MAX_RANK];
+    for (uint32_t d = 0; d < t->rank; ++d)
+      VLMC_RETURN_IF_ERROR(vlmc_dim_eval(t->dims[d], syms, num_syms, &shape[d]));
+    const arg_spec_t *spec = find_arg_spec(s, f->args[i].name);
+    arg_spec_t fixed;
+    if (spec && !strcmp(spec->kind, "segments") && spec->lo < 0) {
+      fixed = *spec;
+      fixed.lo = (double)syms[0];
+      spec = &fixed;
+    }
+    vlmc_dtype_t storage = vlmc_dtype_info(t->dtype)->is_float ? VLMC_DTYPE_F32 : VLMC_DTYPE_I64;
+    VLMC_RETURN_IF_ERROR(random_tensor(storage, t->rank, shape, spec, &args[i]));
+  }
+  return NULL;
+}
+
+static vlmc_status_t copy_args(const vlmc_tensor_t *from, uint32_t n, vlmc_tensor_t *to) {
+  for (uint32_t i = 0; i < n; ++i) {
+    VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(from[i].dtype, from[i].rank, from[i].shape, &to[i]));
+    size_t bytes = (size_t)vlmc_tensor_count(&from[i]) * vlmc_dtype_info(from[i].dtype)->bits / 8;
+    if (bytes) memcpy(to[i].data, from[i].data, bytes);
+  }
+  return NULL;
+}
+
+/* ---- one case ---- */
+
+typedef struct {
+  double worst;   /* relative error */
+  double max_ref;
+  char templates[256];
+} outcome_t;
+
+static vlmc_status_t fuse(vlmc_module_t *m) {
+  vlmc_pass_registry_t registry;
+  vlmc_pass_registry_init(&registry);
+  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
+  vlmc_pass_pipeline_t *pipeline = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, "fuse", &pipeline));
+  vlmc_pass_manager_options_t o;
+  memset(&o, 0, sizeof o);
+  vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);
+  vlmc_pass_pipeline_destroy(pipeline);
+  return st;
+}
+
+static void templates_of(const char *table, char *out, size_t size) {
+  out[0] = '\0';
+  for (const char *p = strstr(table, "\"template\": \""); p; p = strstr(p + 1, "\"template\": \"")) {
+    const char *name = p + 13, *end = strchr(name, '"');
+    if (!end) break;
+    char one[64];
+    snprintf(one, sizeof one, "%.*s", (int)(end - name), name);
+    if (strstr(out, one)) continue;
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, "%s%s", used ? "," : "", one);
+  }
+}
+
+static void compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, outcome_t *o) {
+  int64_t n = vlmc_tensor_count(ref);
+  if (ref->dtype == VLMC_DTYPE_I64) {
+    for (int64_t i = 0; i < n; ++i)
+      if (((int64_t *)ref->data)[i] != ((int64_t *)got->data)[i]) o->worst = INFINITY;
+    return;
+  }
+  const float *r = ref->data, *g = got->data;
+  double max_ref = 0, max_diff = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (isfinite(r[i])) max_ref = fmax(max_ref, fabs(r[i]));
+    double d = r[i] == g[i] ? 0 : fabs((double)r[i] - (double)g[i]);
+    if (d != d) d = (r[i] != r[i] && g[i] != g[i]) ? 0 : INFINITY; /* NaN only matches NaN */
+    max_diff = fmax(max_diff, d);
+  }
+  o->max_ref = fmax(o->max_ref, max_ref);
+  o->worst = fmax(o->worst, max_diff / fmax(1.0, max_ref));
+}
+
+static vlmc_status_t run_case(const char *path, const char *text, const spec_t *s, int64_t n,
+                              outcome_t *o) {
+  vlmc_module_t *m = NULL;
+  vlmc_parse_options_t po = {.filename = path, .first_line = 1};
+  VLMC_RETURN_IF_ERROR(vlmc_module_parse(text, strlen(text), &po, &m));
+  vlmc_status_t st = vlmc_module_verify(m);
+  if (!st) st = fuse(m);
+  vlmc_cpu_codegen_result_t code;
+  memset(&code, 0, sizeof code);
+  vlmc_cpu_codegen_options_t co = {.cpu = getenv("VLMC_KERNEL_TEST_CPU"), .dump_dir = getenv("VLMC_KERNEL_TEST_DUMP")};
+  if (!st) st = vlmc_cpu_codegen(m, &co, &code);
+  vlmc_cpu_backend_t *backend = NULL;
+  if (!st)
+    st = vlmc_cpu_backend_create(path, code.so, code.so_len, code.table_json,
+                                 strlen(code.table_json), m, 2, &backend);
+  if (!st) templates_of(code.table_json, o->templates, sizeof o->templates);
+  if (!st && s->required_template[0] && !strstr(o->templates, s->required_template))
+    st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "expected a '%s' kernel, got %s",
+                          s->required_template, o->templates);
+  params_t params;
+  memset(&params, 0, sizeof params);
+  if (!st) st = make_params(m, &params);
+  const vlmc_func_t *f = m->num_funcs ? m->funcs[0] : NULL;
+  if (!st && !f) st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s has no function", path);
+  int64_t syms[MAX_SYMS + 64];
+  vlmc_tensor_t args_ref[MAX_ARGS], args_cpu[MAX_ARGS], res_ref[MAX_ARGS], res_cpu[MAX_ARGS];
+  memset(args_ref, 0, sizeof args_ref);
+  memset(args_cpu, 0, sizeof args_cpu);
+  memset(res_ref, 0, sizeof res_ref);
+  memset(res_cpu, 0, sizeof res_cpu);
+  if (!st && (f->num_args > MAX_ARGS || f->num_results > MAX_ARGS || m->num_symbols > MAX_SYMS))
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "kernel-test: too many args, results or symbols");
+  if (!st) st = symbol_values(m, s, n, syms);
+  if (!st) st = make_args(f, s, syms, m->num_symbols, args_ref);
+  if (!st) st = copy_args(args_ref, f->num_args, args_cpu);
+  vlmc_executor_t *ref = NULL, *cpu = NULL;
+  vlmc_executor_options_t eo = vlmc_executor_options_default();
+  eo.get_param = get_param;
+  eo.param_ctx = &params;
+  if (!st) st = vlmc_executor_create(m, &eo, &ref);
+  eo.on_dispatch = vlmc_cpu_backend_dispatch;
+  eo.dispatch_ctx = backend;
+  if (!st) st = vlmc_executor_create(m, &eo, &cpu);
+  if (!st) st = vlmc_executor_run(ref, f->name, args_ref, f->num_args, res_ref, f->num_results);
+  if (!st) st = vlmc_status_annotate(
+                   vlmc_executor_run(cpu, f->name, args_cpu, f->num_args, res_cpu, f->num_results),
+                   "cpu backend: ");
+  for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res_cpu[i], o);
+  for (uint32_t i = 0; f && i < f->num_results && i < MAX_ARGS; ++i) {
+    vlmc_tensor_release(&res_ref[i]);
+    vlmc_tensor_release(&res_cpu[i]);
+  }
+  for (uint32_t i = 0; i < MAX_ARGS; ++i) {
+    vlmc_tensor_release(&args_ref[i]);
+    vlmc_tensor_release(&args_cpu[i]);
+  }
+  for (uint32_t i = 0; i < MAX_PARAMS; ++i) vlmc_tensor_release(&params.params[i]);
+  vlmc_executor_destroy(ref);
+  vlmc_executor_destroy(cpu);
+  vlmc_cpu_backend_destroy(backend);
+  vlmc_cpu_codegen_result_free(&code);
+  vlmc_module_destroy(m);
+  return st;
+}
+
+static int test_file(const char *path) {
+  char *raw = NULL;
+  size_t len = 0;
+  vlmc_status_t st = vlmc_file_read_all(path, &raw, &len);
+  if (st) {
+    fprintf(stderr, "kernel-test: %s\n", vlmc_status_message(st));
+    vlmc_status_free(st);
+    return 1;
+  }
+  spec_t base;
+  memset(&base, 0, sizeof base);
+  static const int64_t defaults[] = {3420, 176, 172, 1, 37};
+  memcpy(base.sizes, defaults, sizeof defaults);
+  base.num_sizes = 5;
+  parse_spec(raw, &base); /* only `sizes:` matters before substitution */
+  int failures = 0;
+  for (int k = 0; k < base.num_sizes; ++k) {
+    int64_t n = base.sizes[k];
+    char *text = substitute_n(raw, n);
+    spec_t s = base;
+    s.num_args = s.num_syms = 0;
+    s.tolerance = 1e-5;
+    s.required_template[0] = '\0';
+    parse_spec(text, &s);
+    outcome_t o;
+    memset(&o, 0, sizeof o);
+    st = text ? run_case(path, text, &s, n, &o) : vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+    free(text);
+    if (st) {
+      printf("FAIL %s N=%lld: %s\n", path, (long long)n, vlmc_status_message(st));
+      vlmc_status_free(st);
+      ++failures;
+    } else if (!(o.worst <= s.tolerance)) {
+      printf("FAIL %s N=%lld: max |cpu - ref| / max(1, |ref|) = %.3g > %.1g (kernels: %s)\n", path,
+             (long long)n, o.worst, s.tolerance, o.templates);
+      ++failures;
+    } else {
+      printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s)\n", path,
+             (long long)n, o.worst, o.max_ref, o.templates);
+    }
+  }
+  free(raw);
+  return failures;
+}
+
+int vlmc_cmd_kernel_test(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    fprintf(argc < 2 ? stderr : stdout,
+            "usage: vlmc kernel-test FILE.vir...\n"
+            "  checks every generated cpu kernel of each file's first function against the\n"
+            "  reference executor on random inputs; `$N` in the file takes each size (default\n"
+            "  3420, 176, 172, 1, 37). Directives: see tools/cmd_kernel_test.c.\n"
+            "  VLMC_KERNEL_TEST_CPU=native|x86-64-v3|... picks the target, VLMC_KERNEL_TEST_DUMP=DIR\n"
+            "  dumps the kernels.\n");
+    return argc < 2 ? 2 : 0;
+  }
+  int failures = 0;
+  for (int i = 1; i < argc; ++i) failures += test_file(argv[i]);
+  printf("kernel-test: %s\n", failures ? "FAILED" : "all kernels match the reference");
+  return failures ? 1 : 0;
+}
