@@ -70,7 +70,7 @@ median_load() {
     return 1
   fi
   for _ in $(seq "$RUNS"); do "$RUN" "$@" --load-only --stats 2>&1; done |
-    sed -nE 's/^stats: load ([0-9.]+) ms \| peak memory ([0-9.]+) MB$/\1 \2/p' |
+    sed -nE 's/^stats: backend [a-z]+ \| load ([0-9.]+) ms \| peak memory ([0-9.]+) MB$/\1 \2/p' |
     $PY -c 'import sys, statistics as s
 rows = [tuple(map(float, l.split())) for l in sys.stdin]
 print("%.2f %.1f" % (s.median(r[0] for r in rows), s.median(r[1] for r in rows)))'

@@ -76,7 +76,8 @@ vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *prec
                             "compute in f32 (weights stay in their bf16 / f16 storage); use "
                             "--precision f32 or --target ref", precision);
   if (f32)
-    *out = cpu ? "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref},fuse"
+    *out = cpu ? "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref},fuse,"
+                 "memory-plan"
                : "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref}";
   else if (!strcmp(precision, "f16"))
     *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=f16}";

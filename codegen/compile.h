@@ -42,7 +42,7 @@ typedef struct {
 } vlmc_compile_options_t;
 
 /* The default pass pipeline for a target list and precision ("ref", "auto" ->
- * "mrope-layout,..."; any list with cpu ends with "fuse").
+ * "mrope-layout,..."; any list with cpu ends with "fuse,memory-plan").
  * Error for unknown targets or precisions, naming the known ones. */
 vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
                                             const char **out_pipeline);

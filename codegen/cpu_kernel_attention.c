@@ -1,7 +1,655 @@
-/* PLACEHOLDER: being written; every template here refuses until it is. */
+/* attention: o[i, h] = sum_j softmax_j(scale * q[i, h] . k[j, g]) v[j, g] with g = h / (Hq /
+ * Hkv), over the keys query i may see: its segment of `cu` (when given), cut at key
+ * i + T - S (when causal). The reference (reference/exec_attention.c) takes scores, softmax and
+ * sums in f64; this kernel works in f32 in one pass over the keys (flash-style online
+ * softmax): a running max m, a running sum l of exp(score - m) and the unnormalised output,
+ * both rescaled by exp(m_old - m_new) when the max grows, divided by l at the end.
+ *
+ * Work units are (query row, head) pairs: a decode step (S = 1) still has Hq units to split.
+ * Under a causal mask the rows are dealt zigzag (0, S-1, 1, S-2, ...) so that each thread's
+ * contiguous range of units gets as many keys as the other's. Per unit, the keys go in blocks
+ * of VL (the vector width): VL interleaved dot products (D static: vectors and a scalar tail)
+ * summed into one vector of scores, one vector exp for the block (an inline polynomial: a
+ * libm call per score would also spill every vector register, all being caller-saved), the
+ * rescale only in the rare blocks that raise the max; then the last keys one at a time. The
+ * accumulator (Dv floats) and q stay in SSA values: registers, or LLVM's spills to the stack
+ * when Dv / VL is large. l is a vector of VL partial sums, added up at the end.
+ *
+ * A query that sees no key (an empty segment) gets 0 / 0 = NaN, as HF would; the reference
+ * refuses such inputs. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "codegen/cpu_kernels.h"
 
+enum {
+  MAX_HEAD_DIM = 256, /* D and Dv: every q element and accumulator is an SSA value */
+  MAX_BLOCK = 16,     /* keys per block: the vector width */
+  M = 0, L = 1, ACC = 2, /* state slots: the max (f32), the sums (vector), the accumulator */
+  MAX_STATE = ACC + MAX_HEAD_DIM,
+};
+
+typedef struct {
+  vlmc_cpu_emit_t *e;
+  const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
+  int64_t heads, group, d, dv;        /* group: query heads per kv head */
+  int64_t k_row, v_row;               /* floats per key in k and in v: Hkv * D, Hkv * Dv */
+  int vl;
+  char vec[32];                       /* "vector<VLxf32>" */
+  double scale;
+  bool causal;
+  int64_t tile;                       /* keys per tile */
+} attention_t;
+
+/* One unit's online-softmax state: m, l, then Dv / VL vectors and Dv % VL scalars. */
+typedef struct {
+  int v[MAX_STATE];
+} state_t;
+
+/* One unit's query: D / VL vectors then D % VL scalars, and its kv head's offset in a key. */
+typedef struct {
+  int q[MAX_HEAD_DIM];
+  int k_base, v_base;
+} query_t;
+
+/* ---- small emitters ---- */
+
+static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
+  return v;
+}
+
+/* a + c as an index, for a constant c. */
+static int idx_add(vlmc_cpu_emit_t *e, int a, int64_t c) {
+  return c ? idx_op(e, "arith.addi", a, vlmc_cpu_emit_index(e, c)) : a;
+}
+
+static int f32_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : f32", v, op, a, b);
+  return v;
+}
+
+static int vec_op(const attention_t *A, const char *op, int a, int b) {
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, A->vec);
+  return v;
+}
+
+static int vec_fma(const attention_t *A, int a, int b, int c) {
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s",
+                     v, a, b, c, A->vec);
+  return v;
+}
+
+static int splat(const attention_t *A, int scalar) {
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to %s", v, scalar,
+                     A->vec);
+  return v;
+}
+
+static int splat_const(const attention_t *A, double value) {
+  return splat(A, vlmc_cpu_emit_f32(A->e, value));
+}
+
+static int lane(const attention_t *A, int vector, int at) {
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from %s", v, vector,
+                     at, A->vec);
+  return v;
+}
+
+static int insert(const attention_t *A, int scalar, int vector, int at) {
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.insert " VLMC_SSA ", " VLMC_SSA " [%d] : f32 into %s",
+                     v, scalar, vector, at, A->vec);
+  return v;
+}
+
+/* Lanes of (a, b) concatenated: lane i of the result is lane mask[i]. */
+static int shuffle(const attention_t *A, int a, int b, const int *mask) {
+  char text[256];
+  size_t used = 0;
+  for (int i = 0; i < A->vl; ++i)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", i ? ", " : "", mask[i]);
+  int v = vlmc_cpu_emit_fresh(A->e);
+  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : %s, %s", v,
+                     a, b, text, A->vec, A->vec);
+  return v;
+}
+
+/* max(a, b) as a compare and a select, which x86 does in one maxps / maxss; arith.maximumf's
+ * NaN and signed-zero rules would cost a blend or a branch (scores have no NaN). */
+static int emit_max(const attention_t *A, int a, int b, bool vector) {
+  vlmc_cpu_emit_t *e = A->e;
+  int gt = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : %s", gt, a, b,
+                     vector ? A->vec : "f32");
+  if (vector)
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+                          " : vector<%dxi1>, %s", v, gt, a, b, A->vl, A->vec);
+  else
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32",
+                       v, gt, a, b);
+  return v;
+}
+
+/* The largest lane of v: log2(VL) swaps of halves, quarters, ... (VL a power of two). */
+static int emit_max_lanes(const attention_t *A, int v) {
+  int mask[MAX_BLOCK];
+  for (int w = A->vl / 2; w >= 1; w /= 2) {
+    for (int i = 0; i < A->vl; ++i) mask[i] = i ^ w;
+    v = emit_max(A, v, shuffle(A, v, v, mask), true);
+  }
+  return lane(A, v, 0);
+}
+
+/* The lane sums of VL vectors as one vector (lane b: the sum of dot[b]), cheaper than VL
+ * horizontal reductions: pairs are merged log2(VL) times, even lanes of (a, b) plus odd lanes,
+ * which keeps the keys in order. Overwrites dot. */
+static int emit_transpose_sum(const attention_t *A, int *dot) {
+  int even[MAX_BLOCK], odd[MAX_BLOCK];
+  for (int i = 0; i < A->vl; ++i) {
+    even[i] = 2 * i;
+    odd[i] = 2 * i + 1;
+  }
+  for (int n = A->vl; n > 1; n /= 2)
+    for (int i = 0; i < n / 2; ++i)
+      dot[i] = vec_op(A, "arith.addf", shuffle(A, dot[2 * i], dot[2 * i + 1], even),
+                      shuffle(A, dot[2 * i], dot[2 * i + 1], odd));
+  return dot[0];
+}
+
+/* exp of each lane, for arguments <= 0 (a score minus a max at least as large), as Cephes'
+ * expf: n = round(x log2 e), r = x - n ln 2 (ln 2 in two parts), exp(r) = 1 + r + r^2 p(r)
+ * with p of degree 5, times 2^n built in the exponent bits. Within 2 ulp of libm's expf over
+ * [-87, 0] (measured). Arguments are clamped at -87, so -inf (the first block's old max) gives
+ * ~1e-38, not 0: the first rescale multiplies zeros. */
+static int emit_exp(const attention_t *A, int x) {
+  vlmc_cpu_emit_t *e = A->e;
+  x = emit_max(A, x, splat_const(A, -87.0), true);
+  /* round to nearest by adding 1.5 * 2^23 (SSE2 has no vector floor) */
+  int magic = splat_const(A, 12582912.0);
+  int n = vec_op(A, "arith.subf", vec_fma(A, x, splat_const(A, 1.44269504088896341), magic), magic);
+  int r = vec_fma(A, n, splat_const(A, -0.693359375), x);
+  r = vec_fma(A, n, splat_const(A, 2.12194440e-4), r);
+  static const double coef[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  int p = splat_const(A, coef[0]);
+  for (size_t c = 1; c < sizeof coef / sizeof coef[0]; ++c)
+    p = vec_fma(A, p, r, splat_const(A, coef[c]));
+  int y = vec_op(A, "arith.addf", vec_fma(A, p, vec_op(A, "arith.mulf", r, r), r),
+                 splat_const(A, 1.0));
+  /* 2^n: (n + 127) << 23 as float bits; n >= -126 after the clamp, so a normal number */
+  int ni = vlmc_cpu_emit_fresh(e), biased = vlmc_cpu_emit_fresh(e), bits = vlmc_cpu_emit_fresh(e);
+  int pow2 = vlmc_cpu_emit_fresh(e), bias = vlmc_cpu_emit_fresh(e), shift = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, A->vl);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, A->vl);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : %s to vector<%dxi32>", ni, n,
+                     A->vec, A->vl);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
+                     biased, ni, bias, A->vl);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
+                     biased, shift, A->vl);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to %s", pow2,
+                     bits, A->vl, A->vec);
+  return vec_op(A, "arith.mulf", y, pow2);
+}
+
+/* ---- the keys a query sees ---- */
+
+/* [start, end) of the keys query row i sees: its segment (the last boundary <= i up to the
+ * first one > i; boundaries are few, a linear scan), cut by the causal limit, never reversed. */
+static void emit_key_range(const attention_t *A, int i, int *out_start, int *out_end) {
+  vlmc_cpu_emit_t *e = A->e;
+  const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type;
+  int start = vlmc_cpu_emit_index(e, 0), end = vlmc_cpu_emit_dim(e, kt->dims[0]);
+  if (A->cu) {
+    int w = vlmc_cpu_emit_fresh(e), s_in = vlmc_cpu_emit_fresh(e), e_in = vlmc_cpu_emit_fresh(e);
+    int s_out = vlmc_cpu_emit_fresh(e), e_out = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
+                          " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA
+                          " = " VLMC_SSA ") -> (index, index) {",
+                       s_out, e_out, w, start, vlmc_cpu_emit_dim(e, A->cu->type.dims[0]),
+                       vlmc_cpu_emit_index(e, 1), s_in, start, e_in, end);
+    int bound = vlmc_cpu_emit_fresh(e), le = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
+                       vlmc_cpu_emit_load(e, A->cu, w));
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", le,
+                       bound, i);
+    int s_next = vlmc_cpu_emit_fresh(e), e_next = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
+                       s_next, le, bound, s_in);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
+                       e_next, le, e_in, idx_op(e, "arith.minsi", e_in, bound));
+    vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
+    vlmc_cpu_emit_line(e, "}");
+    start = s_out;
+    end = e_out;
+  }
+  if (A->causal) { /* keys j <= i + T - S */
+    int t1 = idx_add(e, vlmc_cpu_emit_dim(e, kt->dims[0]), 1);
+    int limit = idx_op(e, "arith.subi", idx_op(e, "arith.addi", i, t1),
+                       vlmc_cpu_emit_dim(e, qt->dims[0]));
+    end = idx_op(e, "arith.minsi", end, limit);
+  }
+  *out_start = start;
+  *out_end = idx_op(e, "arith.maxsi", end, start);
+}
+
+/* ---- the online-softmax state ---- */
+
+static int state_size(const attention_t *A) {
+  return ACC + (int)(A->dv / A->vl + A->dv % A->vl);
+}
+
+static bool slot_is_vector(const attention_t *A, int s) {
+  return s == L || (s >= ACC && s < ACC + A->dv / A->vl);
+}
+
+static void state_names(const attention_t *A, const state_t *st, vlmc_strbuf_t *line) {
+  for (int s = 0; s < state_size(A); ++s) vlmc_strbuf_printf(line, "%s%%v%d", s ? ", " : "", st->v[s]);
+}
+
+static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
+  for (int s = 0; s < state_size(A); ++s)
+    vlmc_strbuf_printf(line, "%s%s", s ? ", " : "", slot_is_vector(A, s) ? A->vec : "f32");
+}
+
+static void fresh_state(const attention_t *A, state_t *st) {
+  for (int s = 0; s < state_size(A); ++s) st->v[s] = vlmc_cpu_emit_fresh(A->e);
+}
+
+static void emit_yield(const attention_t *A, const state_t *st) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  state_names(A, st, &line);
+  vlmc_strbuf_puts(&line, " : ");
+  state_types(A, &line);
+  vlmc_cpu_emit_line(A->e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+}
+
+/* ---- one block of keys ---- */
+
+/* q . k over the scalar tail of D (D % VL elements) of the key at `row`. */
+static int emit_tail_dot(const attention_t *A, const query_t *q, int row) {
+  vlmc_cpu_emit_t *e = A->e;
+  int64_t vecs = A->d / A->vl;
+  int s = vlmc_cpu_emit_f32(e, 0);
+  for (int64_t t = vecs * A->vl; t < A->d; ++t) {
+    int ks = vlmc_cpu_emit_load(e, A->k, idx_add(e, row, t));
+    s = f32_op(e, "arith.addf", s, f32_op(e, "arith.mulf", q->q[vecs + t - vecs * A->vl], ks));
+  }
+  return s;
+}
+
+/* Lane b < n of the result: scale * q . k[j + b] (the other lanes 0); *out_max: the largest.
+ * The n dot products go chunk by chunk, interleaved, so that their chains overlap. */
+static int emit_scores(const attention_t *A, const query_t *q, int j, int n, int *out_max) {
+  vlmc_cpu_emit_t *e = A->e;
+  int64_t vecs = A->d / A->vl;
+  int base = idx_op(e, "arith.addi", idx_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->k_row)),
+                    q->k_base);
+  int row[MAX_BLOCK], dot[MAX_BLOCK];
+  for (int b = 0; b < n; ++b) row[b] = idx_add(e, base, b * A->k_row);
+  for (int64_t c = 0; c < vecs; ++c)
+    for (int b = 0; b < n; ++b) {
+      int kv = vlmc_cpu_emit_load_vector(e, A->k, idx_add(e, row[b], c * A->vl), A->vl);
+      dot[b] = c ? vec_fma(A, q->q[c], kv, dot[b]) : vec_op(A, "arith.mulf", q->q[c], kv);
+    }
+  int scores = vlmc_cpu_emit_zero_vector(e, A->vl);
+  if (n == A->vl && vecs) {
+    scores = emit_transpose_sum(A, dot);
+  } else if (vecs) {
+    for (int b = 0; b < n; ++b)
+      scores = insert(A, vlmc_cpu_emit_reduce_add(e, dot[b], A->vl), scores, b);
+  }
+  if (A->d % A->vl) {
+    int tail = vlmc_cpu_emit_zero_vector(e, A->vl);
+    for (int b = 0; b < n; ++b) tail = insert(A, emit_tail_dot(A, q, row[b]), tail, b);
+    scores = vec_op(A, "arith.addf", scores, tail);
+  }
+  scores = vec_op(A, "arith.mulf", scores, splat_const(A, A->scale));
+  if (n == A->vl) {
+    *out_max = emit_max_lanes(A, scores);
+  } else {
+    *out_max = lane(A, scores, 0);
+    for (int b = 1; b < n; ++b) *out_max = emit_max(A, *out_max, lane(A, scores, b), false);
+  }
+  return scores;
+}
+
+/* The state with max(m, block_max) as its max: when the block raises the max, l and the
+ * accumulator are scaled by exp(m - block_max); most blocks after the first few do not, and
+ * skip that exp and the Dv / VL multiplies. */
+static void emit_rescale(const attention_t *A, const state_t *in, int block_max, state_t *out) {
+  vlmc_cpu_emit_t *e = A->e;
+  int grow = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : f32", grow,
+                     block_max, in->v[M]);
+  fresh_state(A, out);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  state_names(A, out, &line);
+  vlmc_strbuf_printf(&line, " = scf.if %%v%d -> (", grow);
+  state_types(A, &line);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  int factor = emit_exp(A, splat(A, f32_op(e, "arith.subf", in->v[M], block_max)));
+  int c = lane(A, factor, 0);
+  state_t scaled;
+  scaled.v[M] = block_max;
+  for (int s = L; s < state_size(A); ++s)
+    scaled.v[s] = slot_is_vector(A, s) ? vec_op(A, "arith.mulf", in->v[s], factor)
+                                       : f32_op(e, "arith.mulf", in->v[s], c);
+  emit_yield(A, &scaled);
+  vlmc_cpu_emit_line(e, "} else {");
+  emit_yield(A, in);
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* The state after keys j .. j+n-1 (n <= VL): the scores, the max raised (and the state
+ * rescaled) if need be, the weights exp(score - max) by one vector exp, the weighted values
+ * added. */
+static void emit_block(const attention_t *A, const query_t *q, int j, int n, const state_t *in,
+                       state_t *out) {
+  vlmc_cpu_emit_t *e = A->e;
+  int block_max;
+  int scores = emit_scores(A, q, j, n, &block_max);
+  state_t st;
+  emit_rescale(A, in, block_max, &st);
+  int p = emit_exp(A, vec_op(A, "arith.subf", scores, splat(A, st.v[M])));
+  int weight[MAX_BLOCK], wv[MAX_BLOCK], row[MAX_BLOCK], mask[MAX_BLOCK];
+  int base = idx_op(e, "arith.addi", idx_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->v_row)),
+                    q->v_base);
+  int real = vlmc_cpu_emit_zero_vector(e, A->vl); /* p without the lanes >= n */
+  for (int b = 0; b < n; ++b) {
+    row[b] = idx_add(e, base, b * A->v_row);
+    weight[b] = lane(A, p, b);
+    for (int i = 0; i < A->vl; ++i) mask[i] = b;
+    wv[b] = shuffle(A, p, p, mask);
+    if (n < A->vl) real = insert(A, weight[b], real, b);
+  }
+  out->v[M] = st.v[M];
+  out->v[L] = vec_op(A, "arith.addf", st.v[L], n < A->vl ? real : p);
+  int64_t vecs = A->dv / A->vl;
+  for (int64_t k = 0; k < vecs; ++k) {
+    int acc = st.v[ACC + k];
+    for (int b = 0; b < n; ++b)
+      acc = vec_fma(A, wv[b], vlmc_cpu_emit_load_vector(e, A->v, idx_add(e, row[b], k * A->vl), A->vl),
+                    acc);
+    out->v[ACC + k] = acc;
+  }
+  for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
+    int slot = ACC + (int)(vecs + t - vecs * A->vl);
+    int acc = st.v[slot];
+    for (int b = 0; b < n; ++b)
+      acc = f32_op(e, "arith.addf", acc,
+                   f32_op(e, "arith.mulf", weight[b], vlmc_cpu_emit_load(e, A->v, idx_add(e, row[b], t))));
+    out->v[slot] = acc;
+  }
+}
+
+/* ---- loops over the keys ---- */
+
+/* `%outer.. = scf.for %j = from to to step keys iter_args(%inner.. = %init..) -> (..) {`, one
+ * block of `keys` keys at %j, the yield, the closing brace. */
+static void emit_key_loop(const attention_t *A, const query_t *q, int from, int to, int keys,
+                          const state_t *init, state_t *outer) {
+  vlmc_cpu_emit_t *e = A->e;
+  state_t inner, next;
+  int j = vlmc_cpu_emit_fresh(e);
+  fresh_state(A, outer);
+  fresh_state(A, &inner);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  state_names(A, outer, &line);
+  vlmc_strbuf_printf(&line, " = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", j, from, to,
+                     vlmc_cpu_emit_index(e, keys));
+  for (int s = 0; s < state_size(A); ++s)
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", s ? ", " : "", inner.v[s], init->v[s]);
+  vlmc_strbuf_puts(&line, ") -> (");
+  state_types(A, &line);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  emit_block(A, q, j, keys, &inner, &next);
+  emit_yield(A, &next);
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* ---- the state in memory, between key tiles ---- */
+
+/* Floats per head in the state buffer: m, l (VL lanes, from offset VL), the accumulator (from
+ * 2 VL), each vector at a multiple of VL. */
+static int64_t state_stride(const attention_t *A) {
+  return 2 * A->vl + (A->dv + A->vl - 1) / A->vl * A->vl;
+}
+
+static int64_t slot_offset(const attention_t *A, int s) {
+  if (s == M) return 0;
+  if (s == L) return A->vl;
+  int64_t vecs = A->dv / A->vl, k = s - ACC;
+  return 2 * A->vl + (k < vecs ? k * A->vl : vecs * A->vl + (k - vecs));
+}
+
+static void emit_state_store(const attention_t *A, int buf, int at, const state_t *st) {
+  vlmc_cpu_emit_t *e = A->e;
+  int64_t size = A->group * state_stride(A);
+  for (int s = 0; s < state_size(A); ++s) {
+    int off = idx_add(e, at, slot_offset(A, s));
+    if (slot_is_vector(A, s))
+      vlmc_cpu_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, %s",
+                         st->v[s], buf, off, (long long)size, A->vec);
+    else
+      vlmc_cpu_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
+                         st->v[s], buf, off, (long long)size);
+  }
+}
+
+static void emit_state_load(const attention_t *A, int buf, int at, state_t *st) {
+  vlmc_cpu_emit_t *e = A->e;
+  int64_t size = A->group * state_stride(A);
+  for (int s = 0; s < state_size(A); ++s) {
+    int off = idx_add(e, at, slot_offset(A, s));
+    st->v[s] = vlmc_cpu_emit_fresh(e);
+    if (slot_is_vector(A, s))
+      vlmc_cpu_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, %s",
+                         st->v[s], buf, off, (long long)size, A->vec);
+    else
+      vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
+                         st->v[s], buf, off, (long long)size);
+  }
+}
+
+/* ---- one work unit ---- */
+
+/* The query row of unit row `r`: r itself, or under a causal mask 0, S-1, 1, S-2, ... */
+static int emit_query_row(const attention_t *A, int r) {
+  vlmc_cpu_emit_t *e = A->e;
+  if (!A->causal) return r;
+  int two = vlmc_cpu_emit_index(e, 2), one = vlmc_cpu_emit_index(e, 1);
+  int half = idx_op(e, "arith.divui", r, two);
+  int odd = vlmc_cpu_emit_fresh(e), row = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd,
+                     idx_op(e, "arith.remui", r, two), one);
+  int last = idx_op(e, "arith.subi", vlmc_cpu_emit_dim(e, A->q->type.dims[0]), one);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
+                     row, odd, idx_op(e, "arith.subi", last, half), half);
+  return row;
+}
+
+static void emit_load_query(const attention_t *A, int flat, query_t *q) {
+  vlmc_cpu_emit_t *e = A->e;
+  int64_t vecs = A->d / A->vl;
+  for (int64_t c = 0; c < vecs; ++c)
+    q->q[c] = vlmc_cpu_emit_load_vector(e, A->q, idx_add(e, flat, c * A->vl), A->vl);
+  for (int64_t t = vecs * A->vl; t < A->d; ++t)
+    q->q[vecs + t - vecs * A->vl] = vlmc_cpu_emit_load(e, A->q, idx_add(e, flat, t));
+}
+
+/* o[flat .. flat + Dv) = accumulator / l, through the epilogue (vector stores without one). */
+static void emit_output(const attention_t *A, const state_t *st, int flat) {
+  vlmc_cpu_emit_t *e = A->e;
+  bool direct = !vlmc_cpu_emit_has_epilogue(e);
+  int64_t vecs = A->dv / A->vl;
+  int sum = vlmc_cpu_emit_reduce_add(e, st->v[L], A->vl);
+  int sums = splat(A, sum);
+  for (int64_t k = 0; k < vecs; ++k) {
+    int y = vec_op(A, "arith.divf", st->v[ACC + k], sums);
+    int at = idx_add(e, flat, k * A->vl);
+    if (direct) {
+      vlmc_cpu_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, %s", y,
+                         at, A->vec);
+      continue;
+    }
+    for (int c = 0; c < A->vl; ++c) vlmc_cpu_emit_finish_element(e, lane(A, y, c), idx_add(e, at, c));
+  }
+  for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
+    int y = f32_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum);
+    vlmc_cpu_emit_finish_element(e, y, idx_add(e, flat, t));
+  }
+}
+
+/* `scf.for %g = 0 to group step 1 {`; returns %g. */
+static int open_head_loop(const attention_t *A) {
+  vlmc_cpu_emit_t *e = A->e;
+  int g = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", g,
+                     vlmc_cpu_emit_index(e, 0), vlmc_cpu_emit_index(e, A->group),
+                     vlmc_cpu_emit_index(e, 1));
+  return g;
+}
+
+/* Keys [t0, min(t0 + tile, end)) for each head of the group in turn: its q, its state from
+ * the buffer, blocks of VL keys, the last keys one at a time, the state back. */
+static void emit_tile(const attention_t *A, int buf, query_t *q, int row, int h0, int t0,
+                      int end) {
+  vlmc_cpu_emit_t *e = A->e;
+  int t1 = idx_op(e, "arith.minsi", idx_add(e, t0, A->tile), end);
+  int vl = vlmc_cpu_emit_index(e, A->vl);
+  int span = idx_op(e, "arith.muli", idx_op(e, "arith.divui", idx_op(e, "arith.subi", t1, t0), vl),
+                    vl);
+  int mid = idx_op(e, "arith.addi", t0, span);
+  int g = open_head_loop(A);
+  int pair = idx_op(e, "arith.addi", row, idx_op(e, "arith.addi", h0, g));
+  emit_load_query(A, idx_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->d)), q);
+  int at = idx_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A)));
+  state_t in, blocks, last;
+  emit_state_load(A, buf, at, &in);
+  emit_key_loop(A, q, t0, mid, A->vl, &in, &blocks);
+  emit_key_loop(A, q, mid, t1, 1, &blocks, &last);
+  emit_state_store(A, buf, at, &last);
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* Unit u: query row i and kv head, so that the group's heads share each tile of keys (read
+ * from memory once, not once per head); the state waits in `buf` between tiles. */
+static void emit_unit(const attention_t *A, int buf, int u) {
+  vlmc_cpu_emit_t *e = A->e;
+  int kv_heads = vlmc_cpu_emit_index(e, A->heads / A->group);
+  int i = emit_query_row(A, idx_op(e, "arith.divui", u, kv_heads));
+  int kvh = idx_op(e, "arith.remui", u, kv_heads);
+  int h0 = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->group));
+  int row = idx_op(e, "arith.muli", i, vlmc_cpu_emit_index(e, A->heads)); /* i * Hq */
+  query_t q;
+  q.k_base = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->d));
+  q.v_base = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->dv));
+  int start, end;
+  emit_key_range(A, i, &start, &end);
+  state_t init;
+  init.v[M] = vlmc_cpu_emit_f32(e, -INFINITY);
+  for (int s = L; s < state_size(A); ++s)
+    init.v[s] = slot_is_vector(A, s) ? vlmc_cpu_emit_zero_vector(e, A->vl) : vlmc_cpu_emit_f32(e, 0);
+  int g = open_head_loop(A);
+  emit_state_store(A, buf, idx_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A))), &init);
+  vlmc_cpu_emit_line(e, "}");
+  int t0 = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", t0,
+                     start, end, vlmc_cpu_emit_index(e, A->tile));
+  emit_tile(A, buf, &q, row, h0, t0, end);
+  vlmc_cpu_emit_line(e, "}");
+  g = open_head_loop(A);
+  state_t st;
+  emit_state_load(A, buf, idx_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A))), &st);
+  int pair = idx_op(e, "arith.addi", row, idx_op(e, "arith.addi", h0, g));
+  emit_output(A, &st, idx_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->dv)));
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* ---- the template ---- */
+
+static bool static_dims(const vlmc_type_t *t, uint32_t from) {
+  for (uint32_t d = from; d < t->rank; ++d)
+    if (!vlmc_dim_is_static(t->dims[d])) return false;
+  return true;
+}
+
+/* Keys per tile: for a group, as many as keep a tile of k and v within 64 KiB (the L2 cache,
+ * while the group's heads take turns); one head alone never leaves its registers. */
+static int64_t tile_keys(const attention_t *A) {
+  if (A->group == 1) return INT64_C(1) << 40;
+  int64_t keys = 65536 / (4 * (A->d + A->dv) + 1) / A->vl * A->vl;
+  return keys > A->vl ? keys : A->vl;
+}
+
 vlmc_status_t vlmc_cpu_kernel_attention(vlmc_cpu_emit_t *e) {
-  vlmc_cpu_emit_fail(e, "no cpu kernel for 'attention' yet");
+  const vlmc_op_t *op = e->anchor;
+  attention_t A;
+  memset(&A, 0, sizeof A);
+  A.e = e;
+  A.q = op->operands[0];
+  A.k = op->operands[1];
+  A.v = op->operands[2];
+  A.cu = op->num_operands > 3 ? op->operands[3] : NULL;
+  A.vl = e->vector_width;
+  snprintf(A.vec, sizeof A.vec, "vector<%dxf32>", A.vl);
+  const vlmc_type_t *qt = &A.q->type, *kt = &A.k->type, *vt = &A.v->type;
+  if (!static_dims(qt, 1) || !static_dims(kt, 1) || !static_dims(vt, 1)) {
+    vlmc_cpu_emit_fail(e, "attention: the cpu kernel needs static head counts and head dims "
+                          "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
+    return NULL;
+  }
+  int64_t kv_heads = kt->dims[1].off;
+  A.heads = qt->dims[1].off;
+  A.d = qt->dims[2].off;
+  A.dv = vt->dims[2].off;
+  if (A.d > MAX_HEAD_DIM || A.dv > MAX_HEAD_DIM || kv_heads <= 0) {
+    vlmc_cpu_emit_fail(e, "attention: the cpu kernel takes head dims up to %d and at least one "
+                          "kv head (got D = %lld, Dv = %lld, %lld kv heads)", MAX_HEAD_DIM,
+                       (long long)A.d, (long long)A.dv, (long long)kv_heads);
+    return NULL;
+  }
+  if (A.vl < 2 || A.vl > MAX_BLOCK || (A.vl & (A.vl - 1))) {
+    vlmc_cpu_emit_fail(e, "attention: the cpu kernel needs a vector width that is a power of two "
+                          "from 2 to %d, got %d", MAX_BLOCK, A.vl);
+    return NULL;
+  }
+  A.group = A.heads / kv_heads;
+  A.k_row = kv_heads * A.d;
+  A.v_row = kv_heads * A.dv;
+  A.tile = tile_keys(&A);
+  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
+  A.scale = scale ? scale->v.f : 1.0 / sqrt((double)(A.d ? A.d : 1));
+  A.causal = causal && causal->v.b;
+  e->template_name = "attention";
+  vlmc_cpu_emit_set_work(e, qt->dims[0], kv_heads);
+  e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16); /* per (row, kv head), guessing 256 keys */
+  /* Before the unit loop: an alloca inside it would grow the stack every unit. */
+  int buf = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", buf,
+                     (long long)(A.group * state_stride(&A)));
+  int u = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
+                     vlmc_cpu_emit_index(e, 1));
+  emit_unit(&A, buf, u);
+  vlmc_cpu_emit_line(e, "}");
   return NULL;
 }

@@ -1,7 +1,347 @@
-/* PLACEHOLDER: being written; every template here refuses until it is. */
+/* rope(x [T, H, Dh], positions [planes, T] (or [T] for plain)) -> [T, H, Dh], every layout
+ * (semantics: docs/ir.md and reference/exec_rope.c). One work unit per token.
+ *
+ * The frequency and plane tables depend only on attributes, so they are computed here in C
+ * exactly as the reference computes them (f32 quotient exponent, theta^e in f64, 1 / that in
+ * f32) and emitted as dense constants, stored once per call into small stack buffers. Per
+ * token, the half cos / sin pairs are computed into a stack buffer: angle = (f32)pos * inv_freq
+ * in f32, then cos and sin in f64 rounded to f32, as the reference does (libm's cos of the
+ * same f32 angle: the tables match the reference's bit for bit, and it costs one cos and one
+ * sin per slot per token, not per head). Then every head of the token rotates its pairs
+ * (j, j + half) with vector loads along j, and dims from rotary_dim on pass through. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/cpu_kernels.h"
 
+typedef struct {
+  vlmc_cpu_emit_t *e;
+  const vlmc_value_t *x, *pos;
+  int64_t head_dim, rotary, half;
+  int heads;      /* index SSA: H */
+  int tokens;     /* index SSA: T, the stride between position planes */
+  int freq;       /* memref<half x f32>: inv_freq */
+  int planes;     /* memref<half x i64>: plane of each slot; -1 when all share one */
+  int64_t plane0; /* that one plane */
+  int cos_sin;    /* memref<2 half x f32>: cos of each slot, then sin */
+  int vl;
+} rope_t;
+
+/* ---- the tables, in C (as reference/exec_rope.c) ---- */
+
+/* The plane of each slot from `sections` (its sum checked against half, as the reference). */
+static bool sections_planes(vlmc_cpu_emit_t *e, const vlmc_op_t *op, bool interleaved, int64_t half,
+                            int64_t *plane) {
+  const vlmc_attr_t *sections = vlmc_op_attr(op, "sections");
+  if (!sections || sections->v.ints.count != 3) {
+    vlmc_cpu_emit_fail(e, "rope: the mrope layouts need 'sections' with 3 entries");
+    return false;
+  }
+  const int64_t *s = sections->v.ints.data;
+  if (s[0] <= 0 || s[1] <= 0 || s[2] <= 0 || s[0] + s[1] + s[2] != half) {
+    vlmc_cpu_emit_fail(e,
+                       "rope: sections [%lld, %lld, %lld] must be positive and sum to the "
+                       "rotary half-width %lld",
+                       (long long)s[0], (long long)s[1], (long long)s[2], (long long)half);
+    return false;
+  }
+  for (int64_t j = 0; j < half; ++j) {
+    if (interleaved)
+      plane[j] = (j % 3 == 1 && j < 3 * s[1]) ? 1 : (j % 3 == 2 && j < 3 * s[2]) ? 2 : 0;
+    else
+      plane[j] = j < s[0] ? 0 : j < s[0] + s[1] ? 1 : 2;
+  }
+  return true;
+}
+
+static bool plane_table(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const char *layout, int64_t half,
+                        int64_t *plane) {
+  const vlmc_attr_t *planes = vlmc_op_attr(op, "planes");
+  if (planes) {
+    if ((int64_t)planes->v.ints.count != half) {
+      vlmc_cpu_emit_fail(e, "rope: 'planes' has %zu entries, expected rotary_dim / 2 = %lld",
+                         planes->v.ints.count, (long long)half);
+      return false;
+    }
+    memcpy(plane, planes->v.ints.data, (size_t)half * sizeof *plane);
+    return true;
+  }
+  if (strcmp(layout, "mrope_sectioned") == 0) return sections_planes(e, op, false, half, plane);
+  if (strcmp(layout, "mrope_interleaved") == 0) return sections_planes(e, op, true, half, plane);
+  bool two_d = strcmp(layout, "vision_2d") == 0;
+  for (int64_t j = 0; j < half; ++j) plane[j] = two_d && j >= half / 2 ? 1 : 0;
+  return true;
+}
+
+static void frequency_table(const char *layout, double theta, int64_t rotary, float *inv_freq) {
+  int64_t half = rotary / 2;
+  bool two_d = strcmp(layout, "vision_2d") == 0;
+  float base = (float)theta;
+  for (int64_t j = 0; j < half; ++j) {
+    float exponent =
+        two_d ? (float)(2 * (j % (half / 2))) / (float)half : (float)(2 * j) / (float)rotary;
+    inv_freq[j] = 1.0f / (float)pow(base, exponent);
+  }
+}
+
+/* ---- small emitters ---- */
+
+static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
+  return v;
+}
+
+/* "f32" for width 0, else "vector<width x f32>". */
+static const char *float_type(int width, char *buf, size_t size) {
+  if (width == 0) return "f32";
+  snprintf(buf, size, "vector<%dxf32>", width);
+  return buf;
+}
+
+static int float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width) {
+  char buf[32];
+  int v = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b,
+                     float_type(width, buf, sizeof buf));
+  return v;
+}
+
+/* A stack buffer of `count` elements of `type`, filled from a dense constant. */
+static int constant_buffer(vlmc_cpu_emit_t *e, const char *type, int64_t count,
+                           const vlmc_strbuf_t *elements) {
+  int dense = vlmc_cpu_emit_fresh(e), buf = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant dense<[%s]> : vector<%lldx%s>", dense,
+                     vlmc_strbuf_cstr(elements), (long long)count, type);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldx%s>", buf, (long long)count,
+                     type);
+  vlmc_cpu_emit_line(e,
+                     "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA
+                     "] : memref<%lldx%s>, "
+                     "vector<%lldx%s>",
+                     dense, buf, vlmc_cpu_emit_index(e, 0), (long long)count, type,
+                     (long long)count, type);
+  return buf;
+}
+
+/* Emits the inv_freq and plane buffers (the plane one only when slots use several planes). */
+static void emit_tables(rope_t *R, const float *inv_freq, const int64_t *plane) {
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  for (int64_t j = 0; j < R->half; ++j)
+    vlmc_strbuf_printf(&text, "%s%.9e", j ? ", " : "", (double)inv_freq[j]); /* round-trips */
+  R->freq = constant_buffer(R->e, "f32", R->half, &text);
+  R->plane0 = plane[0];
+  bool uniform = true;
+  for (int64_t j = 1; j < R->half; ++j) uniform &= plane[j] == plane[0];
+  R->planes = -1;
+  if (!uniform) {
+    vlmc_strbuf_clear(&text);
+    for (int64_t j = 0; j < R->half; ++j)
+      vlmc_strbuf_printf(&text, "%s%lld", j ? ", " : "", (long long)plane[j]);
+    R->planes = constant_buffer(R->e, "i64", R->half, &text);
+  }
+  vlmc_strbuf_deinit(&text);
+  R->cos_sin = vlmc_cpu_emit_fresh(R->e);
+  vlmc_cpu_emit_line(R->e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", R->cos_sin,
+                     (long long)(2 * R->half));
+}
+
+/* ---- per token ---- */
+
+/* Token t's position in `plane` (an index SSA) as f32. */
+static int position(const rope_t *R, int plane, int t) {
+  vlmc_cpu_emit_t *e = R->e;
+  int at = idx_op(e, "arith.addi", idx_op(e, "arith.muli", plane, R->tokens), t);
+  int p = vlmc_cpu_emit_load(e, R->pos, at);
+  int f = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", f, p);
+  return f;
+}
+
+/* f(angle) in f64, rounded to f32, stored at cos_sin[at]. */
+static void store_trig(const rope_t *R, const char *f, int angle64, int at) {
+  vlmc_cpu_emit_t *e = R->e;
+  int wide = vlmc_cpu_emit_fresh(e), narrow = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : f64", wide, f, angle64);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f64 to f32", narrow, wide);
+  vlmc_cpu_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
+                     narrow, R->cos_sin, at, (long long)(2 * R->half));
+}
+
+/* cos_sin[j] = cos(angle j), cos_sin[half + j] = sin(angle j) for token t. */
+static void emit_angles(const rope_t *R, int t) {
+  vlmc_cpu_emit_t *e = R->e;
+  int shared = R->planes < 0 ? position(R, vlmc_cpu_emit_index(e, R->plane0), t) : -1;
+  int j = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+                     j, vlmc_cpu_emit_index(e, 0), vlmc_cpu_emit_index(e, R->half),
+                     vlmc_cpu_emit_index(e, 1));
+  int pos = shared;
+  if (pos < 0) {
+    int raw = vlmc_cpu_emit_fresh(e), plane = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxi64>",
+                       raw, R->planes, j, (long long)R->half);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", plane, raw);
+    pos = position(R, plane, t);
+  }
+  int freq = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
+                     freq, R->freq, j, (long long)R->half);
+  int angle = float_op(e, "arith.mulf", pos, freq, 0);
+  int angle64 = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f32 to f64", angle64, angle);
+  store_trig(R, "math.cos", angle64, j);
+  store_trig(R, "math.sin", angle64, idx_op(e, "arith.addi", j, vlmc_cpu_emit_index(e, R->half)));
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* A vector of results at flat .. flat+width-1: stored whole when there is no epilogue, else
+ * lane by lane through it. */
+static void finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
+  if (!vlmc_cpu_emit_has_epilogue(e)) {
+    vlmc_cpu_emit_line(
+        e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>", value,
+        flat, width);
+    return;
+  }
+  for (int lane = 0; lane < width; ++lane) {
+    int s = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
+                       s, value, lane, width);
+    int at = lane ? idx_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
+    vlmc_cpu_emit_finish_element(e, s, at);
+  }
+}
+
+/* cos_sin[at] as a scalar (width 0) or a vector. */
+static int load_table(const rope_t *R, int at, int width) {
+  int v = vlmc_cpu_emit_fresh(R->e);
+  if (width == 0)
+    vlmc_cpu_emit_line(R->e,
+                       VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", v,
+                       R->cos_sin, at, (long long)(2 * R->half));
+  else
+    vlmc_cpu_emit_line(R->e,
+                       VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA
+                                "] : memref<%lldxf32>, "
+                                "vector<%dxf32>",
+                       v, R->cos_sin, at, (long long)(2 * R->half), width);
+  return v;
+}
+
+/* Rotates the pair (j, j + half) of the head row at `base`, `width` slots at once (0: one). */
+static void rotate(const rope_t *R, int base, int j, int width) {
+  vlmc_cpu_emit_t *e = R->e;
+  int half = vlmc_cpu_emit_index(e, R->half);
+  int j2 = idx_op(e, "arith.addi", j, half);
+  int at1 = idx_op(e, "arith.addi", base, j), at2 = idx_op(e, "arith.addi", base, j2);
+  int x1 =
+      width ? vlmc_cpu_emit_load_vector(e, R->x, at1, width) : vlmc_cpu_emit_load(e, R->x, at1);
+  int x2 =
+      width ? vlmc_cpu_emit_load_vector(e, R->x, at2, width) : vlmc_cpu_emit_load(e, R->x, at2);
+  int c = load_table(R, j, width), s = load_table(R, j2, width);
+  /* Each product rounds to f32 before the sum, as in the reference (and torch). */
+  int x1c = float_op(e, "arith.mulf", x1, c, width), x2s = float_op(e, "arith.mulf", x2, s, width);
+  int x2c = float_op(e, "arith.mulf", x2, c, width), x1s = float_op(e, "arith.mulf", x1, s, width);
+  int y1 = float_op(e, "arith.subf", x1c, x2s, width);
+  int y2 = float_op(e, "arith.addf", x2c, x1s, width);
+  if (width) {
+    finish_vector(e, y1, at1, width);
+    finish_vector(e, y2, at2, width);
+  } else {
+    vlmc_cpu_emit_finish_element(e, y1, at1);
+    vlmc_cpu_emit_finish_element(e, y2, at2);
+  }
+}
+
+static void slot_loop(const rope_t *R, int base, int64_t from, int64_t to, int step) {
+  if (from >= to) return;
+  vlmc_cpu_emit_t *e = R->e;
+  int j = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+                     j, vlmc_cpu_emit_index(e, from), vlmc_cpu_emit_index(e, to),
+                     vlmc_cpu_emit_index(e, step));
+  rotate(R, base, j, step == 1 ? 0 : step);
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* Every head of token t: the rotated pairs, then the dims past rotary_dim unchanged. */
+static void emit_heads(const rope_t *R, int t) {
+  vlmc_cpu_emit_t *e = R->e;
+  int h = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+                     h, vlmc_cpu_emit_index(e, 0), R->heads, vlmc_cpu_emit_index(e, 1));
+  int row = idx_op(e, "arith.addi", idx_op(e, "arith.muli", t, R->heads), h);
+  int base = idx_op(e, "arith.muli", row, vlmc_cpu_emit_index(e, R->head_dim));
+  int64_t vec_end = R->half / R->vl * R->vl;
+  slot_loop(R, base, 0, vec_end, R->vl);
+  slot_loop(R, base, vec_end, R->half, 1);
+  if (R->rotary < R->head_dim) {
+    int k = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+                       k, vlmc_cpu_emit_index(e, R->rotary), vlmc_cpu_emit_index(e, R->head_dim),
+                       vlmc_cpu_emit_index(e, 1));
+    int at = idx_op(e, "arith.addi", base, k);
+    vlmc_cpu_emit_finish_element(e, vlmc_cpu_emit_load(e, R->x, at), at);
+    vlmc_cpu_emit_line(e, "}");
+  }
+  vlmc_cpu_emit_line(e, "}");
+}
+
+/* Head dim and rotary width from the op; false (after failing) when unsupported. */
+static bool rope_dims(vlmc_cpu_emit_t *e, const vlmc_op_t *op, rope_t *R) {
+  const vlmc_type_t *xt = &op->operands[0]->type;
+  if (xt->rank != 3 || !vlmc_dim_is_static(xt->dims[2])) {
+    vlmc_cpu_emit_fail(e, "rope: the cpu kernel needs x [T, H, Dh] with a static head dim");
+    return false;
+  }
+  R->head_dim = xt->dims[2].off;
+  const vlmc_attr_t *rotary = vlmc_op_attr(op, "rotary_dim");
+  R->rotary = rotary ? rotary->v.i : R->head_dim;
+  if (R->rotary <= 0 || R->rotary % 2 != 0 || R->rotary > R->head_dim) {
+    vlmc_cpu_emit_fail(e, "rope: rotary_dim %lld does not fit head dim %lld", (long long)R->rotary,
+                       (long long)R->head_dim);
+    return false;
+  }
+  R->half = R->rotary / 2;
+  return true;
+}
+
 vlmc_status_t vlmc_cpu_kernel_rope(vlmc_cpu_emit_t *e) {
-  vlmc_cpu_emit_fail(e, "no cpu kernel for 'rope' yet");
+  const vlmc_op_t *op = e->anchor;
+  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, -1, -1, -1, -1, 0, -1, e->vector_width};
+  if (!rope_dims(e, op, &R)) return NULL;
+  const char *layout = vlmc_op_attr_enum(op, "layout");
+  if (strcmp(layout, "vision_2d") == 0 && R.half % 2 != 0) {
+    vlmc_cpu_emit_fail(e, "rope: vision_2d needs rotary_dim a multiple of 4, got %lld",
+                       (long long)R.rotary);
+    return NULL;
+  }
+  int64_t *plane = malloc((size_t)R.half * sizeof *plane);
+  float *inv_freq = malloc((size_t)R.half * sizeof *inv_freq);
+  bool ok = plane && inv_freq && plane_table(e, op, layout, R.half, plane);
+  if (!plane || !inv_freq) vlmc_cpu_emit_fail(e, "rope: out of memory");
+  if (ok) {
+    frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
+    const vlmc_type_t *xt = &R.x->type;
+    e->template_name = "rope";
+    vlmc_cpu_emit_set_work(e, xt->dims[0], 1);
+    int64_t heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : 16;
+    e->cost = R.half * 40 + heads * R.head_dim * 4; /* a cos and a sin per slot */
+    R.heads = vlmc_cpu_emit_dim(e, xt->dims[1]);
+    R.tokens = vlmc_cpu_emit_dim(e, xt->dims[0]);
+    emit_tables(&R, inv_freq, plane);
+    int t = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", t,
+                       vlmc_cpu_emit_index(e, 1));
+    emit_angles(&R, t);
+    emit_heads(&R, t);
+    vlmc_cpu_emit_line(e, "}");
+  }
+  free(plane);
+  free(inv_freq);
   return NULL;
 }

@@ -188,3 +188,95 @@ vlmc_status_t vlmc_dispatch_regions(const vlmc_func_t *func, vlmc_dispatch_set_t
   free(region_of_value);
   return st;
 }
+
+/* ---- liveness and slots ---- */
+
+vlmc_status_t vlmc_dispatch_intervals(const vlmc_func_t *func, const vlmc_dispatch_set_t *set,
+                                      uint32_t *first, uint32_t *last, bool *escapes) {
+  const vlmc_module_t *m = func->module;
+  uint32_t num_ops = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next) ++num_ops;
+  /* By value id: the region whose output it is (index + 1); by op position: where it reads. */
+  uint32_t *region_of = calloc(m->next_value_id + 1, sizeof *region_of);
+  uint32_t *read_at = calloc(num_ops + 1, sizeof *read_at);
+  if (!region_of || !read_at) {
+    free(region_of);
+    free(read_at);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  uint32_t pos = 0, r = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next, ++pos) {
+    read_at[pos] = pos;
+    if (r < set->num_regions && op == set->regions[r].ops[set->regions[r].num_ops - 1]) {
+      region_of[op->results[0].id] = r + 1;
+      first[r] = last[r] = pos;
+      escapes[r] = false;
+      ++r;
+    }
+  }
+  /* Members read at their root's position. */
+  uint32_t max_id = 0;
+  for (uint32_t k = 0; k < set->num_regions; ++k)
+    if (set->regions[k].id > max_id) max_id = set->regions[k].id;
+  uint32_t *index_of = calloc(max_id + 1, sizeof *index_of);
+  if (!index_of) {
+    free(region_of);
+    free(read_at);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  for (uint32_t k = 0; k < set->num_regions; ++k) index_of[set->regions[k].id] = k;
+  pos = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next, ++pos)
+    if (op->dispatch && op->dispatch <= max_id) read_at[pos] = first[index_of[op->dispatch]];
+  free(index_of);
+  pos = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next, ++pos)
+    for (uint32_t i = 0; i < op->num_operands; ++i) {
+      uint32_t rr = region_of[op->operands[i]->id];
+      if (!rr) continue;
+      if (op->kind == VLMC_OP_RETURN) escapes[rr - 1] = true;
+      if (read_at[pos] > last[rr - 1]) last[rr - 1] = read_at[pos];
+    }
+  free(region_of);
+  free(read_at);
+  return NULL;
+}
+
+vlmc_status_t vlmc_dispatch_check_slots(const vlmc_func_t *func, const vlmc_dispatch_set_t *set) {
+  bool any = false;
+  for (const vlmc_op_t *op = func->body.first; op && !any; op = op->next) any = op->slot != 0;
+  if (!any) return NULL;
+  uint32_t n = set->num_regions;
+  uint32_t *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
+  bool *escapes = calloc(n + 1, sizeof *escapes);
+  vlmc_status_t st = NULL;
+  if (!first || !last || !escapes) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (!st) st = vlmc_dispatch_intervals(func, set, first, last, escapes);
+  for (const vlmc_op_t *op = func->body.first; !st && op; op = op->next) {
+    if (!op->slot) continue;
+    bool is_root = false;
+    for (uint32_t r = 0; r < n && !is_root; ++r)
+      is_root = set->regions[r].ops[set->regions[r].num_ops - 1] == op;
+    if (!is_root)
+      st = op_error(op, "has slot %u but is not the last op of a dispatch region", op->slot);
+  }
+  for (uint32_t a = 0; !st && a < n; ++a) {
+    const vlmc_op_t *ra = set->regions[a].ops[set->regions[a].num_ops - 1];
+    if (!ra->slot) continue;
+    if (escapes[a]) {
+      st = op_error(ra, "is returned, so it cannot live in activation slot %u", ra->slot);
+      break;
+    }
+    for (uint32_t b = a + 1; b < n; ++b) {
+      const vlmc_op_t *rb = set->regions[b].ops[set->regions[b].num_ops - 1];
+      if (rb->slot != ra->slot || last[a] < first[b] || last[b] < first[a]) continue;
+      st = op_error(rb, "slot %u is still in use here by an earlier dispatch region's output "
+                        "(their live ranges overlap)", rb->slot);
+      break;
+    }
+  }
+  free(first);
+  free(last);
+  free(escapes);
+  return st;
+}

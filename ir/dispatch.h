@@ -44,6 +44,17 @@ static inline const vlmc_value_t *vlmc_dispatch_output(const vlmc_dispatch_regio
   return &r->ops[r->num_ops - 1]->results[0];
 }
 
+/* Live interval of each region's output, in op positions of the body (0-based): from its
+ * root's position to the last position that reads it, where a region member reads its
+ * operands at its root's position (a kernel runs at its root). escapes[r]: the output is
+ * returned by the function (it outlives the call). Arrays have set->num_regions entries. */
+vlmc_status_t vlmc_dispatch_intervals(const vlmc_func_t *func, const vlmc_dispatch_set_t *set,
+                                      uint32_t *first, uint32_t *last, bool *escapes);
+
+/* Checks the memory plan's slots (op->slot): only region roots have one, no escaping output
+ * has one, and two outputs in the same slot are never live at the same position. */
+vlmc_status_t vlmc_dispatch_check_slots(const vlmc_func_t *func, const vlmc_dispatch_set_t *set);
+
 /* Whether an op kind may be a region member (see the rules above). */
 bool vlmc_dispatch_may_contain(vlmc_op_kind_t kind);
 

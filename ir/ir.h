@@ -267,6 +267,10 @@ struct vlmc_op_s {
    * function; set by the fuse pass and written `... : f32[S,64] dispatch 12` in the text form.
    * ir/dispatch.h gives a region's members, inputs and root; the verifier checks them. */
   uint32_t dispatch;
+  /* 0, or the activation buffer (numbered from 1 within the function) that a region root's
+   * result lives in; set by the memory-plan pass and written `... dispatch 12 slot 3`. Two
+   * results with the same slot are never live at once (ir/dispatch.h checks it). */
+  uint32_t slot;
 };
 
 struct vlmc_func_s {

@@ -644,6 +644,7 @@ typedef struct {
   vlmc_type_t types[VLMC_IR_MAX_RESULTS];
   uint32_t num_types;
   uint32_t dispatch; /* `dispatch N` after the types; 0 when absent */
+  uint32_t slot;     /* `slot N` after that; 0 when absent */
 } op_parts_t;
 
 static vlmc_status_t parse_result_names(parser_t *p, op_parts_t *parts) {
@@ -687,18 +688,25 @@ static vlmc_status_t parse_result_types(parser_t *p, const vlmc_op_info_t *info,
   }
 }
 
-/* `dispatch N`, N in 1 .. 2^31: the fuse pass's region number. */
-static vlmc_status_t parse_dispatch(parser_t *p, op_parts_t *parts) {
-  if (!(p->tok.kind == TOK_IDENT && p->tok.len == 8 && !memcmp(p->tok.start, "dispatch", 8)))
+/* `WORD N` with N in 1 .. 2^31, or nothing (*out stays 0). */
+static vlmc_status_t parse_numbered(parser_t *p, const char *word, const char *what,
+                                    uint32_t *out) {
+  size_t len = strlen(word);
+  if (!(p->tok.kind == TOK_IDENT && p->tok.len == len && !memcmp(p->tok.start, word, len)))
     return NULL;
   VLMC_RETURN_IF_ERROR(advance(p));
   token_t at = p->tok;
   uint64_t n;
   VLMC_RETURN_IF_ERROR(parse_uint(p, &n));
-  if (n == 0 || n > INT32_MAX)
-    return error_at(p, &at, "a dispatch region number is in 1..%d", INT32_MAX);
-  parts->dispatch = (uint32_t)n;
+  if (n == 0 || n > INT32_MAX) return error_at(p, &at, "a %s number is in 1..%d", what, INT32_MAX);
+  *out = (uint32_t)n;
   return NULL;
+}
+
+/* `dispatch N` (the fuse pass's region) then `slot N` (the memory plan's buffer). */
+static vlmc_status_t parse_dispatch(parser_t *p, op_parts_t *parts) {
+  VLMC_RETURN_IF_ERROR(parse_numbered(p, "dispatch", "dispatch region", &parts->dispatch));
+  return parse_numbered(p, "slot", "buffer slot", &parts->slot);
 }
 
 static vlmc_status_t check_result_counts(parser_t *p, const token_t *at, const vlmc_op_info_t *info,
@@ -727,6 +735,7 @@ static vlmc_status_t create_op(parser_t *p, const token_t *at, const token_t *mn
   }
   op->loc = loc_of(p, at);
   op->dispatch = parts->dispatch;
+  op->slot = parts->slot;
   for (uint32_t i = 0; i < parts->num_names; ++i)
     VLMC_RETURN_IF_ERROR(define_value(p, &parts->names[i], &op->results[i]));
   return NULL;

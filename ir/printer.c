@@ -276,6 +276,7 @@ static void print_op_with(const namer_t *namer, const vlmc_op_t *op, vlmc_strbuf
     vlmc_type_print(module, &op->results[i].type, out);
   }
   if (op->dispatch) vlmc_strbuf_printf(out, " dispatch %u", op->dispatch);
+  if (op->slot) vlmc_strbuf_printf(out, " slot %u", op->slot);
   vlmc_strbuf_putc(out, '\n');
 }
 

@@ -138,7 +138,9 @@ vlmc_status_t vlmc_func_verify(const vlmc_func_t *func) {
                                              "the body must end with 'return'"));
   vlmc_dispatch_set_t regions;
   VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(func, &regions));
+  vlmc_status_t slots = vlmc_dispatch_check_slots(func, &regions);
   vlmc_dispatch_set_free(&regions);
+  VLMC_RETURN_IF_ERROR(slots);
   return NULL;
 }
 

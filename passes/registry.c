@@ -30,7 +30,7 @@ vlmc_status_t vlmc_pass_registry_add_builtin(vlmc_pass_registry_t *registry) {
   static const vlmc_pass_t *const builtin[] = {
       &vlmc_pass_canonicalize, &vlmc_pass_cse,           &vlmc_pass_dce,
       &vlmc_pass_mrope_layout, &vlmc_pass_window_reorder, &vlmc_pass_precision,
-      &vlmc_pass_fuse,
+      &vlmc_pass_fuse,          &vlmc_pass_memory_plan,
   };
   for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; ++i)
     VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add(registry, builtin[i]));

@@ -40,13 +40,30 @@ typedef struct {
   const kernel_t *kernel; /* NULL: no entry (an error at load) */
   vlmc_dim_t work;
   int64_t scale;
+  /* A lone kv_cache_append whose cache (input 0) dies here: the cache's buffer is grown in
+   * place and only the new rows are written (O(new rows) per decode step, not O(cache)). */
+  bool append_in_place;
+  uint32_t slot;       /* the memory plan's activation buffer for the output; 0: none */
+  uint32_t index;      /* of the region in the function's set */
 } dispatch_t;
+
+typedef struct {
+  void *data;
+  size_t capacity;
+} slot_t;
 
 typedef struct {
   const vlmc_func_t *func;
   vlmc_dispatch_set_t regions;
   dispatch_t *by_id; /* indexed by region id */
   uint32_t max_id;
+  slot_t *slots;     /* by slot number (1-based); kept for the backend's lifetime */
+  uint32_t num_slots;
+  /* Liveness of each region's output (ir/dispatch.h) and its size at the last call: for the
+   * largest-live-set figure that --stats compares the slots with. */
+  uint32_t *first, *last;
+  bool *escapes;
+  size_t *bytes;
 } func_table_t;
 
 struct vlmc_cpu_backend_s {
@@ -57,6 +74,7 @@ struct vlmc_cpu_backend_s {
   size_t num_kernels, num_dispatches;
   func_table_t *funcs;
   vlmc_thread_pool_t *pool;
+  bool poison; /* VLMC_CPU_POISON=1: fill outputs with 0xFF before each kernel (tests) */
   uint64_t calls;
   double seconds;
 };
@@ -243,6 +261,12 @@ static vlmc_status_t parse_dispatch(vlmc_cpu_backend_t *b, const vlmc_json_ref_t
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 0, (int64_t)b->num_kernels - 1, &kernel));
   dispatch_t *d = &t->by_id[id];
   d->kernel = &b->kernels[kernel];
+  d->slot = region->ops[region->num_ops - 1]->slot;
+  d->index = (uint32_t)(region - t->regions.regions);
+  const vlmc_op_t *anchor = region->ops[0];
+  d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
+                       region->inputs[0] == anchor->operands[0] &&
+                       !strcmp(d->kernel->template_name, "kv_cache_append");
   if (d->kernel->num_inputs != region->num_inputs)
     return vlmc_json_error(&r, VLMC_PARSE_ERROR, "kernel %s takes %u inputs, @%s dispatch %lld "
                            "has %u", d->kernel->symbol, d->kernel->num_inputs, func_name,
@@ -261,7 +285,20 @@ static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
     for (uint32_t r = 0; r < t->regions.num_regions; ++r)
       if (t->regions.regions[r].id > t->max_id) t->max_id = t->regions.regions[r].id;
     t->by_id = calloc(t->max_id + 1, sizeof *t->by_id);
-    if (!t->by_id) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    uint32_t n = t->regions.num_regions;
+    t->first = calloc(n + 1, sizeof *t->first);
+    t->last = calloc(n + 1, sizeof *t->last);
+    t->escapes = calloc(n + 1, sizeof *t->escapes);
+    t->bytes = calloc(n + 1, sizeof *t->bytes);
+    for (uint32_t r = 0; r < n; ++r) {
+      uint32_t slot = t->regions.regions[r].ops[t->regions.regions[r].num_ops - 1]->slot;
+      if (slot > t->num_slots) t->num_slots = slot;
+    }
+    t->slots = calloc(t->num_slots + 1, sizeof *t->slots);
+    if (!t->by_id || !t->first || !t->last || !t->escapes || !t->bytes || !t->slots)
+      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    VLMC_RETURN_IF_ERROR(vlmc_dispatch_intervals(t->func, &t->regions, t->first, t->last,
+                                                 t->escapes));
   }
   return NULL;
 }
@@ -325,6 +362,8 @@ vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *so, size_t
   if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   b->source = source;
   b->module = module;
+  const char *poison = getenv("VLMC_CPU_POISON");
+  b->poison = poison && *poison && strcmp(poison, "0") != 0;
   vlmc_status_t st = open_shared_object(b, so, so_len);
   if (!st) st = parse_table(b, table_json, table_len);
   if (!st) st = vlmc_thread_pool_create(threads ? threads : 1, &b->pool);
@@ -340,8 +379,15 @@ void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
   if (!b) return;
   vlmc_thread_pool_destroy(b->pool);
   for (uint32_t i = 0; b->funcs && i < b->module->num_funcs; ++i) {
-    vlmc_dispatch_set_free(&b->funcs[i].regions);
-    free(b->funcs[i].by_id);
+    func_table_t *t = &b->funcs[i];
+    vlmc_dispatch_set_free(&t->regions);
+    for (uint32_t s = 0; t->slots && s <= t->num_slots; ++s) free(t->slots[s].data);
+    free(t->slots);
+    free(t->by_id);
+    free(t->first);
+    free(t->last);
+    free(t->escapes);
+    free(t->bytes);
   }
   free(b->funcs);
   for (size_t i = 0; b->kernels && i < b->num_kernels; ++i) {
@@ -361,20 +407,85 @@ void vlmc_cpu_backend_counters(const vlmc_cpu_backend_t *b, uint64_t *calls, dou
   *seconds = b->seconds;
 }
 
+/* The most bytes of region outputs live at one position of the function's last call. */
+static size_t largest_live_set(const func_table_t *t) {
+  uint32_t n = t->regions.num_regions;
+  size_t best = 0;
+  for (uint32_t r = 0; r < n; ++r) { /* a maximum is reached where some output starts */
+    size_t live = 0;
+    for (uint32_t q = 0; q < n; ++q)
+      if (t->first[q] <= t->first[r] && t->last[q] >= t->first[r] && !t->escapes[q])
+        live += t->bytes[q];
+    if (live > best) best = live;
+  }
+  return best;
+}
+
+void vlmc_cpu_backend_memory(const vlmc_cpu_backend_t *b, vlmc_cpu_memory_t *out) {
+  memset(out, 0, sizeof *out);
+  for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
+    const func_table_t *t = &b->funcs[i];
+    out->slots += t->num_slots;
+    for (uint32_t s = 1; s <= t->num_slots; ++s) out->slot_bytes += t->slots[s].capacity;
+    size_t live = largest_live_set(t);
+    if (live > out->largest_live_set) out->largest_live_set = live;
+  }
+}
+
 /* ---- dispatch ---- */
 
 typedef struct {
   kernel_fn fn;
   void *const *buffers;
   const int64_t *counts;
+  int64_t first; /* work units before this are already done (an in-place append) */
 } call_t;
 
 static void run_chunk(void *arg, int64_t begin, int64_t end) {
   const call_t *c = arg;
-  c->fn(c->buffers, c->counts, begin, end);
+  c->fn(c->buffers, c->counts, c->first + begin, c->first + end);
 }
 
 static const char *storage_name(vlmc_dtype_t d) { return vlmc_dtype_info(d)->name; }
+
+/* Points *out at the slot's buffer (borrowed: the executor never frees it), growing it first
+ * when this value is the biggest the slot has held. Its old contents are dead (the memory
+ * plan guarantees it), so growing does not copy. */
+static vlmc_status_t use_slot(slot_t *slot, size_t bytes, vlmc_tensor_t *out) {
+  if (slot->capacity < bytes) {
+    free(slot->data);
+    slot->data = malloc(bytes);
+    slot->capacity = slot->data ? bytes : 0;
+    if (!slot->data)
+      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory for a %zu-byte activation", bytes);
+  }
+  out->data = slot->data;
+  out->owned = false;
+  out->capacity = 0;
+  return NULL;
+}
+
+/* Moves the cache's buffer into *out, grown (by doubling) to hold out's shape; returns the
+ * number of leading elements already in place, or -1 when the buffer cannot be taken. */
+static int64_t take_grown_cache(vlmc_tensor_t *cache, vlmc_tensor_t *out) {
+  size_t elem = vlmc_dtype_info(cache->dtype)->bits / 8;
+  int64_t have = vlmc_tensor_count(cache), need = vlmc_tensor_count(out);
+  if (!cache->owned || cache->dtype != out->dtype || have > need) return -1;
+  size_t bytes = (size_t)need * elem;
+  void *data = cache->data;
+  size_t capacity = cache->capacity;
+  if (capacity < bytes) {
+    size_t grown = capacity * 2 > bytes ? capacity * 2 : bytes;
+    data = realloc(data, grown ? grown : 1);
+    if (!data) return -1;
+    capacity = grown;
+  }
+  out->data = data;
+  out->capacity = capacity;
+  out->owned = true;
+  memset(cache, 0, sizeof *cache);
+  return have;
+}
 
 vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint32_t region,
                                         vlmc_tensor_t *const *inputs, const bool *may_take,
@@ -403,7 +514,17 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
     return vlmc_status_make(VLMC_INTERNAL, "kernel %s (%s) writes %s, the program expects %s",
                             k->symbol, k->template_name, storage_name(k->output),
                             storage_name(out->dtype));
-  VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(out->dtype, out->rank, out->shape, out));
+  int64_t in_place = d->append_in_place && may_take[0] ? take_grown_cache(inputs[0], out) : -1;
+  size_t out_bytes = (size_t)vlmc_tensor_count(out) * (vlmc_dtype_info(out->dtype)->bits / 8);
+  if (in_place >= 0) {
+    buffers[0] = out->data; /* the kernel reads rows below in_place only, and skips them */
+  } else if (d->slot) {
+    VLMC_RETURN_IF_ERROR(use_slot(&t->slots[d->slot], out_bytes, out));
+  } else {
+    VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(out->dtype, out->rank, out->shape, out));
+  }
+  t->bytes[d->index] = out_bytes;
+  if (b->poison && in_place < 0 && out_bytes) memset(out->data, 0xFF, out_bytes);
   int64_t syms[MAX_KERNEL_SYMS];
   for (uint32_t i = 0; i < k->num_syms; ++i) syms[i] = symbols[k->syms[i] - 1];
   buffers[num_inputs] = out->data;
@@ -415,14 +536,19 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
     vlmc_status_t st = vlmc_dim_eval(d->work, symbols, b->module->num_symbols, &units);
     if (st) return st;
   }
-  int64_t work = units * d->scale;
-  if (work <= 0) return NULL;
-  (void)may_take;
+  int64_t work = units * d->scale, first = 0;
+  if (in_place > 0) {
+    /* Work units are spread evenly over the output's elements (rows of the cache). */
+    int64_t total = counts[num_inputs];
+    /* Units not aligned with the old rows: copy everything (the buffer is in place anyway). */
+    if (total && (in_place * work) % total == 0) first = in_place * work / total;
+  }
+  if (work - first <= 0) return NULL;
   double start = now_seconds();
-  call_t call = {k->fn, buffers, counts};
+  call_t call = {k->fn, buffers, counts, first};
   uint32_t threads = vlmc_thread_pool_size(b->pool);
-  bool big = (double)k->cost * (double)work >= (double)kThreadingThreshold;
-  vlmc_thread_pool_run(b->pool, work, big ? threads : 1, run_chunk, &call);
+  bool big = (double)k->cost * (double)(work - first) >= (double)kThreadingThreshold;
+  vlmc_thread_pool_run(b->pool, work - first, big ? threads : 1, run_chunk, &call);
   b->calls++;
   b->seconds += now_seconds() - start;
   return NULL;

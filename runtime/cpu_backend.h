@@ -5,9 +5,10 @@
  * vlmc_cpu_backend_dispatch for every dispatch region (reference/executor.h, on_dispatch);
  * host steps (window order, positions) stay on the host, and any other op is refused.
  *
- * Each dispatch: check the inputs' storage against the kernel's signature, allocate the
- * output, evaluate the work count from the bound symbols, and split it over the thread pool
- * (small work runs on the calling thread). */
+ * Each dispatch: check the inputs' storage against the kernel's signature, place the output
+ * (in its memory-plan slot, a buffer kept between calls, or a fresh allocation), evaluate the work count from the bound symbols, and split it over the thread pool
+ * (small work runs on the calling thread). Kernels write every output element: with
+ * VLMC_CPU_POISON=1 in the environment outputs are filled with 0xFF first (kernel tests). */
 #ifndef VLMC_RUNTIME_CPU_BACKEND_H
 #define VLMC_RUNTIME_CPU_BACKEND_H
 
@@ -38,6 +39,13 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
 
 size_t vlmc_cpu_backend_num_kernels(const vlmc_cpu_backend_t *backend);
 size_t vlmc_cpu_backend_num_dispatches(const vlmc_cpu_backend_t *backend);
+typedef struct {
+  uint32_t slots;          /* activation buffers of the memory plan, all functions */
+  size_t slot_bytes;       /* their sizes now */
+  size_t largest_live_set; /* the most output bytes live at once in one call (the ideal) */
+} vlmc_cpu_memory_t;
+void vlmc_cpu_backend_memory(const vlmc_cpu_backend_t *backend, vlmc_cpu_memory_t *out);
+
 /* Kernel calls and their total seconds since creation (for --stats). */
 void vlmc_cpu_backend_counters(const vlmc_cpu_backend_t *backend, uint64_t *calls,
                                double *seconds);

@@ -238,6 +238,7 @@ void vlmc_session_destroy(vlmc_session_t *s) {
 
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &s->manifest; }
 const char *vlmc_session_backend(const vlmc_session_t *s) { return s->cpu ? "cpu" : "ref"; }
+const vlmc_cpu_backend_t *vlmc_session_cpu_backend(const vlmc_session_t *s) { return s->cpu; }
 double vlmc_session_open_ms(const vlmc_session_t *s) { return s->open_ms; }
 bool vlmc_session_has_tokenizer(const vlmc_session_t *s) { return s->tokenizer != NULL; }
 

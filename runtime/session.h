@@ -37,6 +37,8 @@ void vlmc_session_destroy(vlmc_session_t *session);
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *session);
 /* "ref" or "cpu": the backend the session runs on. */
 const char *vlmc_session_backend(const vlmc_session_t *session);
+/* The cpu backend's kernels and memory (runtime/cpu_backend.h); NULL on the ref backend. */
+const struct vlmc_cpu_backend_s *vlmc_session_cpu_backend(const vlmc_session_t *session);
 /* Milliseconds vlmc_session_open took (mapping, parsing, verifying the program). */
 double vlmc_session_open_ms(const vlmc_session_t *session);
 /* Whether prompts can be text (the artifact has a tokenizer), or only token ids. */

@@ -1,11 +1,16 @@
 /* vlmc inspect model.vlmc: what an artifact holds — sections with sizes and checksums, the
- * model and the options that compiled it, the functions of its program, and its parameters
+ * model and the options that compiled it, the functions of its program, the cpu kernels (each
+ * with its template, input storage and the dispatches it serves; the artifact is refused by
+ * the runtime, and reported here, when a dispatch region has no kernel), and its parameters
  * (count, dtype mix, bytes). --verify also checks every lazily verified section. */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/dispatch.h"
 #include "ir/ir.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/artifact.h"
 #include "runtime/manifest.h"
 #include "tools/commands.h"
@@ -72,6 +77,89 @@ static void print_program(const vlmc_artifact_t *a) {
   vlmc_module_destroy(module);
 }
 
+/* Per function: ops, dispatch regions and host steps (ops a backend runs on the host). */
+static void print_dispatch_summary(const vlmc_module_t *module) {
+  for (uint32_t f = 0; f < module->num_funcs; ++f) {
+    const vlmc_func_t *func = module->funcs[f];
+    vlmc_dispatch_set_t set;
+    vlmc_status_t st = vlmc_dispatch_regions(func, &set);
+    if (st) {
+      printf("  @%s: %s\n", func->name, vlmc_status_message(st));
+      vlmc_status_free(st);
+      continue;
+    }
+    uint32_t members = 0, outside = 0;
+    for (const vlmc_op_t *op = func->body.first; op; op = op->next) {
+      if (op->dispatch) ++members;
+      else if (vlmc_dispatch_may_contain(op->kind)) ++outside;
+    }
+    printf("  @%-14s %u dispatches (%u ops fused into them)", func->name, set.num_regions,
+           members);
+    if (outside) printf(", %u compute ops in no dispatch (no cpu kernel)", outside);
+    printf("\n");
+    vlmc_dispatch_set_free(&set);
+  }
+}
+
+static void print_kernel_table(const vlmc_artifact_section_t *table) {
+  cJSON *root = cJSON_ParseWithLength((const char *)table->data, (size_t)table->size);
+  const cJSON *kernels = cJSON_GetObjectItem(root, "kernels");
+  const cJSON *dispatches = cJSON_GetObjectItem(root, "dispatches");
+  if (!cJSON_IsArray(kernels) || !cJSON_IsArray(dispatches)) {
+    printf("  (the kernel table does not parse)\n");
+    cJSON_Delete(root);
+    return;
+  }
+  const cJSON *cpu = cJSON_GetObjectItem(root, "cpu");
+  printf("  built for %s; %d kernels serve %d dispatches:\n",
+         cJSON_IsString(cpu) ? cpu->valuestring : "?", cJSON_GetArraySize(kernels),
+         cJSON_GetArraySize(dispatches));
+  int i = 0;
+  for (const cJSON *k = kernels->child; k; k = k->next, ++i) {
+    int uses = 0;
+    for (const cJSON *d = dispatches->child; d; d = d->next) {
+      const cJSON *index = cJSON_GetObjectItem(d, "kernel");
+      uses += cJSON_IsNumber(index) && index->valueint == i;
+    }
+    const cJSON *name = cJSON_GetObjectItem(k, "symbol"), *tmpl = cJSON_GetObjectItem(k, "template");
+    printf("    %-6s %-16s %3d dispatch%s  inputs", cJSON_IsString(name) ? name->valuestring : "?",
+           cJSON_IsString(tmpl) ? tmpl->valuestring : "?", uses, uses == 1 ? "  " : "es");
+    const cJSON *in = cJSON_GetObjectItem(k, "inputs");
+    for (const cJSON *t = in ? in->child : NULL; t; t = t->next)
+      printf(" %s", cJSON_IsString(t) ? t->valuestring : "?");
+    printf("\n");
+  }
+  cJSON_Delete(root);
+}
+
+/* The kernels section as the runtime would load it: every dispatch must have a kernel. */
+static void print_kernels(const vlmc_artifact_t *a, const char *path) {
+  const vlmc_artifact_section_t *so = vlmc_artifact_find(a, "kernels.cpu");
+  const vlmc_artifact_section_t *table = vlmc_artifact_find(a, "kernels.cpu.json");
+  const vlmc_artifact_section_t *program = vlmc_artifact_find(a, "program");
+  if (!so || !table) {
+    printf("cpu kernels: none (compiled without --target cpu)\n");
+    return;
+  }
+  vlmc_module_t *module = NULL;
+  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
+  vlmc_status_t st = program ? vlmc_module_parse((const char *)program->data,
+                                                 (size_t)program->size, &po, &module)
+                             : vlmc_status_make(VLMC_NOT_FOUND, "no program");
+  printf("cpu kernels: %.1f KB shared object\n", (double)so->size / 1e3);
+  if (!st) print_dispatch_summary(module);
+  print_kernel_table(table);
+  vlmc_cpu_backend_t *backend = NULL;
+  if (!st)
+    st = vlmc_cpu_backend_create(path, so->data, (size_t)so->size, (const char *)table->data,
+                                 (size_t)table->size, module, 1, &backend);
+  if (st) printf("  NOT LOADABLE: %s\n", vlmc_status_message(st));
+  else printf("  loads on this machine; every dispatch has a kernel\n");
+  vlmc_status_free(st);
+  vlmc_cpu_backend_destroy(backend);
+  vlmc_module_destroy(module);
+}
+
 static int inspect(const char *path, bool verify) {
   vlmc_artifact_t *a = NULL;
   vlmc_status_t status = vlmc_artifact_open(path, &a);
@@ -95,6 +183,7 @@ static int inspect(const char *path, bool verify) {
            m.preprocess.resample == VLMC_RESAMPLE_PIL ? "pil" : "torchvision");
     print_sections(a);
     print_program(a);
+    print_kernels(a, path);
     print_params(&m);
   }
   for (size_t i = 0; !status && verify && i < vlmc_artifact_section_count(a); ++i)

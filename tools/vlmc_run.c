@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "support/file.h"
 
@@ -48,8 +49,9 @@ static void print_usage(FILE *out) {
           "  --seed S               sampling seed (default 0): same seed, same text\n"
           "  --max-context N        refuse a prompt (or chat turn) that would need more than N\n"
           "                         positions, counting the -n new tokens\n"
-          "  --backend ref          the backend (only ref so far)\n"
-          "  --threads N            threads for the ref backend\n"
+          "  --backend ref|cpu      ref (the reference interpreter) or cpu (the generated\n"
+          "                         kernels; the default when the artifact carries them)\n"
+          "  --threads N            threads (default 1)\n"
           "  --params DIR           checkpoint folder for artifacts compiled with --params "
           "external\n"
           "  --verify               check every parameter's checksum before running\n"
@@ -242,7 +244,7 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
   double prefill_tps = r->prefill_ms > 0 ? 1e3 * (double)r->prompt_tokens / r->prefill_ms : 0;
   int64_t decoded = r->generated_tokens > 1 ? r->generated_tokens - 1 : 0;
   double decode_tps = r->decode_ms > 0 ? 1e3 * (double)decoded / r->decode_ms : 0;
-  fprintf(stderr, "stats: ");
+  fprintf(stderr, "stats: backend %s | ", vlmc_session_backend(s));
   if (turn > 0) fprintf(stderr, "turn %d: context %lld tokens | ", turn + 1,
                         (long long)r->context_tokens);
   fprintf(stderr,
@@ -250,6 +252,17 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
           "(%.1f tokens/s) | decode %lld tokens in %.1f ms (%.1f tokens/s) | peak memory %.1f MB\n",
           vlmc_session_open_ms(s), r->encode_ms, (long long)r->prompt_tokens, r->prefill_ms,
           prefill_tps, (long long)decoded, r->decode_ms, decode_tps, r->peak_rss_kb / 1024.0);
+  const vlmc_cpu_backend_t *cpu = vlmc_session_cpu_backend(s);
+  if (cpu) {
+    vlmc_cpu_memory_t m;
+    vlmc_cpu_backend_memory(cpu, &m);
+    uint64_t calls;
+    double seconds;
+    vlmc_cpu_backend_counters(cpu, &calls, &seconds);
+    fprintf(stderr, "stats: cpu: %llu kernel calls, %.1f ms in kernels | activations %.2f MB in "
+            "%u slots (largest live set %.2f MB)\n", (unsigned long long)calls, seconds * 1e3,
+            (double)m.slot_bytes / 1e6, m.slots, (double)m.largest_live_set / 1e6);
+  }
   if (!r->stopped_on_eos)
     fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
 }
@@ -257,7 +270,8 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
 static void print_load_stats(const vlmc_session_t *s) {
   struct rusage usage;
   long peak_kb = getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
-  fprintf(stderr, "stats: load %.1f ms | peak memory %.1f MB\n", vlmc_session_open_ms(s),
+  fprintf(stderr, "stats: backend %s | load %.1f ms | peak memory %.1f MB\n",
+          vlmc_session_backend(s), vlmc_session_open_ms(s),
           peak_kb / 1024.0);
 }
 

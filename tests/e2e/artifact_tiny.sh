@@ -55,7 +55,7 @@ fixture_field text_only input_ids >"$WORK/ids.json"
 if [ "$(wc -l <"$WORK/out")" = 1 ] && grep -qE '^[0-9 ]+$' "$WORK/out"; then
   ok "stdout holds the answer only"
 else fail "stdout: $(cat "$WORK/out")"; fi
-expect_in "--stats goes to stderr" "stats: load" "$(cat "$WORK/err")"
+expect_in "--stats goes to stderr" "stats: backend " "$(cat "$WORK/err")"
 
 # Chat with token ids (-i --input-ids): each stdin line holds a turn's new ids; the second
 # answer equals a fresh run over the whole conversation (--ids-out gives its ids).

@@ -1,6 +1,6 @@
-/* Parity with transformers (issue 4, acceptance 1): the tiny random checkpoint compiled by
- * vlmc and run by the ref backend against the oracle's fixtures (tests/oracle/README.md), case
- * by case: position ids and rope delta exact, every stage tap within 1e-4 of transformers
+/* Parity with transformers (issue 4, acceptance 1; issue 7, acceptance 2): the tiny random
+ * checkpoint compiled by vlmc and run by the ref backend and by the cpu backend (generated
+ * kernels) against the oracle's fixtures (tests/oracle/README.md), case by case: position ids and rope delta exact, every stage tap within 1e-4 of transformers
  * relative to the tap's scale, prefill logits within 1e-3, the 16 greedy tokens identical. */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
@@ -16,6 +16,7 @@
 #include "tests/unit/test.h"
 
 static const char *kCheckpoint = "tests/fixtures/parity/tiny-vocab512";
+static const char *current_backend = "";
 static char artifact[128], taps_root[128];
 
 typedef struct {
@@ -168,8 +169,8 @@ static void compare_taps(const char *c, const char *dir) {
   if (!(logits_abs <= 1e-3)) TEST_FAIL_("%s: logits max |Δ| %.3g > 1e-3", c, logits_abs);
   double pixels = pixel_rows_error(ours, ref);
   if (!(pixels <= 1e-6)) TEST_FAIL_("%s: pixel_values rows differ by %.3g", c, pixels);
-  printf("  %-13s %2d taps, worst relative error %.2e (%s), logits max |Δ| %.2e, pixels %.1e\n",
-         c, taps, worst_rel, worst_name, logits_abs, pixels);
+  printf("  %s %-13s %2d taps, worst relative error %.2e (%s), logits max |Δ| %.2e, pixels "
+         "%.1e\n", current_backend, c, taps, worst_rel, worst_name, logits_abs, pixels);
 done:
   vlmc_st_archive_destroy(ours);
   vlmc_st_archive_destroy(ref);
@@ -207,24 +208,34 @@ static void run_case(vlmc_session_t *session, const char *c) {
   expected_free(&e);
 }
 
-static void test_parity_with_transformers(void) {
-  vlmc_compile_options_t o = {.checkpoint_dir = kCheckpoint, .output_path = artifact,
-                              .target = "ref", .precision = "auto", .command_line = "test"};
-  EXPECT_OK(vlmc_compile(&o));
-  vlmc_session_options_t so = {.artifact_path = artifact, .backend = "ref", .threads = 2};
+static void parity_on(const char *backend) {
+  current_backend = backend;
+  vlmc_session_options_t so = {.artifact_path = artifact, .backend = backend, .threads = 2};
   vlmc_session_t *session = NULL;
   EXPECT_OK(vlmc_session_open(&so, &session));
   if (!session) return;
+  EXPECT_STREQ(vlmc_session_backend(session), backend);
   static const char *const cases[] = {"img448", "img336", "img448x672", "two_images",
                                       "wide1024x484", "img1036", "text_only"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(session, cases[i]);
   vlmc_session_destroy(session);
 }
 
+static void test_compile(void) {
+  vlmc_compile_options_t o = {.checkpoint_dir = kCheckpoint, .output_path = artifact,
+                              .target = "ref,cpu", .precision = "auto", .command_line = "test"};
+  EXPECT_OK(vlmc_compile(&o));
+}
+
+static void test_parity_ref_backend(void) { parity_on("ref"); }
+static void test_parity_cpu_backend(void) { parity_on("cpu"); }
+
 int main(void) {
   snprintf(artifact, sizeof artifact, "/tmp/vlmc-parity-%d.vlmc", (int)getpid());
   snprintf(taps_root, sizeof taps_root, "/tmp/vlmc-parity-taps-%d", (int)getpid());
-  RUN_TEST(test_parity_with_transformers);
+  RUN_TEST(test_compile);
+  RUN_TEST(test_parity_ref_backend);
+  RUN_TEST(test_parity_cpu_backend);
   unlink(artifact);
   return TEST_SUMMARY();
 }

@@ -1,0 +1,525 @@
+#!/usr/bin/env bash
+# The cpu backend against the reference interpreter and against the machine, in one run: for
+# the tiny demo model (assets/shapes-vl) and for a 3B-shaped checkpoint with random weights,
+# image encode time at 448x448, prefill tokens/s for a 512-token prompt, decode tokens/s and
+# peak memory, per backend, with the cpu/ref speed-ups; then the machine's read bandwidth
+# (bench/membw.c, one thread and all cores) and the decode roofline it implies (bytes of
+# weights read per generated token over that bandwidth), next to llama.cpp's figures on this
+# machine as the bar. Not a timed test: run it by hand (the 3B part takes a while).
+#
+#   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
+#                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
+#                        [--ref-prefill-tokens N] [--full] [--checkpoint-3b DIR]
+#
+#   --build DIR              build folder (default build-bench, Release; configured and built
+#                            here when needed: vlmc and vlmc-run)
+#   --backends LIST          backends to measure (default "ref cpu"); an artifact is compiled
+#                            with --target ref,cpu --cpu native, and when the cpu target cannot
+#                            compile the model yet ("no cpu kernel for ..."), with --target ref,
+#                            the cpu column then saying why it is empty
+#   --models LIST            tiny and/or 3b (default both)
+#   --threads N              vlmc-run --threads and membw's thread count (default $(nproc))
+#   --runs N                 tiny model: best of N runs per figure (default 3); the 3B runs once
+#   --prefill-tokens N       prompt length for prefill (default 512)
+#   --decode-tokens N        decode steps measured (default 32; one more is fed, see below)
+#   --ref-prefill-tokens N   3B on ref: a shorter prompt (default 64; ~1 s per token there, so
+#                            512 tokens take ~10 minutes). The cpu backend is then also run at
+#                            that length, and speed-ups only divide figures of the same length
+#   --full                   3B on ref at full length, and its 448x448 encode (several minutes;
+#                            skipped otherwise)
+#   --checkpoint-3b DIR      use this 3B-shaped checkpoint instead of making one
+#
+# How each figure is measured (vlmc-run --stats, --threads N, token ids, no tokenizer needed):
+#   encode   one image (tests/fixtures/images/square_448.png, 256 merged patches) with the ids
+#            <|vision_start|> <|image_pad|>x256 <|vision_end|> and 3 text ids, -n 1: "image
+#            encode" in ms (preprocessing included);
+#   prefill  P random ids (1000..30000, a fixed seed; no image): "prefill P tokens in T ms";
+#   decode   in the same process, a second chat turn (-i) of 32 more random ids: a later turn's
+#            tokens go through the decode function one call per token, exactly as generated
+#            tokens do, so "prefill 33 tokens in T ms" of turn 2 (the first turn's last answer
+#            token, then the 32 ids) is 33 decode steps at a context of P+1..P+33. Feeding ids
+#            rather than generating them means an early end-of-sequence (the tiny model says
+#            a few tokens and stops) cannot cut the measurement short; it leaves out only the
+#            greedy argmax over the logits;
+#   peak     "peak memory" (peak RSS; mapped weights count once touched), the largest over a
+#            backend's runs, and its ratio to the checkpoint's bytes of weights.
+# Each vlmc-run is a fresh process; the load time is not part of any figure.
+#
+# Reading the output: per model, one table with rows encode / prefill / decode / peak memory,
+# columns ref, cpu, and cpu/ref (speed-up for times and rates: >1 means cpu is faster; for
+# memory, cpu's peak over ref's). Rows are per prompt length, so every ratio divides figures of
+# the same length. Then: bandwidth, bytes per decoded token (the checkpoint's text-model
+# tensors, not visual.*; the embedding table only when it is also the lm_head, as a lookup
+# reads one row of it), the roofline tokens/s = all-core bandwidth / those bytes, each
+# backend's decode as a fraction of it, and llama.cpp's numbers on this machine for scale.
+#
+# Needs ~16 GB free under $TMPDIR for the 3B checkpoint and artifact. Everything goes to a
+# temporary folder, removed at the end (KEEP=1 keeps it, with every run's log).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=build-bench
+BACKENDS="ref cpu"
+MODELS="tiny 3b"
+THREADS=$(nproc)
+RUNS=3
+PREFILL=512
+DECODE=32
+REF_PREFILL_3B=64
+FULL=0
+CKPT_3B=
+JOBS=${JOBS:-2}
+PY=/usr/bin/python3
+IMAGE=tests/fixtures/images/square_448.png
+# Another config can stand in for the 3B one (a small one, to try the script quickly); the
+# labels still say 3B.
+CONFIG_3B=${CONFIG_3B:-tests/fixtures/configs/qwen2_5_vl_3b_config.json}
+# The bar: llama.cpp on this machine (2 threads, f16 weights, a Qwen2.5-3B-shaped text model).
+LLAMA_DECODE_TPS=4.6
+LLAMA_PREFILL_TPS=27
+LLAMA_PREFILL_TOKENS=64
+
+help() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+usage() {
+  help | sed -n '/^  bench/,/^$/p' >&2
+  exit 2
+}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --backends) BACKENDS=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --prefill-tokens) PREFILL=$2; shift 2 ;;
+    --decode-tokens) DECODE=$2; shift 2 ;;
+    --ref-prefill-tokens) REF_PREFILL_3B=$2; shift 2 ;;
+    --full) FULL=1; shift ;;
+    --checkpoint-3b) CKPT_3B=$2; shift 2 ;;
+    -h|--help) help; exit 0 ;;
+    *) usage ;;
+  esac
+done
+for b in $BACKENDS; do
+  case $b in ref|cpu) ;; *) echo "unknown backend '$b' (ref, cpu)" >&2; exit 2 ;; esac
+done
+for m in $MODELS; do
+  case $m in tiny|3b) ;; *) echo "unknown model '$m' (tiny, 3b)" >&2; exit 2 ;; esac
+done
+[ "$FULL" = 1 ] && REF_PREFILL_3B=$PREFILL
+
+step() { printf '== %s\n' "$*" >&2; }
+has() { [[ " $1 " == *" $2 "* ]]; } # has LIST WORD
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vlmc-cpu-bench.XXXXXX")
+if [ "${KEEP:-0}" = 1 ]; then step "work folder $WORK (kept)"; else trap 'rm -rf "$WORK"' EXIT; fi
+RESULTS=$WORK/results.tsv
+: >"$RESULTS"
+
+step "build ($BUILD, Release: vlmc vlmc-run)"
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" 2>&1 ||
+    { cat "$WORK/configure.log" >&2; exit 1; }
+fi
+ninja -C "$BUILD" -j"$JOBS" vlmc vlmc-run >"$WORK/build.log" 2>&1 ||
+  { tail -30 "$WORK/build.log" >&2; exit 1; }
+VLMC=$ROOT/$BUILD/tools/vlmc
+RUN=$ROOT/$BUILD/tools/vlmc-run
+case $BUILD in /*) VLMC=$BUILD/tools/vlmc; RUN=$BUILD/tools/vlmc-run ;; esac
+
+# Bandwidth first, before the machine's page cache fills with weights.
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+step "memory read bandwidth (bench/membw.c: 1 GiB, 1 thread and $THREADS threads)"
+cc -O3 -march=native -pthread -o "$WORK/membw" bench/membw.c
+"$WORK/membw" 1024 10 "$THREADS" >"$WORK/membw.txt"
+cat "$WORK/membw.txt" >&2
+
+# ids FILE COUNT SEED: COUNT random ids in 1000..30000 (plain text tokens), as a JSON list.
+ids() {
+  $PY - "$1" "$2" "$3" <<'EOF'
+import json, random, sys
+r = random.Random(int(sys.argv[3]))
+json.dump([r.randrange(1000, 30000) for _ in range(int(sys.argv[2]))], open(sys.argv[1], "w"))
+EOF
+}
+
+# encode_ids CKPT FILE: the image prompt's ids for CKPT's config and preprocessor settings:
+# <|vision_start|>, one <|image_pad|> per merged patch of $IMAGE (as `vlmc preprocess` sizes
+# it), <|vision_end|>, three text ids.
+encode_ids() {
+  local ckpt=$1 out=$2 pp=()
+  read -r -a pp < <($PY - "$ckpt" <<'EOF'
+import json, os, sys
+p = os.path.join(sys.argv[1], "preprocessor_config.json")
+c = json.load(open(p)) if os.path.exists(p) else {}
+lo = c.get("min_pixels", c.get("size", {}).get("shortest_edge"))
+hi = c.get("max_pixels", c.get("size", {}).get("longest_edge"))
+print(" ".join(([f"--min-pixels {lo}"] if lo else []) + ([f"--max-pixels {hi}"] if hi else [])))
+EOF
+)
+  "$VLMC" preprocess --image "$IMAGE" "${pp[@]}" -o "$WORK/pixels.safetensors" >/dev/null
+  $PY - "$ckpt/config.json" "$WORK/pixels.safetensors" "$out" "$IMAGE" <<'EOF'
+import json, struct, sys
+import numpy as np
+c = json.load(open(sys.argv[1]))
+v = c.get("vision_config", {})
+merge = v.get("spatial_merge_size", 2)
+f = open(sys.argv[2], "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+h = json.loads(f.read(n))
+lo, hi = h["image_grid_thw"]["data_offsets"]
+f.seek(8 + n + lo)
+t, gh, gw = np.frombuffer(f.read(hi - lo), dtype="<i8")[:3]
+tokens = int(t * gh * gw) // (merge * merge)
+ids = [c.get("vision_start_token_id", 151652)] + [c.get("image_token_id", 151655)] * tokens
+ids += [c.get("vision_end_token_id", 151653), 1000, 2000, 3000]
+json.dump(ids, open(sys.argv[3], "w"))
+print("   %s: %d image tokens" % (sys.argv[4], tokens), file=sys.stderr)
+EOF
+}
+
+# compile_model NAME CKPT: NAME.vlmc with the requested backends' code; sets TARGETS to the
+# backends it carries, and records them (a cpu compile that fails leaves a ref-only artifact,
+# and the reason).
+compile_model() {
+  local name=$1 ckpt=$2 targets
+  targets=$(for b in ref cpu; do has "$BACKENDS" $b && echo $b; done | paste -sd, -)
+  TARGETS=${targets//,/ }
+  step "compile $name (--target $targets --cpu native)"
+  if "$VLMC" compile "$ckpt" -o "$WORK/$name.vlmc" --target "$targets" --cpu native \
+       >"$WORK/$name.compile.log" 2>&1; then
+    printf '%s\tartifact\t%s\t%s\n' "$name" "$targets" "$(stat -c %s "$WORK/$name.vlmc")" \
+      >>"$RESULTS"
+    return 0
+  fi
+  local why
+  why=$(grep -m1 -i 'error' "$WORK/$name.compile.log" || tail -1 "$WORK/$name.compile.log")
+  echo "compile with --target $targets failed: $why" >&2
+  printf '%s\tcompile-failed\tcpu\t%s\n' "$name" "$why" >>"$RESULTS"
+  TARGETS=
+  has "$BACKENDS" ref || return 1
+  TARGETS=ref
+  step "compile $name (--target ref)"
+  "$VLMC" compile "$ckpt" -o "$WORK/$name.vlmc" --target ref >"$WORK/$name.compile.log" 2>&1 ||
+    { cat "$WORK/$name.compile.log" >&2; return 1; }
+  printf '%s\tartifact\tref\t%s\n' "$name" "$(stat -c %s "$WORK/$name.vlmc")" >>"$RESULTS"
+}
+
+# measure NAME BACKEND KIND TOKENS RUNS ARGS...: runs vlmc-run RUNS times (stdin: the file
+# $STDIN, default none) and records each run's stderr (with the stats lines) for the table; a
+# failed run is recorded with its error and the benchmark goes on.
+measure() {
+  local name=$1 backend=$2 kind=$3 tokens=$4 runs=$5 i log
+  shift 5
+  for i in $(seq "$runs"); do
+    log=$WORK/$name.$backend.$kind.$tokens.$i.log
+    if "$RUN" "$WORK/$name.vlmc" --backend "$backend" --threads "$THREADS" --stats --ids \
+         "$@" <"${STDIN:-/dev/null}" >"$log.out" 2>"$log"; then
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$backend" "$kind" "$tokens" "$log" >>"$RESULTS"
+      grep '^stats: ' "$log" | grep -v 'token limit' | sed 's/^/   /' >&2
+    else
+      echo "   vlmc-run --backend $backend failed: $(grep -v '^stats' "$log" | tail -1)" >&2
+      printf '%s\t%s\tfailed\t%s\t%s\n' "$name" "$backend" "$tokens" "$log" >>"$RESULTS"
+      return 0
+    fi
+  done
+}
+
+# bench_model NAME CKPT RUNS REF_PREFILL ENCODE_REF: compiles and measures one model.
+bench_model() {
+  local name=$1 ckpt=$2 runs=$3 ref_prefill=$4 encode_ref=$5 b n lens
+  printf '%s\tcheckpoint\t%s\n' "$name" "$ckpt" >>"$RESULTS"
+  compile_model "$name" "$ckpt" || return 0
+  encode_ids "$ckpt" "$WORK/$name.encode.json"
+  ids "$WORK/decode.json" "$DECODE" 2
+  for b in $TARGETS; do
+    if [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
+      printf '%s\tref\tskipped\tencode\t-\n' "$name" >>"$RESULTS"
+    else
+      step "$name $b: encode ${IMAGE##*/} (best of $runs)"
+      measure "$name" "$b" encode 0 "$runs" --image "$IMAGE" \
+        --input-ids "$WORK/$name.encode.json" -n 1
+    fi
+    # Prompt lengths: ref runs its (maybe shorter) one; cpu runs the full one, ref's, and for
+    # the 3B the bar's 64 tokens (llama.cpp's prefill figure is for a 64-token prompt).
+    if [ "$b" = ref ]; then lens=$ref_prefill
+    else
+      lens="$PREFILL"
+      has "$BACKENDS" ref && lens="$lens $ref_prefill"
+      [ "$name" = 3b ] && lens="$lens $LLAMA_PREFILL_TOKENS"
+      lens=$(tr ' ' '\n' <<<"$lens" | sort -nru | paste -sd' ' -)
+    fi
+    for n in $lens; do
+      ids "$WORK/prompt.$n.json" "$n" 1
+      step "$name $b: prefill $n tokens, then $DECODE+1 decode steps (best of $runs)"
+      STDIN=$WORK/decode.json measure "$name" "$b" text "$n" "$runs" \
+        --input-ids "$WORK/prompt.$n.json" -n 1 -i
+    done
+  done
+}
+
+if has "$MODELS" tiny; then
+  bench_model tiny assets/shapes-vl "$RUNS" "$PREFILL" 1
+fi
+if has "$MODELS" 3b; then
+  if [ -z "$CKPT_3B" ]; then
+    step "random 3B-shaped checkpoint (7.5 GB of bf16, ~40 s)"
+    CKPT_3B=$WORK/ckpt-3b
+    "$VLMC" random-checkpoint --config "$CONFIG_3B" -o "$CKPT_3B" --seed 1 2>&1 | tail -1 >&2
+  fi
+  bench_model 3b "$CKPT_3B" 1 "$REF_PREFILL_3B" "$FULL"
+  # Free the disk early: the artifact and (if made here) the checkpoint are 7.5 GB each.
+  rm -f "$WORK/3b.vlmc"
+fi
+
+step "tables"
+echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --threads $THREADS;" \
+  "load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+$PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$LLAMA_DECODE_TPS" \
+  "$LLAMA_PREFILL_TPS" "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'
+import glob, json, os, re, struct, subprocess, sys
+
+results, membw_path, threads, decode_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+llama_dec, llama_pre, llama_pre_n = float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+backends = sys.argv[8].split()
+NAMES = {"tiny": "tiny (assets/shapes-vl)", "3b": "3B-shaped, random weights"}
+
+# --- the stats lines -------------------------------------------------------------------------
+def stats_lines(path):
+    """Each 'stats:' line with figures as a dict; 'turn' is 1 for the first turn."""
+    out = []
+    for line in open(path, errors="replace"):
+        if not line.startswith("stats:") or "peak memory" not in line:
+            continue
+        d = {"turn": 1}
+        m = re.search(r"backend (\w+)", line)
+        d["backend"] = m.group(1) if m else None
+        m = re.search(r"turn (\d+):", line)
+        if m: d["turn"] = int(m.group(1))
+        m = re.search(r"image encode ([\d.]+) ms", line)
+        if m: d["encode_ms"] = float(m.group(1))
+        m = re.search(r"prefill (\d+) tokens in ([\d.]+) ms", line)
+        if m: d["prefill"] = (int(m.group(1)), float(m.group(2)))
+        m = re.search(r"peak memory ([\d.]+) MB", line)
+        if m: d["peak_mb"] = float(m.group(1))
+        out.append(d)
+    return out
+
+def last_error(path):
+    lines = [l.strip() for l in open(path, errors="replace") if l.strip() and not l.startswith("stats")]
+    return lines[-1] if lines else "failed"
+
+models = {}   # name -> dict
+for row in open(results):
+    f = row.rstrip("\n").split("\t")
+    m = models.setdefault(f[0], {"runs": {}, "notes": [], "targets": None, "failed": {}})
+    if f[1] == "checkpoint": m["ckpt"] = f[2]
+    elif f[1] == "artifact": m["targets"] = f[2].split(","); m["artifact_bytes"] = int(f[3])
+    elif f[1] == "compile-failed": m["notes"].append("cpu: compile failed: " + f[3])
+    elif f[2] == "skipped": m["runs"].setdefault((f[1], "encode", 0), "skipped")
+    elif f[2] == "failed":
+        m["failed"][f[1]] = last_error(f[4])
+    else:
+        lines = stats_lines(f[4])
+        other = {d["backend"] for d in lines if d["backend"] and d["backend"] != f[1]}
+        if other:
+            m["notes"].append("%s: a run asked for --backend %s reports backend %s" %
+                              (f[1], f[1], ", ".join(sorted(other))))
+        m["runs"].setdefault((f[1], f[2], int(f[3])), []).append(lines)
+
+# --- weights: bytes in the checkpoint, bytes read per decoded token ----------------------------
+def weights(ckpt):
+    tensors = {}
+    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        with open(path, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+        for k, v in header.items():
+            if k != "__metadata__":
+                tensors[k] = v["data_offsets"][1] - v["data_offsets"][0]
+    total = sum(tensors.values())
+    tied = not any(k.endswith("lm_head.weight") for k in tensors)
+    per_token = 0
+    for k, b in tensors.items():
+        if "visual" in k.split("."):
+            continue
+        if k.endswith("embed_tokens.weight") and not tied:
+            continue   # a lookup reads one row; the lm_head is its own tensor
+        per_token += b
+    return total, per_token, tied
+
+def mb(b): return "%.1f MB" % (b / 1e6) if b < 1e9 else "%.2f GB" % (b / 1e9)
+
+bw = {}
+for line in open(membw_path):
+    m = re.match(r"read bandwidth, (\d+) threads?: ([\d.]+) GB/s", line)
+    if m: bw[int(m.group(1))] = float(m.group(2))
+bw_one = bw.get(1, 0.0)
+bw_all = max((v for k, v in bw.items() if k != 1), default=bw_one)
+nthreads = max(bw) if bw else threads
+bw_roof = max(bw_one, bw_all)   # the machine reads at least this fast
+
+def llc_bytes():
+    """The largest cache's size (sysfs, else getconf; 0 when unknown)."""
+    best = 0
+    for p in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        t = open(p).read().strip()
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+        try: best = max(best, int(t.rstrip("KMG")) * mult)
+        except ValueError: pass
+    for n in ("LEVEL4_CACHE_SIZE", "LEVEL3_CACHE_SIZE", "LEVEL2_CACHE_SIZE"):
+        if best: break
+        try:
+            out = subprocess.run(["getconf", n], capture_output=True, text=True).stdout.strip()
+            best = int(out) if out.isdigit() else 0
+        except OSError: pass
+    return best
+
+def best_encode(runs):
+    v = [d["encode_ms"] for r in runs for d in r if d.get("encode_ms") and d["turn"] == 1]
+    return min(v) if v else None
+
+def best_rate(runs, turn):
+    v = [(d["prefill"][0], d["prefill"][0] * 1e3 / d["prefill"][1]) for r in runs for d in r
+         if d["turn"] == turn and d.get("prefill") and d["prefill"][1] > 0]
+    return max(v, key=lambda x: x[1]) if v else None
+
+def peak(runs):
+    v = [d["peak_mb"] for r in runs for d in r if "peak_mb" in d]
+    return max(v) if v else None
+
+def cell(x, fmt):
+    return fmt % x if isinstance(x, (int, float)) else x
+
+def rate(x):
+    return cell(x, "%.2f" if isinstance(x, float) and x < 100 else "%.1f")
+
+summary = []
+for name, m in models.items():
+    if "ckpt" not in m:
+        continue
+    total, per_token, tied = weights(m["ckpt"])
+    m.update(total=total, per_token=per_token)
+    def why_empty(b):
+        """An empty cell: the backend was not asked for, the artifact has no code for it,
+        its run failed, or (-) it was not run for this row."""
+        if b not in backends: return "not run"
+        if m["targets"] is None or b not in m["targets"]: return "n/a"
+        if b in m["failed"]: return "failed"
+        return "-"
+    rows = []  # (label, ref, cpu, ratio text)
+    enc = {}
+    for b in ("ref", "cpu"):
+        r = m["runs"].get((b, "encode", 0))
+        enc[b] = "skipped" if r == "skipped" else (best_encode(r) if r else why_empty(b))
+    ratio = enc["ref"] / enc["cpu"] if all(isinstance(enc[b], float) for b in enc) else None
+    rows.append(("image encode 448x448 (ms)", cell(enc["ref"], "%.1f"), cell(enc["cpu"], "%.1f"),
+                 "%.2fx" % ratio if ratio else ""))
+    lengths = sorted({k[2] for k in m["runs"] if k[1] == "text"}, reverse=True)
+    dec_by_len = {}
+    for n in lengths:
+        pre, dec = {}, {}
+        for b in ("ref", "cpu"):
+            r = m["runs"].get((b, "text", n))
+            pre[b] = best_rate(r, 1) if r else None
+            dec[b] = best_rate(r, 2) if r else None
+        dec_by_len[n] = dec
+        for what, vals in (("prefill", pre), ("decode", dec)):
+            if what == "prefill":
+                label = "prefill %d-token prompt (tok/s)" % n
+            else:
+                steps = next((v[0] for v in vals.values() if v), decode_n + 1)
+                label = "decode, %d steps after %d (tok/s)" % (steps, n)
+            c = {b: vals[b][1] if vals[b] else why_empty(b) for b in ("ref", "cpu")}
+            ratio = c["cpu"] / c["ref"] if all(isinstance(c[b], float) for b in c) else None
+            rows.append((label, rate(c["ref"]), rate(c["cpu"]), "%.2fx" % ratio if ratio else ""))
+    pk = {}
+    for b in ("ref", "cpu"):
+        runs = [r for k, rs in m["runs"].items() if k[0] == b and rs != "skipped" for r in rs]
+        pk[b] = peak(runs) if runs else why_empty(b)
+    ratio = pk["cpu"] / pk["ref"] if all(isinstance(pk[b], float) for b in pk) else None
+    rows.append(("peak memory (MB)", cell(pk["ref"], "%.1f"), cell(pk["cpu"], "%.1f"),
+                 "%.2fx (cpu/ref)" % ratio if ratio else ""))
+    rows.append(("peak memory / weights", *(cell(pk[b] * 1e6 / total, "%.2f")
+                 if isinstance(pk[b], float) else "" for b in ("ref", "cpu")), ""))
+
+    print()
+    print("%s: %s of weights (checkpoint, bf16), %s read per decoded token%s; %d threads" %
+          (NAMES.get(name, name), mb(total), mb(per_token),
+           " (tied embedding = lm_head)" if tied else "", threads))
+    print("  %-38s %14s %14s %16s" % ("", "ref", "cpu", "cpu/ref speed-up"))
+    for label, r, c, q in rows:
+        print("  %-38s %14s %14s %16s" % (label, r, c, q))
+    for b in ("ref", "cpu"):
+        if b in m["failed"]:
+            print("  %s: a run failed: %s" % (b, m["failed"][b]))
+    if any(v == "-" for _, r, c, _ in rows for v in (r, c)):
+        print("  -: not run at that prompt length (each row compares one length only)")
+    if enc["ref"] == "skipped":
+        print("  ref encode skipped: minutes on the 3B (--full runs it)")
+    for note in m["notes"]:
+        print("  " + note)
+    if any(b in backends and (m["targets"] is None or b not in m["targets"]) for b in ("ref", "cpu")):
+        print("  n/a: the artifact carries no code for that backend")
+    # For the summary: the decode at the longest prompt each backend ran, and prefill at the
+    # bar's length.
+    best_dec = {}
+    for b in ("ref", "cpu"):
+        for n in lengths:
+            if dec_by_len[n].get(b):
+                best_dec[b] = (n, dec_by_len[n][b][1]); break
+    pre_bar = None
+    r = m["runs"].get(("cpu", "text", llama_pre_n))
+    if r: pre_bar = best_rate(r, 1)
+    summary.append((name, per_token, best_dec, pre_bar))
+
+print()
+print("machine: read bandwidth %.2f GB/s with 1 thread, %.2f GB/s with %d threads (x%.2f)" %
+      (bw_one, bw_all, nthreads, bw_all / bw_one if bw_one else 0))
+if bw_all < 1.2 * bw_one:
+    print("  (all cores read barely more than one: is the machine busy? the roofline takes the"
+          " higher figure)")
+print("decode roofline = %.2f GB/s / bytes of weights per token:" % bw_roof)
+print("  %-8s %12s %16s %26s %26s" % ("model", "bytes/token", "roofline tok/s",
+                                       "ref decode (fraction)", "cpu decode (fraction)"))
+for name, per_token, dec, _ in summary:
+    roof = bw_roof * 1e9 / per_token
+    cells = []
+    for b in ("ref", "cpu"):
+        if b in dec:
+            n, t = dec[b]
+            cells.append("%.2f (%.3f) @%d" % (t, t / roof, n))
+        else:
+            cells.append("-")
+    print("  %-8s %12s %16.2f %26s %26s" % (name, mb(per_token), roof, cells[0], cells[1]))
+print("  (@N: the prompt length before the decode steps; fraction = decode / roofline)")
+llc = llc_bytes() or 64 << 20
+for name, per_token, _, _ in summary:
+    if per_token <= 2 * llc:
+        print("  %s: %s per token is not much more than the last-level cache (%.0f MB here): it "
+              "is read largely from cache, so its fraction can pass 1 and says little" %
+              (name, mb(per_token), llc / 1e6))
+b3 = next((s for s in summary if s[0] == "3b"), None)
+print()
+print("bar: llama.cpp on this machine, 2 threads, f16, a Qwen2.5-3B-shaped text model:")
+if b3:
+    name, per_token, dec, pre_bar = b3
+    print("  decode  %.1f tok/s (%.1f GB/s of weights at our 3B's %s/token, %.2f of the roofline)"
+          % (llama_dec, llama_dec * per_token / 1e9, mb(per_token),
+             llama_dec * per_token / 1e9 / bw_roof))
+    if "cpu" in dec:
+        t = dec["cpu"][1]
+        print("          ours (cpu) %.2f tok/s = %.1f GB/s of weights: %.2fx llama.cpp" %
+              (t, t * per_token / 1e9, t / llama_dec))
+    else:
+        print("          ours (cpu): not measured")
+    print("  prefill %.0f tok/s for a %d-token prompt" % (llama_pre, llama_pre_n))
+    if pre_bar:
+        print("          ours (cpu, %d-token prompt) %.2f tok/s: %.2fx llama.cpp" %
+              (pre_bar[0], pre_bar[1], pre_bar[1] / llama_pre))
+    else:
+        print("          ours (cpu): not measured")
+else:
+    print("  decode %.1f tok/s, prefill %.0f tok/s (%d-token prompt); run with --models 3b to "
+          "compare" % (llama_dec, llama_pre, llama_pre_n))
+EOF
