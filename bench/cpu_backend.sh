@@ -228,7 +228,7 @@ measure() {
 # bench_model NAME CKPT RUNS REF_PREFILL ENCODE_REF: compiles and measures one model.
 bench_model() {
   local name=$1 ckpt=$2 runs=$3 ref_prefill=$4 encode_ref=$5 b n lens
-  printf '%s\tcheckpoint\t%s\n' "$name" "$ckpt" >>"$RESULTS"
+  printf '%s\tcheckpoint\t%s\t%s\n' "$name" "$ckpt" "$runs" >>"$RESULTS"
   compile_model "$name" "$ckpt" || return 0
   encode_ids "$ckpt" "$WORK/$name.encode.json"
   ids "$WORK/decode.json" "$DECODE" 2
@@ -313,7 +313,9 @@ models = {}   # name -> dict
 for row in open(results):
     f = row.rstrip("\n").split("\t")
     m = models.setdefault(f[0], {"runs": {}, "notes": [], "targets": None, "failed": {}})
-    if f[1] == "checkpoint": m["ckpt"] = f[2]
+    if f[1] == "checkpoint":
+        m["ckpt"] = f[2]
+        m["best_of"] = int(f[3]) if len(f) > 3 else 1
     elif f[1] == "artifact": m["targets"] = f[2].split(","); m["artifact_bytes"] = int(f[3])
     elif f[1] == "compile-failed": m["notes"].append("cpu: compile failed: " + f[3])
     elif f[2] == "skipped": m["runs"].setdefault((f[1], "encode", 0), "skipped")
@@ -444,9 +446,10 @@ for name, m in models.items():
                  if isinstance(pk[b], float) else "" for b in ("ref", "cpu")), ""))
 
     print()
-    print("%s: %s of weights (checkpoint, bf16), %s read per decoded token%s; %d threads" %
+    print("%s: %s of weights (checkpoint, bf16), %s read per decoded token%s; %d threads, %s" %
           (NAMES.get(name, name), mb(total), mb(per_token),
-           " (tied embedding = lm_head)" if tied else "", threads))
+           " (tied embedding = lm_head)" if tied else "", threads,
+           "best of %d runs" % m["best_of"] if m["best_of"] > 1 else "one run"))
     print("  %-38s %14s %14s %16s" % ("", "ref", "cpu", "cpu/ref speed-up"))
     for label, r, c, q in rows:
         print("  %-38s %14s %14s %16s" % (label, r, c, q))
@@ -504,9 +507,12 @@ print()
 print("bar: llama.cpp on this machine, 2 threads, f16, a Qwen2.5-3B-shaped text model:")
 if b3:
     name, per_token, dec, pre_bar = b3
+    llama_gbs = llama_dec * per_token / 1e9
     print("  decode  %.1f tok/s (%.1f GB/s of weights at our 3B's %s/token, %.2f of the roofline)"
-          % (llama_dec, llama_dec * per_token / 1e9, mb(per_token),
-             llama_dec * per_token / 1e9 / bw_roof))
+          % (llama_dec, llama_gbs, mb(per_token), llama_gbs / bw_roof))
+    if llama_gbs > bw_roof:
+        print("          (more than the bandwidth measured in this run: the machine is busier now"
+              " than when llama.cpp was measured, and every figure here is low with it)")
     if "cpu" in dec:
         t = dec["cpu"][1]
         print("          ours (cpu) %.2f tok/s = %.1f GB/s of weights: %.2fx llama.cpp" %

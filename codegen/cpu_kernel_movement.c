@@ -449,6 +449,15 @@ vlmc_status_t vlmc_cpu_kernel_concat(vlmc_cpu_emit_t *e) {
   return NULL;
 }
 
+/* A rank-0 value (perm=[]): its one element. */
+static void emit_scalar_transpose(vlmc_cpu_emit_t *e, const vlmc_value_t *x) {
+  vlmc_cpu_emit_set_work(e, vlmc_dim_static(1), 1);
+  e->cost = 1;
+  int u = open_unit_loop(e);
+  vlmc_cpu_emit_finish_element(e, vlmc_cpu_emit_load(e, x, u), u);
+  vlmc_cpu_emit_line(e, "}");
+}
+
 /* One work unit per output row: its multi-index gives the input base, and the row walks
  * input dim perm[last] (contiguous, and vectorised, when the last axis stays last). */
 vlmc_status_t vlmc_cpu_kernel_transpose(vlmc_cpu_emit_t *e) {
@@ -457,6 +466,10 @@ vlmc_status_t vlmc_cpu_kernel_transpose(vlmc_cpu_emit_t *e) {
   const vlmc_value_t *x = op->operands[0];
   const vlmc_type_t *xt = &x->type, *ot = &op->results[0].type;
   const int64_t *perm = vlmc_op_attr(op, "perm")->v.ints.data;
+  if (ot->rank == 0) {
+    emit_scalar_transpose(e, x);
+    return NULL;
+  }
   uint32_t last = ot->rank - 1;
   int64_t static_width = static_product(ot, last, ot->rank);
   if (!set_row_work(e, ot, last, static_width)) return NULL;
@@ -518,9 +531,10 @@ static int emit_beats(vlmc_cpu_emit_t *e, bool f, int x, int best) {
   return v;
 }
 
-/* One work unit per output element: a scan of `len` elements `inner` apart, from a best of
- * -inf (INT64_MIN) at index 0, so that element 0 wins unless it is that value itself, and an
- * empty axis (the reference's error) reads nothing and gives 0. */
+/* One work unit per output element: a scan of `len` elements `inner` apart that starts from
+ * a best of -inf (INT64_MIN) at index 0 rather than from element 0, so that an empty axis (the
+ * reference's error) reads nothing and gives 0; element 0 beats that start unless it equals
+ * it, and then index 0 stands anyway. */
 vlmc_status_t vlmc_cpu_kernel_argmax(vlmc_cpu_emit_t *e) {
   e->template_name = "argmax";
   const vlmc_op_t *op = e->anchor;

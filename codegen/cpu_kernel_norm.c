@@ -86,6 +86,11 @@ static int broadcast(vlmc_cpu_emit_t *e, int scalar, int width) {
   return v;
 }
 
+/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
+static int load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
+  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
+}
+
 /* An f64 constant at the current point (hex: exact). */
 static int f64_const(vlmc_cpu_emit_t *e, double value) {
   uint64_t bits;
@@ -272,8 +277,7 @@ static int open_row_loop(vlmc_cpu_emit_t *e) {
 /* w * (x * inv): the reference rounds x * inv to f32 before the weight multiplies it. */
 static int rms_value(const row_t *R, const row_stats_t *s, int x, int col, int width) {
   int n = float_op(R->e, "arith.mulf", x, width ? s->a_vec : s->a, width);
-  int w = width ? vlmc_cpu_emit_load_vector(R->e, s->w, col, width)
-                : vlmc_cpu_emit_load(R->e, s->w, col);
+  int w = load_at(R->e, s->w, col, width);
   return float_op(R->e, "arith.mulf", w, n, width);
 }
 
@@ -313,10 +317,10 @@ static int layer_value(const row_t *R, const row_stats_t *s, int x, int col, int
   vlmc_cpu_emit_t *e = R->e;
   int d = float_op(e, "arith.subf", x, width ? s->c_vec : s->c, width);
   int n = float_op(e, "arith.mulf", d, width ? s->a_vec : s->a, width);
-  int w = width ? vlmc_cpu_emit_load_vector(e, s->w, col, width) : vlmc_cpu_emit_load(e, s->w, col);
+  int w = load_at(e, s->w, col, width);
   int y = float_op(e, "arith.mulf", n, w, width);
   if (!s->b) return y;
-  int b = width ? vlmc_cpu_emit_load_vector(e, s->b, col, width) : vlmc_cpu_emit_load(e, s->b, col);
+  int b = load_at(e, s->b, col, width);
   return float_op(e, "arith.addf", y, b, width);
 }
 

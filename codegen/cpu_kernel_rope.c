@@ -109,6 +109,11 @@ static int float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width)
   return v;
 }
 
+/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
+static int load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
+  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
+}
+
 /* A stack buffer of `count` elements of `type`, filled from a dense constant. */
 static int constant_buffer(vlmc_cpu_emit_t *e, const char *type, int64_t count,
                            const vlmc_strbuf_t *elements) {
@@ -238,10 +243,7 @@ static void rotate(const rope_t *R, int base, int j, int width) {
   int half = vlmc_cpu_emit_index(e, R->half);
   int j2 = idx_op(e, "arith.addi", j, half);
   int at1 = idx_op(e, "arith.addi", base, j), at2 = idx_op(e, "arith.addi", base, j2);
-  int x1 =
-      width ? vlmc_cpu_emit_load_vector(e, R->x, at1, width) : vlmc_cpu_emit_load(e, R->x, at1);
-  int x2 =
-      width ? vlmc_cpu_emit_load_vector(e, R->x, at2, width) : vlmc_cpu_emit_load(e, R->x, at2);
+  int x1 = load_at(e, R->x, at1, width), x2 = load_at(e, R->x, at2, width);
   int c = load_table(R, j, width), s = load_table(R, j2, width);
   /* Each product rounds to f32 before the sum, as in the reference (and torch). */
   int x1c = float_op(e, "arith.mulf", x1, c, width), x2s = float_op(e, "arith.mulf", x2, s, width);

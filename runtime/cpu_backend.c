@@ -34,6 +34,8 @@ typedef struct {
   uint32_t syms[MAX_KERNEL_SYMS]; /* module symbol ids */
   uint32_t num_syms;
   int64_t cost;
+  uint64_t calls; /* VLMC_CPU_PROFILE: calls and seconds, printed when the backend goes */
+  double seconds;
 } kernel_t;
 
 typedef struct {
@@ -57,8 +59,7 @@ typedef struct {
   vlmc_dispatch_set_t regions;
   dispatch_t *by_id; /* indexed by region id */
   uint32_t max_id;
-  slot_t *slots;     /* by slot number (1-based); kept for the backend's lifetime */
-  uint32_t num_slots;
+  uint32_t num_slots; /* the memory plan's slots in this function */
   /* Liveness of each region's output (ir/dispatch.h) and its size at the last call: for the
    * largest-live-set figure that --stats compares the slots with. */
   uint32_t *first, *last;
@@ -74,7 +75,13 @@ struct vlmc_cpu_backend_s {
   size_t num_kernels, num_dispatches;
   func_table_t *funcs;
   vlmc_thread_pool_t *pool;
-  bool poison; /* VLMC_CPU_POISON=1: fill outputs with 0xFF before each kernel (tests) */
+  /* Activation buffers by slot number (1-based), kept for the backend's lifetime and shared
+   * by all functions: one function runs at a time, so slot k of @encode_image and slot k of
+   * @decode can be the same buffer. */
+  slot_t *slots;
+  uint32_t num_slots;
+  bool poison;  /* VLMC_CPU_POISON=1: fill outputs with 0xFF before each kernel (tests) */
+  bool profile; /* VLMC_CPU_PROFILE=1: time per kernel, printed to stderr at the end */
   uint64_t calls;
   double seconds;
 };
@@ -294,12 +301,14 @@ static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
       uint32_t slot = t->regions.regions[r].ops[t->regions.regions[r].num_ops - 1]->slot;
       if (slot > t->num_slots) t->num_slots = slot;
     }
-    t->slots = calloc(t->num_slots + 1, sizeof *t->slots);
-    if (!t->by_id || !t->first || !t->last || !t->escapes || !t->bytes || !t->slots)
+    if (t->num_slots > b->num_slots) b->num_slots = t->num_slots;
+    if (!t->by_id || !t->first || !t->last || !t->escapes || !t->bytes)
       return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
     VLMC_RETURN_IF_ERROR(vlmc_dispatch_intervals(t->func, &t->regions, t->first, t->last,
                                                  t->escapes));
   }
+  b->slots = calloc(b->num_slots + 1, sizeof *b->slots);
+  if (!b->slots) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   return NULL;
 }
 
@@ -362,8 +371,9 @@ vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *so, size_t
   if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   b->source = source;
   b->module = module;
-  const char *poison = getenv("VLMC_CPU_POISON");
+  const char *poison = getenv("VLMC_CPU_POISON"), *profile = getenv("VLMC_CPU_PROFILE");
   b->poison = poison && *poison && strcmp(poison, "0") != 0;
+  b->profile = profile && *profile && strcmp(profile, "0") != 0;
   vlmc_status_t st = open_shared_object(b, so, so_len);
   if (!st) st = parse_table(b, table_json, table_len);
   if (!st) st = vlmc_thread_pool_create(threads ? threads : 1, &b->pool);
@@ -375,14 +385,35 @@ vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *so, size_t
   return NULL;
 }
 
+static int by_seconds(const void *a, const void *b) {
+  const kernel_t *x = *(const kernel_t *const *)a, *y = *(const kernel_t *const *)b;
+  return x->seconds < y->seconds ? 1 : x->seconds > y->seconds ? -1 : 0;
+}
+
+static void print_profile(const vlmc_cpu_backend_t *b) {
+  const kernel_t **order = calloc(b->num_kernels + 1, sizeof *order);
+  if (!order) return;
+  for (size_t i = 0; i < b->num_kernels; ++i) order[i] = &b->kernels[i];
+  qsort(order, b->num_kernels, sizeof *order, by_seconds);
+  fprintf(stderr, "cpu profile: %.1f ms in %llu kernel calls; activation slots (KB):",
+          b->seconds * 1e3, (unsigned long long)b->calls);
+  for (uint32_t s = 1; s <= b->num_slots; ++s)
+    fprintf(stderr, " %.0f", (double)b->slots[s].capacity / 1e3);
+  fprintf(stderr, "\n");
+  for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i)
+    fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%\n", order[i]->symbol,
+            order[i]->template_name, (unsigned long long)order[i]->calls,
+            order[i]->seconds * 1e3, b->seconds > 0 ? 100 * order[i]->seconds / b->seconds : 0);
+  free(order);
+}
+
 void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
   if (!b) return;
+  if (b->profile) print_profile(b);
   vlmc_thread_pool_destroy(b->pool);
   for (uint32_t i = 0; b->funcs && i < b->module->num_funcs; ++i) {
     func_table_t *t = &b->funcs[i];
     vlmc_dispatch_set_free(&t->regions);
-    for (uint32_t s = 0; t->slots && s <= t->num_slots; ++s) free(t->slots[s].data);
-    free(t->slots);
     free(t->by_id);
     free(t->first);
     free(t->last);
@@ -390,6 +421,8 @@ void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
     free(t->bytes);
   }
   free(b->funcs);
+  for (uint32_t s = 0; b->slots && s <= b->num_slots; ++s) free(b->slots[s].data);
+  free(b->slots);
   for (size_t i = 0; b->kernels && i < b->num_kernels; ++i) {
     free(b->kernels[i].symbol);
     free(b->kernels[i].template_name);
@@ -423,10 +456,10 @@ static size_t largest_live_set(const func_table_t *t) {
 
 void vlmc_cpu_backend_memory(const vlmc_cpu_backend_t *b, vlmc_cpu_memory_t *out) {
   memset(out, 0, sizeof *out);
+  out->slots = b->num_slots;
+  for (uint32_t s = 1; s <= b->num_slots; ++s) out->slot_bytes += b->slots[s].capacity;
   for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
     const func_table_t *t = &b->funcs[i];
-    out->slots += t->num_slots;
-    for (uint32_t s = 1; s <= t->num_slots; ++s) out->slot_bytes += t->slots[s].capacity;
     size_t live = largest_live_set(t);
     if (live > out->largest_live_set) out->largest_live_set = live;
   }
@@ -519,7 +552,7 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
   if (in_place >= 0) {
     buffers[0] = out->data; /* the kernel reads rows below in_place only, and skips them */
   } else if (d->slot) {
-    VLMC_RETURN_IF_ERROR(use_slot(&t->slots[d->slot], out_bytes, out));
+    VLMC_RETURN_IF_ERROR(use_slot(&b->slots[d->slot], out_bytes, out));
   } else {
     VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(out->dtype, out->rank, out->shape, out));
   }
@@ -549,7 +582,12 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
   uint32_t threads = vlmc_thread_pool_size(b->pool);
   bool big = (double)k->cost * (double)(work - first) >= (double)kThreadingThreshold;
   vlmc_thread_pool_run(b->pool, work - first, big ? threads : 1, run_chunk, &call);
+  double spent = now_seconds() - start;
   b->calls++;
-  b->seconds += now_seconds() - start;
+  b->seconds += spent;
+  if (b->profile) {
+    ((kernel_t *)k)->calls++;
+    ((kernel_t *)k)->seconds += spent;
+  }
   return NULL;
 }

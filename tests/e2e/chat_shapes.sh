@@ -52,7 +52,7 @@ print(" ".join(map(str, t2["generated"])), file=open(sys.argv[2] + "/generated2"
 print("turn 2 fed %d new tokens on top of %d" % (len(tail), len(head)))
 EOF
   ok "turn 2 extends turn 1's context" || fail "turn 2 does not extend turn 1's context"
-grep -q "stats: turn 2: context" "$WORK/stats" && ok "--stats reports each turn on stderr" ||
+grep -q "| turn 2: context" "$WORK/stats" && ok "--stats reports each turn on stderr" ||
   fail "--stats: $(cat "$WORK/stats")"
 
 # A fresh single-turn run of the whole conversation gives the same second answer.
