@@ -676,6 +676,16 @@ const char *vlmc_st_archive_shard_path(const vlmc_st_archive_t *archive, int sha
   return archive->shards[shard].path;
 }
 
+bool vlmc_st_archive_file_offset(const vlmc_st_archive_t *archive, const vlmc_st_tensor_t *t,
+                                 uint64_t *out_offset) {
+  if (t->shard < 0 || t->shard >= archive->shard_count) return false;
+  const vlmc_mapped_file_t *m = &archive->shards[t->shard].mapping;
+  const unsigned char *base = m->data, *at = t->data;
+  if (!base || at < base || at > base + m->size) return false;
+  *out_offset = (uint64_t)(at - base);
+  return true;
+}
+
 int vlmc_st_archive_shard_count(const vlmc_st_archive_t *archive) {
   return archive->shard_count;
 }

@@ -89,6 +89,10 @@ const vlmc_st_tensor_t *vlmc_st_archive_find(const vlmc_st_archive_t *archive, c
 /* The file a shard index refers to (for messages). */
 const char *vlmc_st_archive_shard_path(const vlmc_st_archive_t *archive, int shard);
 int vlmc_st_archive_shard_count(const vlmc_st_archive_t *archive);
+/* Where a tensor's bytes start in its shard's file (so that they can be read with pread);
+ * false for an archive over borrowed memory. */
+bool vlmc_st_archive_file_offset(const vlmc_st_archive_t *archive, const vlmc_st_tensor_t *tensor,
+                                 uint64_t *out_offset);
 
 /* `__metadata__` of every shard, shard by shard, in file order. */
 size_t vlmc_st_archive_metadata_count(const vlmc_st_archive_t *archive);

@@ -206,6 +206,7 @@ void vlmc_artifact_destroy(vlmc_artifact_t *artifact) {
 }
 
 const char *vlmc_artifact_path(const vlmc_artifact_t *a) { return a->path; }
+bool vlmc_artifact_is_file(const vlmc_artifact_t *a) { return a->mapping.data != NULL; }
 uint32_t vlmc_artifact_format_version(const vlmc_artifact_t *a) { return a->format_version; }
 size_t vlmc_artifact_section_count(const vlmc_artifact_t *a) { return a->section_count; }
 

@@ -15,6 +15,7 @@
 #ifndef VLMC_RUNTIME_ARTIFACT_H
 #define VLMC_RUNTIME_ARTIFACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,8 @@ vlmc_status_t vlmc_artifact_open_memory(const void *data, size_t size, const cha
 void vlmc_artifact_destroy(vlmc_artifact_t *artifact);
 
 const char *vlmc_artifact_path(const vlmc_artifact_t *artifact);
+/* True when opened from a file (its path can be reopened), false for memory. */
+bool vlmc_artifact_is_file(const vlmc_artifact_t *artifact);
 uint32_t vlmc_artifact_format_version(const vlmc_artifact_t *artifact);
 size_t vlmc_artifact_section_count(const vlmc_artifact_t *artifact);
 const vlmc_artifact_section_t *vlmc_artifact_section(const vlmc_artifact_t *artifact, size_t i);

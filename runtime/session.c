@@ -166,11 +166,28 @@ static vlmc_executor_options_t executor_options(const vlmc_session_t *s) {
   return eo;
 }
 
-/* "cpu" when the artifact carries cpu kernels and no backend is asked for; "ref" otherwise. */
+/* The backend to use: the one asked for, else "cpu" when the artifact carries cpu kernels,
+ * else "ref". */
+static const char *pick_backend(const vlmc_session_t *s, const char *asked) {
+  if (asked) return asked;
+  return vlmc_artifact_find(s->artifact, "kernels.cpu") &&
+                 vlmc_artifact_find(s->artifact, "kernels.cpu.json")
+             ? "cpu"
+             : "ref";
+}
+
+static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights, const char *backend) {
+  if (!weights) weights = strcmp(backend, "cpu") == 0 ? "resident" : "mapped";
+  if (strcmp(weights, "resident") != 0 && strcmp(weights, "mapped") != 0)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "--weights %s: expected resident or mapped",
+                            weights);
+  vlmc_params_set_resident(s->params, strcmp(weights, "resident") == 0);
+  return NULL;
+}
+
 static vlmc_status_t open_backend(vlmc_session_t *s, const char *backend) {
   const vlmc_artifact_section_t *so = vlmc_artifact_find(s->artifact, "kernels.cpu");
   const vlmc_artifact_section_t *table = vlmc_artifact_find(s->artifact, "kernels.cpu.json");
-  if (!backend) backend = so && table ? "cpu" : "ref";
   if (!strcmp(backend, "ref")) return NULL;
   if (strcmp(backend, "cpu") != 0)
     return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; available: ref%s",
@@ -196,14 +213,17 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(load_program(s));
   VLMC_RETURN_IF_ERROR(check_signatures(s));
   VLMC_RETURN_IF_ERROR(vlmc_params_open(s->artifact, &s->manifest, o->params_dir, &s->params));
-  if (o->verify_params) {
+  const char *backend = pick_backend(s, o->backend);
+  VLMC_RETURN_IF_ERROR(set_weights(s, o->weights, backend));
+  /* Resident weights are copied (and so checked) at open: load time, not the first prompt's. */
+  if (o->verify_params || vlmc_params_resident(s->params)) {
     VLMC_RETURN_IF_ERROR(verify_params_section(s));
-    VLMC_RETURN_IF_ERROR(vlmc_params_verify_all(s->params));
+    VLMC_RETURN_IF_ERROR(vlmc_params_verify_all_threads(s->params, o->threads ? o->threads : 1));
   }
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
   s->threads = o->threads ? o->threads : 1;
-  VLMC_RETURN_IF_ERROR(open_backend(s, o->backend));
+  VLMC_RETURN_IF_ERROR(open_backend(s, backend));
   vlmc_executor_options_t eo = executor_options(s);
   return vlmc_executor_create(s->module, &eo, &s->executor);
 }

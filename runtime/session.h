@@ -27,6 +27,10 @@ typedef struct {
   const char *backend;    /* "ref" or "cpu"; NULL: cpu when the artifact has its kernels */
   uint32_t threads;       /* 0: 1 */
   bool verify_params;     /* check every parameter's checksum at open, not on first use */
+  /* "resident": copy the weights into memory on first use (runtime/params.h); "mapped":
+   * read them from the file mapping. NULL: resident on the cpu backend, mapped on ref (whose
+   * executor keeps its own packed copies). */
+  const char *weights;
 } vlmc_session_options_t;
 
 typedef struct vlmc_session_s vlmc_session_t;

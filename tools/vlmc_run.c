@@ -52,6 +52,9 @@ static void print_usage(FILE *out) {
           "  --backend ref|cpu      ref (the reference interpreter) or cpu (the generated\n"
           "                         kernels; the default when the artifact carries them)\n"
           "  --threads N            threads (default 1)\n"
+          "  --weights MODE         resident: copy the weights into memory on first use (the\n"
+          "                         cpu backend's default: faster passes); mapped: read them\n"
+          "                         from the file mapping (ref's default)\n"
           "  --params DIR           checkpoint folder for artifacts compiled with --params "
           "external\n"
           "  --verify               check every parameter's checksum before running\n"
@@ -141,6 +144,7 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
     if (o->chat.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
     o->images[o->chat.num_images++] = v;
   } else if (!strcmp(a, "--backend")) o->session.backend = v;
+  else if (!strcmp(a, "--weights")) o->session.weights = v;
   else if (!strcmp(a, "--threads")) {
     if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
     o->session.threads = (uint32_t)n;
