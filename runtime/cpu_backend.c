@@ -135,6 +135,11 @@ static vlmc_status_t open_shared_object(vlmc_cpu_backend_t *b, const void *data,
 
 /* ---- the table ---- */
 
+/* The kernel of a table checked without its shared object; never called. */
+static void unloaded_kernel(void *const *buffers, const int64_t *counts, int64_t lo, int64_t hi) {
+  (void)buffers, (void)counts, (void)lo, (void)hi;
+}
+
 static bool parse_storage(const char *name, vlmc_dtype_t *out) {
   static const struct { const char *name; vlmc_dtype_t dtype; } known[] = {
       {"f32", VLMC_DTYPE_F32}, {"bf16", VLMC_DTYPE_BF16}, {"f16", VLMC_DTYPE_F16},
@@ -206,7 +211,8 @@ static vlmc_status_t parse_kernel(vlmc_cpu_backend_t *b, const vlmc_json_ref_t *
   k->num_syms = (uint32_t)n;
   r = vlmc_json_ref(ref->file, ref->node, ref->path, "cost");
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, INT64_MAX / 2, &k->cost));
-  *(void **)&k->fn = dlsym(b->handle, k->symbol);
+  if (b->handle) *(void **)&k->fn = dlsym(b->handle, k->symbol);
+  else k->fn = unloaded_kernel; /* vlmc_cpu_table_check: the table alone */
   if (!k->fn)
     return vlmc_json_error(ref, VLMC_PARSE_ERROR, "kernel '%s' is not in section 'kernels.cpu'",
                            k->symbol);
@@ -405,6 +411,17 @@ static void print_profile(const vlmc_cpu_backend_t *b) {
             order[i]->template_name, (unsigned long long)order[i]->calls,
             order[i]->seconds * 1e3, b->seconds > 0 ? 100 * order[i]->seconds / b->seconds : 0);
   free(order);
+}
+
+vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
+                                   const vlmc_module_t *module) {
+  vlmc_cpu_backend_t *b = calloc(1, sizeof *b);
+  if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  b->source = source;
+  b->module = module;
+  vlmc_status_t st = parse_table(b, table_json, table_len);
+  vlmc_cpu_backend_destroy(b);
+  return st;
 }
 
 void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {

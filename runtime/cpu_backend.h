@@ -31,6 +31,12 @@ vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *shared_obj
                                       vlmc_cpu_backend_t **out);
 void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *backend);
 
+/* Checks a kernel table against `module` without loading any code: every field, every
+ * dispatch covered, input counts (the kernels' symbols are not looked up). For malformed-
+ * input tests and the fuzzer. */
+vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
+                                   const vlmc_module_t *module);
+
 /* A vlmc_dispatch_fn (reference/executor.h); ctx is the backend. */
 vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint32_t region,
                                         vlmc_tensor_t *const *inputs, const bool *may_take,

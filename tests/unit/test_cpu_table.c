@@ -1,0 +1,116 @@
+/* The cpu kernel table (section "kernels.cpu.json"): a valid table checks out against its
+ * program; every malformed one is refused with a message naming the section, the field and
+ * what was expected; a program region without a kernel is refused at load (never run by the
+ * interpreter); and an executor with a dispatch hook refuses a compute op outside regions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference/executor.h"
+#include "runtime/cpu_backend.h"
+#include "tests/unit/cpu_table_util.h"
+#include "tests/unit/test.h"
+
+static vlmc_module_t *parse(const char *text) {
+  vlmc_module_t *m = NULL;
+  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
+  EXPECT_OK(vlmc_module_parse(text, strlen(text), &po, &m));
+  return m;
+}
+
+/* The valid table with `from` replaced by `to` (which must occur). */
+static vlmc_status_t check_edited(const vlmc_module_t *m, const char *from, const char *to) {
+  const char *at = strstr(kValidTable, from);
+  EXPECT_TRUE(at != NULL);
+  if (!at) return vlmc_status_make(VLMC_INTERNAL, "test bug: '%s' not in the table", from);
+  size_t n = strlen(kValidTable) + strlen(to) + 1;
+  char *text = malloc(n);
+  size_t head = (size_t)(at - kValidTable);
+  memcpy(text, kValidTable, head);
+  strcpy(text + head, to);
+  strcat(text, at + strlen(from));
+  vlmc_status_t st = vlmc_cpu_table_check("m.vlmc", text, strlen(text), m);
+  free(text);
+  return st;
+}
+
+static void test_valid_table(void) {
+  vlmc_module_t *m = parse(kTableProgram);
+  EXPECT_OK(vlmc_cpu_table_check("m.vlmc", kValidTable, strlen(kValidTable), m));
+  vlmc_module_destroy(m);
+}
+
+static void test_malformed_tables(void) {
+  vlmc_module_t *m = parse(kTableProgram);
+  static const struct { const char *from, *to, *needle; } cases[] = {
+      {"\"format\": 1", "\"format\": 2", "format"},
+      {"\"format\": 1", "\"formt\": 1", "format"},
+      {"[\"f32\", \"f32\"]", "[\"f32\", \"q4\"]", "expected f32, bf16, f16 or i64, got 'q4'"},
+      {"\"output\": \"f32\", \"syms\": [\"S\"]", "\"output\": 7, \"syms\": [\"S\"]", "output"},
+      {"\"syms\": [\"S\"]", "\"syms\": [\"T\"]", "symbol 'T' is not in the program"},
+      {"\"cost\": 2", "\"cost\": -2", "cost"},
+      {"\"func\": \"k\", \"dispatch\": 1", "\"func\": \"q\", \"dispatch\": 1", "no function @q"},
+      {"\"dispatch\": 2", "\"dispatch\": 3", "dispatch"},
+      {"\"kernel\": 1", "\"kernel\": 5", "kernel"},
+      {"\"kernel\": 1", "\"kernel\": 0", "kernel vk0 takes 2 inputs, @k dispatch 2 has 1"},
+      {"\"den\": 1, \"off\": 0", "\"den\": 0, \"off\": 0", "den"},
+      {"\"scale\": 1}},", "\"scale\": \"1\"}},", "scale"},
+      {"\"kernels\": [", "\"kernels\": {", "kernels"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    vlmc_status_t st = check_edited(m, cases[i].from, cases[i].to);
+    const char *msg = st ? vlmc_status_message(st) : "(accepted)";
+    if (!st || !strstr(msg, cases[i].needle) || !strstr(msg, "kernels.cpu.json"))
+      TEST_FAIL_("case %zu (%s -> %s): got \"%s\", expected a refusal naming '%s'", i,
+                 cases[i].from, cases[i].to, msg, cases[i].needle);
+    vlmc_status_free(st);
+  }
+  vlmc_module_destroy(m);
+}
+
+/* A table that leaves a region without a kernel is refused when it is loaded. */
+static void test_uncovered_region_is_refused(void) {
+  vlmc_module_t *m = parse(kTableProgram);
+  const char *cut = strstr(kValidTable, ",\n {\"func\": \"k\", \"dispatch\": 2");
+  size_t head = (size_t)(cut - kValidTable);
+  char text[2048];
+  snprintf(text, sizeof text, "%.*s]}", (int)head, kValidTable);
+  vlmc_status_t st = vlmc_cpu_table_check("m.vlmc", text, strlen(text), m);
+  EXPECT_TRUE(st && strstr(vlmc_status_message(st), "no kernel for @k dispatch 2"));
+  vlmc_status_free(st);
+  vlmc_module_destroy(m);
+}
+
+static vlmc_status_t never_called(void *ctx, const vlmc_func_t *func, uint32_t region,
+                                  vlmc_tensor_t *const *inputs, const bool *may_take,
+                                  uint32_t num_inputs, const int64_t *symbols,
+                                  vlmc_tensor_t *out) {
+  return vlmc_status_make(VLMC_INTERNAL, "the dispatch hook was called");
+}
+
+/* With a dispatch hook, a compute op outside every region is an error, not interpreted. */
+static void test_no_interpreter_fallback(void) {
+  vlmc_module_t *m = parse("func @k(%x: f32[4]) -> f32[4] {\n"
+                           "  %a = exp %x : f32[4]\n"
+                           "  return %a\n"
+                           "}\n");
+  vlmc_executor_options_t o = vlmc_executor_options_default();
+  o.on_dispatch = never_called;
+  vlmc_executor_t *ex = NULL;
+  EXPECT_OK(vlmc_executor_create(m, &o, &ex));
+  float x[4] = {1, 2, 3, 4};
+  vlmc_tensor_t arg = vlmc_tensor_view(VLMC_DTYPE_F32, 1, (const int64_t[]){4}, x), res;
+  vlmc_status_t st = ex ? vlmc_executor_run(ex, "k", &arg, 1, &res, 1) : NULL;
+  EXPECT_TRUE(st && strstr(vlmc_status_message(st), "no kernel") &&
+              strstr(vlmc_status_message(st), "'exp'"));
+  vlmc_status_free(st);
+  vlmc_executor_destroy(ex);
+  vlmc_module_destroy(m);
+}
+
+int main(void) {
+  RUN_TEST(test_valid_table);
+  RUN_TEST(test_malformed_tables);
+  RUN_TEST(test_uncovered_region_is_refused);
+  RUN_TEST(test_no_interpreter_fallback);
+  return TEST_SUMMARY();
+}
