@@ -140,7 +140,9 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_cpu_emit_t *e) {
   e->cost = 2 * L.k * UNIT * 64; /* per unit and (a guess of) 64 rows */
   L.k_vec = vlmc_cpu_emit_index(e, L.k / L.vl * L.vl);
   int m_total = vlmc_cpu_emit_dims_product(e, xt, 0, xt->rank - 1);
-  int64_t mb = 32768 / (L.k ? L.k : 1);
+  /* Rows of x per block: 512 KiB of x stays in L2 while the thread streams its weight rows
+   * past it once per block (a 64-token prefill at K = 2048 is one block: weights read once). */
+  int64_t mb = 131072 / (L.k ? L.k : 1);
   mb = mb < TILE_ROWS ? TILE_ROWS : mb / TILE_ROWS * TILE_ROWS;
   int mb_c = vlmc_cpu_emit_index(e, mb);
   /* for mb0 in 0..M step MB: end = min(mb0 + MB, M); end4 = mb0 + (end - mb0) / 4 * 4 */
@@ -167,7 +169,6 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_cpu_emit_t *e) {
     vlmc_cpu_emit_line(e, "scf.if " VLMC_SSA " {", full);
     emit_block_rows(&L, UNIT, n0, mb0, end4, end);
     vlmc_cpu_emit_line(e, "} else {");
-    ++e->indent;
     emit_block_rows(&L, (int)last, n0, mb0, end4, end);
     vlmc_cpu_emit_line(e, "}");
   }
