@@ -6,9 +6,12 @@
  * keeps, and a decode step allocates nothing.
  *
  * Assignment: greedy over outputs in definition order (interval colouring: optimal in the
- * number of slots); a freed slot whose last value had the same type is preferred, so that a
- * layer's buffers line up with the previous layer's and no slot grows to hold a bigger
- * unrelated value. The statistics give the slot count and the values placed.
+ * number of slots). Among the free slots it picks by size, estimated with every symbol at
+ * 1024 (shapes are symbolic here): the smallest slot already big enough, else the biggest
+ * (which then grows least), so that a big value does not land in a slot sized for a small one
+ * and make two big slots. Slots are then numbered biggest first, so that slot 1 of
+ * @encode_image and slot 1 of @prefill, which the runtime backs with the same buffer, are both
+ * their function's biggest. The statistics give the slot count and the values placed.
  *
  * Requires: fuse (regions) just before it. Invalidates: nothing; it only sets op->slot. */
 #include <stdlib.h>
@@ -22,11 +25,16 @@ enum { STAT_SLOTS, STAT_VALUES, STAT_SKIPPED };
 static const char *const plan_statistics[] = {"slots", "values-in-slots",
                                               "values-outside-slots"};
 
-static bool same_type(const vlmc_type_t *a, const vlmc_type_t *b) {
-  if (a->rank != b->rank || a->dtype != b->dtype) return false;
-  for (uint32_t d = 0; d < a->rank; ++d)
-    if (!vlmc_dim_equal(a->dims[d], b->dims[d])) return false;
-  return true;
+/* Bytes of a value with every symbol at 1024: a size to compare slots by. */
+static double estimated_bytes(const vlmc_type_t *t) {
+  double n = 1;
+  for (uint32_t d = 0; d < t->rank; ++d) {
+    vlmc_dim_t dim = t->dims[d];
+    n *= vlmc_dim_is_static(dim) ? (double)dim.off
+                                 : 1024.0 * (double)dim.num / (double)dim.den + (double)dim.off;
+  }
+  const vlmc_dtype_info_t *info = vlmc_dtype_info(t->dtype);
+  return n * (info->is_float ? 4 : 8); /* as the runtime stores it: f32 or i64 */
 }
 
 /* Values computed from parameters and constants only (with static shapes): the executor
@@ -48,8 +56,43 @@ static void mark_static(const vlmc_func_t *func, bool *is_static) {
 
 typedef struct {
   uint32_t free_after; /* the slot's current value is last read at this position */
-  const vlmc_type_t *type;
+  double size;         /* estimated bytes of the biggest value it holds */
+  uint32_t number;     /* final number, biggest slot first */
 } slot_t;
+
+/* Biggest first; equal sizes keep their order (qsort is not stable: compare positions). */
+static int by_size(const void *a, const void *b) {
+  const slot_t *x = *(const slot_t *const *)a, *y = *(const slot_t *const *)b;
+  if (x->size != y->size) return x->size < y->size ? 1 : -1;
+  return x < y ? -1 : x > y;
+}
+
+/* The free slot for a value of `size` bytes at position `first` (1-based), or 0. */
+static uint32_t pick_slot(const slot_t *slots, uint32_t num_slots, uint32_t first, double size) {
+  uint32_t fit = 0, biggest = 0;
+  for (uint32_t s = 0; s < num_slots; ++s) {
+    if (slots[s].free_after >= first) continue;
+    if (slots[s].size >= size && (!fit || slots[s].size < slots[fit - 1].size)) fit = s + 1;
+    if (!biggest || slots[s].size > slots[biggest - 1].size) biggest = s + 1;
+  }
+  return fit ? fit : biggest;
+}
+
+/* Slot numbers biggest first. */
+static vlmc_status_t renumber_by_size(const vlmc_dispatch_set_t *set, slot_t *slots,
+                                      uint32_t num_slots) {
+  slot_t **order = calloc(num_slots + 1, sizeof *order);
+  if (!order) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t s = 0; s < num_slots; ++s) order[s] = &slots[s];
+  qsort(order, num_slots, sizeof *order, by_size);
+  for (uint32_t k = 0; k < num_slots; ++k) order[k]->number = k + 1;
+  free(order);
+  for (uint32_t r = 0; r < set->num_regions; ++r) {
+    vlmc_op_t *root = (vlmc_op_t *)set->regions[r].ops[set->regions[r].num_ops - 1];
+    if (root->slot) root->slot = slots[root->slot - 1].number;
+  }
+  return NULL;
+}
 
 static vlmc_status_t plan_func(vlmc_pass_context_t *ctx, vlmc_func_t *func) {
   vlmc_dispatch_set_t set;
@@ -72,22 +115,18 @@ static vlmc_status_t plan_func(vlmc_pass_context_t *ctx, vlmc_func_t *func) {
       vlmc_pass_stat_add(ctx, STAT_SKIPPED, 1);
       continue;
     }
-    const vlmc_type_t *type = &root->results[0].type;
-    uint32_t pick = 0; /* 1-based; 0: none free */
-    for (uint32_t s = 0; s < num_slots; ++s) {
-      if (slots[s].free_after >= first[r]) continue;
-      if (!pick || (same_type(slots[s].type, type) && !same_type(slots[pick - 1].type, type)))
-        pick = s + 1;
-    }
+    double size = estimated_bytes(&root->results[0].type);
+    uint32_t pick = pick_slot(slots, num_slots, first[r], size); /* 1-based; 0: none free */
     if (!pick) {
       pick = ++num_slots;
       vlmc_pass_stat_add(ctx, STAT_SLOTS, 1);
     }
     slots[pick - 1].free_after = last[r];
-    slots[pick - 1].type = type;
+    if (size > slots[pick - 1].size) slots[pick - 1].size = size;
     root->slot = pick;
     vlmc_pass_stat_add(ctx, STAT_VALUES, 1);
   }
+  if (!st) st = renumber_by_size(&set, slots, num_slots);
   free(first);
   free(last);
   free(escapes);
