@@ -473,6 +473,38 @@ int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int
   }
 }
 
+int vlmc_cpu_emit_index_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
+  return binary(e, op, a, b, "index");
+}
+
+/* "f32" for width 0, else "vector<width x f32>". */
+static const char *float_type(int width, char *buf, size_t size) {
+  if (width == 0) return "f32";
+  snprintf(buf, size, "vector<%dxf32>", width);
+  return buf;
+}
+
+int vlmc_cpu_emit_float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width) {
+  char type[32];
+  return binary(e, op, a, b, float_type(width, type, sizeof type));
+}
+
+int vlmc_cpu_emit_float_unary(vlmc_cpu_emit_t *e, const char *op, int a, int width) {
+  char type[32];
+  return unary(e, op, a, float_type(width, type, sizeof type));
+}
+
+int vlmc_cpu_emit_load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
+  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
+}
+
+int vlmc_cpu_emit_for(vlmc_cpu_emit_t *e, int from, int to, int step) {
+  int iv = vlmc_cpu_emit_fresh(e);
+  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+                     iv, from, to, step);
+  return iv;
+}
+
 int vlmc_cpu_emit_reduce_add(vlmc_cpu_emit_t *e, int vector, int width) {
   int v = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = vector.reduction <add>, " VLMC_SSA " : vector<%dxf32> into f32",

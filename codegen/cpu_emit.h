@@ -125,6 +125,15 @@ const char *vlmc_cpu_emit_type(vlmc_dtype_t ir_dtype);
 /* Applies an elementwise op (or reshape, an identity) to scalar operands already computed in
  * f32 / i64; returns the result. */
 int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int *operands);
+/* `%v = OP %a, %b : index` (arith.addi, arith.muli, arith.divui, arith.minui, ...). */
+int vlmc_cpu_emit_index_op(vlmc_cpu_emit_t *e, const char *op, int a, int b);
+/* `%v = OP %a, %b` on f32 (width 0) or vector<width x f32>; and the unary form. */
+int vlmc_cpu_emit_float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width);
+int vlmc_cpu_emit_float_unary(vlmc_cpu_emit_t *e, const char *op, int a, int width);
+/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
+int vlmc_cpu_emit_load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width);
+/* Opens `scf.for %iv = from to to step step {` and returns %iv; close it with a "}" line. */
+int vlmc_cpu_emit_for(vlmc_cpu_emit_t *e, int from, int to, int step);
 /* Horizontal sum of a vector<width x f32> (: f32). */
 int vlmc_cpu_emit_reduce_add(vlmc_cpu_emit_t *e, int vector, int width);
 

@@ -64,35 +64,15 @@ typedef struct {
 
 /* ---- small emitters ---- */
 
-static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
-  return v;
-}
-
 /* a + c as an index, for a constant c. */
 static int idx_add(vlmc_cpu_emit_t *e, int a, int64_t c) {
-  return c ? idx_op(e, "arith.addi", a, vlmc_cpu_emit_index(e, c)) : a;
+  return c ? vlmc_cpu_emit_index_op(e, "arith.addi", a, vlmc_cpu_emit_index(e, c)) : a;
 }
 
 static int idx_select(vlmc_cpu_emit_t *e, int cond, int a, int b) {
   int v = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
                      v, cond, a, b);
-  return v;
-}
-
-/* `scf.for %iv = from to to step step {`; returns %iv. */
-static int open_for(vlmc_cpu_emit_t *e, int from, int to, int step) {
-  int iv = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     iv, from, to, step);
-  return iv;
-}
-
-static int f32_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : f32", v, op, a, b);
   return v;
 }
 
@@ -247,7 +227,7 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
     vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", le,
                        bound, i);
     int s_next = idx_select(e, le, bound, s_in);
-    int e_next = idx_select(e, le, e_in, idx_op(e, "arith.minsi", e_in, bound));
+    int e_next = idx_select(e, le, e_in, vlmc_cpu_emit_index_op(e, "arith.minsi", e_in, bound));
     vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
     vlmc_cpu_emit_line(e, "}");
     start = s_out;
@@ -255,12 +235,12 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
   }
   if (A->causal) { /* keys j <= i + T - S */
     int t1 = idx_add(e, vlmc_cpu_emit_dim(e, kt->dims[0]), 1);
-    int limit = idx_op(e, "arith.subi", idx_op(e, "arith.addi", i, t1),
+    int limit = vlmc_cpu_emit_index_op(e, "arith.subi", vlmc_cpu_emit_index_op(e, "arith.addi", i, t1),
                        vlmc_cpu_emit_dim(e, qt->dims[0]));
-    end = idx_op(e, "arith.minsi", end, limit);
+    end = vlmc_cpu_emit_index_op(e, "arith.minsi", end, limit);
   }
   *out_start = start;
-  *out_end = idx_op(e, "arith.maxsi", end, start);
+  *out_end = vlmc_cpu_emit_index_op(e, "arith.maxsi", end, start);
 }
 
 /* ---- the online-softmax state ---- */
@@ -307,7 +287,7 @@ static int emit_tail_dot(const attention_t *A, const query_t *q, int row) {
   int s = vlmc_cpu_emit_f32(e, 0);
   for (int64_t t = vecs * A->vl; t < A->d; ++t) {
     int ks = vlmc_cpu_emit_load(e, A->k, idx_add(e, row, t));
-    s = f32_op(e, "arith.addf", s, f32_op(e, "arith.mulf", q->q[vecs + t - vecs * A->vl], ks));
+    s = vlmc_cpu_emit_float_op(e, "arith.addf", s, vlmc_cpu_emit_float_op(e, "arith.mulf", q->q[vecs + t - vecs * A->vl], ks, 0), 0);
   }
   return s;
 }
@@ -317,7 +297,7 @@ static int emit_tail_dot(const attention_t *A, const query_t *q, int row) {
 static int emit_scores(const attention_t *A, const query_t *q, int j, int n, int *out_max) {
   vlmc_cpu_emit_t *e = A->e;
   int64_t vecs = A->d / A->vl;
-  int base = idx_op(e, "arith.addi", idx_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->k_row)),
+  int base = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->k_row)),
                     q->k_base);
   int row[MAX_BLOCK], dot[MAX_BLOCK];
   for (int b = 0; b < n; ++b) row[b] = idx_add(e, base, b * A->k_row);
@@ -365,13 +345,13 @@ static void emit_rescale(const attention_t *A, const state_t *in, int block_max,
   vlmc_strbuf_puts(&line, ") {");
   vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   vlmc_strbuf_deinit(&line);
-  int factor = emit_exp(A, splat(A, f32_op(e, "arith.subf", in->v[M], block_max)));
+  int factor = emit_exp(A, splat(A, vlmc_cpu_emit_float_op(e, "arith.subf", in->v[M], block_max, 0)));
   int c = lane(A, factor, 0);
   state_t scaled;
   scaled.v[M] = block_max;
   for (int s = L; s < state_size(A); ++s)
     scaled.v[s] = slot_is_vector(A, s) ? vec_op(A, "arith.mulf", in->v[s], factor)
-                                       : f32_op(e, "arith.mulf", in->v[s], c);
+                                       : vlmc_cpu_emit_float_op(e, "arith.mulf", in->v[s], c, 0);
   emit_yield(A, &scaled);
   vlmc_cpu_emit_line(e, "} else {");
   emit_yield(A, in);
@@ -390,7 +370,7 @@ static void emit_block(const attention_t *A, const query_t *q, int j, int n, con
   emit_rescale(A, in, block_max, &st);
   int p = emit_exp(A, vec_op(A, "arith.subf", scores, splat(A, st.v[M])));
   int weight[MAX_BLOCK], wv[MAX_BLOCK], row[MAX_BLOCK], mask[MAX_BLOCK];
-  int base = idx_op(e, "arith.addi", idx_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->v_row)),
+  int base = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->v_row)),
                     q->v_base);
   int real = vlmc_cpu_emit_zero_vector(e, A->vl); /* p without the lanes >= n */
   for (int b = 0; b < n; ++b) {
@@ -416,7 +396,7 @@ static void emit_block(const attention_t *A, const query_t *q, int j, int n, con
     int acc = st.v[slot];
     for (int b = 0; b < n; ++b) {
       int vs = vlmc_cpu_emit_load(e, A->v, idx_add(e, row[b], t));
-      acc = f32_op(e, "arith.addf", acc, f32_op(e, "arith.mulf", weight[b], vs));
+      acc = vlmc_cpu_emit_float_op(e, "arith.addf", acc, vlmc_cpu_emit_float_op(e, "arith.mulf", weight[b], vs, 0), 0);
     }
     out->v[slot] = acc;
   }
@@ -472,7 +452,7 @@ static void emit_state_move(const attention_t *A, int buf, int g, const state_t 
   vlmc_cpu_emit_t *e = A->e;
   char type[48];
   snprintf(type, sizeof type, "memref<%lldxf32>", (long long)(A->group * state_stride(A)));
-  int base = idx_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A)));
+  int base = vlmc_cpu_emit_index_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A)));
   for (int s = 0; s < state_size(A); ++s) {
     int at = idx_add(e, base, state_slot_offset(A, s));
     bool vector = slot_is_vector(A, s);
@@ -496,12 +476,12 @@ static int emit_query_row(const attention_t *A, int r) {
   vlmc_cpu_emit_t *e = A->e;
   if (!A->causal) return r;
   int two = vlmc_cpu_emit_index(e, 2), one = vlmc_cpu_emit_index(e, 1);
-  int half = idx_op(e, "arith.divui", r, two);
+  int half = vlmc_cpu_emit_index_op(e, "arith.divui", r, two);
   int odd = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd,
-                     idx_op(e, "arith.remui", r, two), one);
-  int last = idx_op(e, "arith.subi", vlmc_cpu_emit_dim(e, A->q->type.dims[0]), one);
-  return idx_select(e, odd, idx_op(e, "arith.subi", last, half), half);
+                     vlmc_cpu_emit_index_op(e, "arith.remui", r, two), one);
+  int last = vlmc_cpu_emit_index_op(e, "arith.subi", vlmc_cpu_emit_dim(e, A->q->type.dims[0]), one);
+  return idx_select(e, odd, vlmc_cpu_emit_index_op(e, "arith.subi", last, half), half);
 }
 
 static void emit_load_query(const attention_t *A, int flat, query_t *q) {
@@ -532,7 +512,7 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
       vlmc_cpu_emit_finish_element(e, lane(A, y, c), idx_add(e, at, c));
   }
   for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
-    int y = f32_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum);
+    int y = vlmc_cpu_emit_float_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum, 0);
     vlmc_cpu_emit_finish_element(e, y, idx_add(e, flat, t));
   }
 }
@@ -540,7 +520,7 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
 /* `scf.for %g = 0 to group step 1 {` over the heads of the unit's group; returns %g. */
 static int open_head_loop(const attention_t *A) {
   vlmc_cpu_emit_t *e = A->e;
-  return open_for(e, vlmc_cpu_emit_index(e, 0), vlmc_cpu_emit_index(e, A->group),
+  return vlmc_cpu_emit_for(e, vlmc_cpu_emit_index(e, 0), vlmc_cpu_emit_index(e, A->group),
                   vlmc_cpu_emit_index(e, 1));
 }
 
@@ -549,14 +529,14 @@ static int open_head_loop(const attention_t *A) {
  * (row, head) pair of the group's first head. */
 static void emit_tile(const attention_t *A, int buf, query_t *q, int pair0, int t0, int end) {
   vlmc_cpu_emit_t *e = A->e;
-  int t1 = idx_op(e, "arith.minsi", idx_add(e, t0, A->tile), end);
+  int t1 = vlmc_cpu_emit_index_op(e, "arith.minsi", idx_add(e, t0, A->tile), end);
   int vl = vlmc_cpu_emit_index(e, A->vl);
-  int span = idx_op(e, "arith.muli", idx_op(e, "arith.divui", idx_op(e, "arith.subi", t1, t0), vl),
+  int span = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.divui", vlmc_cpu_emit_index_op(e, "arith.subi", t1, t0), vl),
                     vl);
-  int mid = idx_op(e, "arith.addi", t0, span);
+  int mid = vlmc_cpu_emit_index_op(e, "arith.addi", t0, span);
   int g = open_head_loop(A);
-  int pair = idx_op(e, "arith.addi", pair0, g);
-  emit_load_query(A, idx_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->d)), q);
+  int pair = vlmc_cpu_emit_index_op(e, "arith.addi", pair0, g);
+  emit_load_query(A, vlmc_cpu_emit_index_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->d)), q);
   state_t in, blocks, last;
   emit_state_move(A, buf, g, NULL, &in);
   emit_key_loop(A, q, t0, mid, A->vl, &in, &blocks);
@@ -570,14 +550,14 @@ static void emit_tile(const attention_t *A, int buf, query_t *q, int pair0, int 
 static void emit_unit(const attention_t *A, int buf, int u) {
   vlmc_cpu_emit_t *e = A->e;
   int kv_heads = vlmc_cpu_emit_index(e, A->heads / A->group);
-  int i = emit_query_row(A, idx_op(e, "arith.divui", u, kv_heads));
-  int kvh = idx_op(e, "arith.remui", u, kv_heads);
-  int h0 = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->group));
-  int pair0 = idx_op(e, "arith.addi", idx_op(e, "arith.muli", i, vlmc_cpu_emit_index(e, A->heads)),
+  int i = emit_query_row(A, vlmc_cpu_emit_index_op(e, "arith.divui", u, kv_heads));
+  int kvh = vlmc_cpu_emit_index_op(e, "arith.remui", u, kv_heads);
+  int h0 = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->group));
+  int pair0 = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", i, vlmc_cpu_emit_index(e, A->heads)),
                      h0);
   query_t q;
-  q.k_base = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->d));
-  q.v_base = idx_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->dv));
+  q.k_base = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->d));
+  q.v_base = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->dv));
   int start, end;
   emit_key_range(A, i, &start, &end);
   state_t init, st;
@@ -587,13 +567,13 @@ static void emit_unit(const attention_t *A, int buf, int u) {
                                      : vlmc_cpu_emit_f32(e, 0);
   emit_state_move(A, buf, open_head_loop(A), &init, NULL);
   vlmc_cpu_emit_line(e, "}");
-  int t0 = open_for(e, start, end, vlmc_cpu_emit_index(e, A->tile));
+  int t0 = vlmc_cpu_emit_for(e, start, end, vlmc_cpu_emit_index(e, A->tile));
   emit_tile(A, buf, &q, pair0, t0, end);
   vlmc_cpu_emit_line(e, "}");
   int g = open_head_loop(A);
   emit_state_move(A, buf, g, NULL, &st);
-  int pair = idx_op(e, "arith.addi", pair0, g);
-  emit_output(A, &st, idx_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->dv)));
+  int pair = vlmc_cpu_emit_index_op(e, "arith.addi", pair0, g);
+  emit_output(A, &st, vlmc_cpu_emit_index_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->dv)));
   vlmc_cpu_emit_line(e, "}");
 }
 

@@ -24,27 +24,15 @@ typedef struct {
   int k_vec; /* index constant: K rounded down to VL */
 } linear_t;
 
-static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
-  return v;
-}
-
-static int f32_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : f32", v, op, a, b);
-  return v;
-}
-
 /* One MR x NR tile at rows m0.., features n0..: dot products, bias, epilogue, stores. */
 static void emit_tile(const linear_t *L, int mr, int nr, int m0, int n0) {
   vlmc_cpu_emit_t *e = L->e;
   int kk = vlmc_cpu_emit_index(e, L->k);
   int x_row[TILE_ROWS], w_row[UNIT];
   for (int r = 0; r < mr; ++r)
-    x_row[r] = idx_op(e, "arith.muli", idx_op(e, "arith.addi", m0, vlmc_cpu_emit_index(e, r)), kk);
+    x_row[r] = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.addi", m0, vlmc_cpu_emit_index(e, r)), kk);
   for (int c = 0; c < nr; ++c)
-    w_row[c] = idx_op(e, "arith.muli", idx_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c)), kk);
+    w_row[c] = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c)), kk);
   int n_acc = mr * nr;
   int acc_in[TILE_ROWS * UNIT], acc_out[TILE_ROWS * UNIT];
   int zero = vlmc_cpu_emit_zero_vector(e, L->vl);
@@ -65,8 +53,8 @@ static void emit_tile(const linear_t *L, int mr, int nr, int m0, int n0) {
   vlmc_strbuf_puts(&line, ") {");
   vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   int xv[TILE_ROWS], wv[UNIT];
-  for (int r = 0; r < mr; ++r) xv[r] = vlmc_cpu_emit_load_vector(e, L->x, idx_op(e, "arith.addi", x_row[r], k), L->vl);
-  for (int c = 0; c < nr; ++c) wv[c] = vlmc_cpu_emit_load_vector(e, L->w, idx_op(e, "arith.addi", w_row[c], k), L->vl);
+  for (int r = 0; r < mr; ++r) xv[r] = vlmc_cpu_emit_load_vector(e, L->x, vlmc_cpu_emit_index_op(e, "arith.addi", x_row[r], k), L->vl);
+  for (int c = 0; c < nr; ++c) wv[c] = vlmc_cpu_emit_load_vector(e, L->w, vlmc_cpu_emit_index_op(e, "arith.addi", w_row[c], k), L->vl);
   for (int r = 0; r < mr; ++r)
     for (int c = 0; c < nr; ++c) {
       int a = r * nr + c;
@@ -91,15 +79,15 @@ static void emit_tile(const linear_t *L, int mr, int nr, int m0, int n0) {
                          acc, results, r * nr + c, L->vl);
       for (int64_t t = 0; t < tail; ++t) {
         int off = vlmc_cpu_emit_index(e, L->k - tail + t);
-        int xs = vlmc_cpu_emit_load(e, L->x, idx_op(e, "arith.addi", x_row[r], off));
-        int ws = vlmc_cpu_emit_load(e, L->w, idx_op(e, "arith.addi", w_row[c], off));
-        int prod = f32_op(e, "arith.mulf", xs, ws);
-        acc = f32_op(e, "arith.addf", acc, prod);
+        int xs = vlmc_cpu_emit_load(e, L->x, vlmc_cpu_emit_index_op(e, "arith.addi", x_row[r], off));
+        int ws = vlmc_cpu_emit_load(e, L->w, vlmc_cpu_emit_index_op(e, "arith.addi", w_row[c], off));
+        int prod = vlmc_cpu_emit_float_op(e, "arith.mulf", xs, ws, 0);
+        acc = vlmc_cpu_emit_float_op(e, "arith.addf", acc, prod, 0);
       }
-      int col = idx_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c));
-      if (L->b) acc = f32_op(e, "arith.addf", acc, vlmc_cpu_emit_load(e, L->b, col));
-      int row = idx_op(e, "arith.addi", m0, vlmc_cpu_emit_index(e, r));
-      int flat = idx_op(e, "arith.addi", idx_op(e, "arith.muli", row, vlmc_cpu_emit_index(e, L->n)), col);
+      int col = vlmc_cpu_emit_index_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c));
+      if (L->b) acc = vlmc_cpu_emit_float_op(e, "arith.addf", acc, vlmc_cpu_emit_load(e, L->b, col), 0);
+      int row = vlmc_cpu_emit_index_op(e, "arith.addi", m0, vlmc_cpu_emit_index(e, r));
+      int flat = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", row, vlmc_cpu_emit_index(e, L->n)), col);
       vlmc_cpu_emit_finish_element(e, acc, flat);
     }
 }
@@ -112,7 +100,7 @@ static void emit_block_rows(const linear_t *L, int nr, int n0, int from, int to4
                      from, to4, vlmc_cpu_emit_index(e, TILE_ROWS));
   for (int c0 = 0; c0 < nr; c0 += 2) {
     int cols = nr - c0 < 2 ? nr - c0 : 2;
-    int n = c0 ? idx_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c0)) : n0;
+    int n = c0 ? vlmc_cpu_emit_index_op(e, "arith.addi", n0, vlmc_cpu_emit_index(e, c0)) : n0;
     emit_tile(L, TILE_ROWS, cols, m0, n);
   }
   vlmc_cpu_emit_line(e, "}");
@@ -149,16 +137,16 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_cpu_emit_t *e) {
   int mb0 = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                      mb0, vlmc_cpu_emit_index(e, 0), m_total, mb_c);
-  int end = idx_op(e, "arith.minui", idx_op(e, "arith.addi", mb0, mb_c), m_total);
-  int span4 = idx_op(e, "arith.muli",
-                     idx_op(e, "arith.divui", idx_op(e, "arith.subi", end, mb0),
+  int end = vlmc_cpu_emit_index_op(e, "arith.minui", vlmc_cpu_emit_index_op(e, "arith.addi", mb0, mb_c), m_total);
+  int span4 = vlmc_cpu_emit_index_op(e, "arith.muli",
+                     vlmc_cpu_emit_index_op(e, "arith.divui", vlmc_cpu_emit_index_op(e, "arith.subi", end, mb0),
                             vlmc_cpu_emit_index(e, TILE_ROWS)),
                      vlmc_cpu_emit_index(e, TILE_ROWS));
-  int end4 = idx_op(e, "arith.addi", mb0, span4);
+  int end4 = vlmc_cpu_emit_index_op(e, "arith.addi", mb0, span4);
   int u = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
                      vlmc_cpu_emit_index(e, 1));
-  int n0 = idx_op(e, "arith.muli", u, vlmc_cpu_emit_index(e, UNIT));
+  int n0 = vlmc_cpu_emit_index_op(e, "arith.muli", u, vlmc_cpu_emit_index(e, UNIT));
   int64_t last = L.n % UNIT;
   if (last == 0) {
     emit_block_rows(&L, UNIT, n0, mb0, end4, end);
@@ -194,9 +182,9 @@ vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_cpu_emit_t *e) {
   vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", row,
                      vlmc_cpu_emit_index(e, 1));
   /* row = batch * M + m */
-  int batch = idx_op(e, "arith.divui", row, mm);
-  int x_base = idx_op(e, "arith.muli", row, kk);
-  int y_base = idx_op(e, "arith.muli", idx_op(e, "arith.muli", batch, kk), nn);
+  int batch = vlmc_cpu_emit_index_op(e, "arith.divui", row, mm);
+  int x_base = vlmc_cpu_emit_index_op(e, "arith.muli", row, kk);
+  int y_base = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.muli", batch, kk), nn);
   int n = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", n,
                      vlmc_cpu_emit_index(e, 0), nn, vlmc_cpu_emit_index(e, 1));
@@ -205,13 +193,13 @@ vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_cpu_emit_t *e) {
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
                      sum, k, vlmc_cpu_emit_index(e, 0), kk, vlmc_cpu_emit_index(e, 1), acc,
                      vlmc_cpu_emit_f32(e, 0));
-  int xs = vlmc_cpu_emit_load(e, x, idx_op(e, "arith.addi", x_base, k));
-  int ys = vlmc_cpu_emit_load(e, y, idx_op(e, "arith.addi", y_base,
-                                           idx_op(e, "arith.addi", idx_op(e, "arith.muli", k, nn), n)));
-  int next = f32_op(e, "arith.addf", acc, f32_op(e, "arith.mulf", xs, ys));
+  int xs = vlmc_cpu_emit_load(e, x, vlmc_cpu_emit_index_op(e, "arith.addi", x_base, k));
+  int ys = vlmc_cpu_emit_load(e, y, vlmc_cpu_emit_index_op(e, "arith.addi", y_base,
+                                           vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", k, nn), n)));
+  int next = vlmc_cpu_emit_float_op(e, "arith.addf", acc, vlmc_cpu_emit_float_op(e, "arith.mulf", xs, ys, 0), 0);
   vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA " : f32", next);
   vlmc_cpu_emit_line(e, "}");
-  vlmc_cpu_emit_finish_element(e, sum, idx_op(e, "arith.addi", idx_op(e, "arith.muli", row, nn), n));
+  vlmc_cpu_emit_finish_element(e, sum, vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", row, nn), n));
   vlmc_cpu_emit_line(e, "}");
   vlmc_cpu_emit_line(e, "}");
   return NULL;

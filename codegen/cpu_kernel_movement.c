@@ -26,34 +26,28 @@ enum { GUESSED_ROW = 64 };
 
 /* ---- small emitters ---- */
 
-static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
-  return v;
-}
-
 /* Index arithmetic that folds the identities a row computation meets at every static dim of
  * 1 and every offset of 0 (constants are memoized, so comparing SSA numbers finds them). */
 static int add(vlmc_cpu_emit_t *e, int a, int b) {
   int zero = vlmc_cpu_emit_index(e, 0);
   if (a == zero) return b;
-  return b == zero ? a : idx_op(e, "arith.addi", a, b);
+  return b == zero ? a : vlmc_cpu_emit_index_op(e, "arith.addi", a, b);
 }
 
 static int mul(vlmc_cpu_emit_t *e, int a, int b) {
   int zero = vlmc_cpu_emit_index(e, 0), one = vlmc_cpu_emit_index(e, 1);
   if (a == zero || b == zero) return zero;
   if (a == one) return b;
-  return b == one ? a : idx_op(e, "arith.muli", a, b);
+  return b == one ? a : vlmc_cpu_emit_index_op(e, "arith.muli", a, b);
 }
 
 static int divu(vlmc_cpu_emit_t *e, int a, int b) {
-  return b == vlmc_cpu_emit_index(e, 1) ? a : idx_op(e, "arith.divui", a, b);
+  return b == vlmc_cpu_emit_index(e, 1) ? a : vlmc_cpu_emit_index_op(e, "arith.divui", a, b);
 }
 
 static int remu(vlmc_cpu_emit_t *e, int a, int b) {
   return b == vlmc_cpu_emit_index(e, 1) ? vlmc_cpu_emit_index(e, 0)
-                                        : idx_op(e, "arith.remui", a, b);
+                                        : vlmc_cpu_emit_index_op(e, "arith.remui", a, b);
 }
 
 /* An i1 comparison of two values of `type`. */
@@ -106,13 +100,6 @@ static int open_unit_loop(vlmc_cpu_emit_t *e) {
   return u;
 }
 
-static int open_for(vlmc_cpu_emit_t *e, int from, int to) {
-  int i = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     i, from, to, vlmc_cpu_emit_index(e, 1));
-  return i;
-}
-
 /* ---- rows ---- */
 
 /* One row copy: `len` elements src[base + c * stride] to the output at out + c. */
@@ -132,7 +119,7 @@ static void emit_scalar_copy(vlmc_cpu_emit_t *e, const row_copy_t *r, int from) 
     vlmc_cpu_emit_finish_element(e, vlmc_cpu_emit_load(e, r->src, r->base), r->out);
     return;
   }
-  int c = open_for(e, from, r->len);
+  int c = vlmc_cpu_emit_for(e, from, r->len, vlmc_cpu_emit_index(e, 1));
   int at = add(e, r->base, mul(e, c, r->stride));
   vlmc_cpu_emit_finish_element(e, vlmc_cpu_emit_load(e, r->src, at), add(e, r->out, c));
   vlmc_cpu_emit_line(e, "}");
@@ -167,7 +154,7 @@ static void emit_copy_row(vlmc_cpu_emit_t *e, const row_copy_t *r) {
 static void emit_zero_row(vlmc_cpu_emit_t *e, int out, int len) {
   bool f = vlmc_dtype_info(e->anchor->results[0].type.dtype)->is_float;
   int zero = f ? vlmc_cpu_emit_f32(e, 0) : vlmc_cpu_emit_i64(e, 0);
-  int c = open_for(e, vlmc_cpu_emit_index(e, 0), len);
+  int c = vlmc_cpu_emit_for(e, vlmc_cpu_emit_index(e, 0), len, vlmc_cpu_emit_index(e, 1));
   vlmc_cpu_emit_finish_element(e, zero, add(e, out, c));
   vlmc_cpu_emit_line(e, "}");
 }
@@ -236,7 +223,7 @@ static int emit_is_sorted(vlmc_cpu_emit_t *e, const vlmc_value_t *at, int m) {
   vlmc_cpu_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (i1) {",
                      sorted, i, vlmc_cpu_emit_index(e, 1), m, vlmc_cpu_emit_index(e, 1), acc, yes);
-  int prev_at = idx_op(e, "arith.subi", i, vlmc_cpu_emit_index(e, 1));
+  int prev_at = vlmc_cpu_emit_index_op(e, "arith.subi", i, vlmc_cpu_emit_index(e, 1));
   int le = cmpi(e, "sle", vlmc_cpu_emit_load(e, at, prev_at), vlmc_cpu_emit_load(e, at, i), "i64");
   int next = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", next, acc, le);
@@ -258,7 +245,7 @@ static int emit_find_sorted(vlmc_cpu_emit_t *e, const vlmc_value_t *at, int m, i
   int a2 = vlmc_cpu_emit_fresh(e), b2 = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, "} do {");
   vlmc_cpu_emit_line(e, "^bb0(" VLMC_SSA ": index, " VLMC_SSA ": index):", a2, b2);
-  int mid = idx_op(e, "arith.shrui", add(e, a2, b2), one);
+  int mid = vlmc_cpu_emit_index_op(e, "arith.shrui", add(e, a2, b2), one);
   int gt = cmpi(e, "sgt", vlmc_cpu_emit_load(e, at, mid), s, "i64");
   int na = select_value(e, gt, a2, add(e, mid, one), "index");
   int nb = select_value(e, gt, mid, b2, "index");
@@ -268,7 +255,7 @@ static int emit_find_sorted(vlmc_cpu_emit_t *e, const vlmc_value_t *at, int m, i
   int found = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = scf.if " VLMC_SSA " -> (index) {", found,
                      cmpi(e, "ugt", ub, zero, "index"));
-  int last = idx_op(e, "arith.subi", ub, one);
+  int last = vlmc_cpu_emit_index_op(e, "arith.subi", ub, one);
   int eq = cmpi(e, "eq", vlmc_cpu_emit_load(e, at, last), s, "i64");
   vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA " : index", select_value(e, eq, last, m, "index"));
   vlmc_cpu_emit_line(e, "} else {");
@@ -375,7 +362,7 @@ vlmc_status_t vlmc_cpu_kernel_slice(vlmc_cpu_emit_t *e) {
   int size = vlmc_cpu_emit_dim(e, xt->dims[axis]);
   /* Negative counts from the end (the shape rule keeps INT64_MIN out). */
   int start = start_attr >= 0 ? vlmc_cpu_emit_index(e, start_attr)
-                              : idx_op(e, "arith.subi", size, vlmc_cpu_emit_index(e, -start_attr));
+                              : vlmc_cpu_emit_index_op(e, "arith.subi", size, vlmc_cpu_emit_index(e, -start_attr));
   int width = vlmc_cpu_emit_dim(e, ot->dims[last]);
   bool checked = vlmc_dim_is_static(xt->dims[axis]);
   int fits = checked ? -1 : emit_slice_fits(e, start, vlmc_cpu_emit_dim(e, ot->dims[axis]), size);
@@ -423,7 +410,7 @@ static void emit_concat_inner(vlmc_cpu_emit_t *e, uint32_t axis, int u, int out)
   for (uint32_t i = 0; i < op->num_operands; ++i) {
     const vlmc_type_t *t = &op->operands[i]->type;
     int len = vlmc_cpu_emit_dim(e, t->dims[axis]);
-    int rel = idx_op(e, "arith.subi", k, offset); /* wraps below offset: unsigned compare */
+    int rel = vlmc_cpu_emit_index_op(e, "arith.subi", k, offset); /* wraps below offset: unsigned compare */
     vlmc_cpu_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", rel, len, "index"));
     row_copy_t r = contiguous_row(e, op->operands[i], row_base(e, t, axis, o, rel, q), out, width,
                                   static_width);
@@ -507,7 +494,7 @@ vlmc_status_t vlmc_cpu_kernel_kv_cache_append(vlmc_cpu_emit_t *e) {
   row_copy_t old_row = contiguous_row(e, cache, out, out, inner, static_inner);
   emit_copy_row(e, &old_row);
   vlmc_cpu_emit_line(e, "} else {");
-  int new_base = mul(e, idx_op(e, "arith.subi", u, c), inner);
+  int new_base = mul(e, vlmc_cpu_emit_index_op(e, "arith.subi", u, c), inner);
   row_copy_t new_row = contiguous_row(e, rows, new_base, out, inner, static_inner);
   emit_copy_row(e, &new_row);
   vlmc_cpu_emit_line(e, "}");

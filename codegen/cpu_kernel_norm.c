@@ -50,45 +50,11 @@ typedef int (*row_value_fn)(const row_t *R, const row_stats_t *s, int x, int col
 
 /* ---- small emitters ---- */
 
-static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
-  return v;
-}
-
-/* "f32" for width 0, else "vector<width x f32>". */
-static const char *float_type(int width, char *buf, size_t size) {
-  if (width == 0) return "f32";
-  snprintf(buf, size, "vector<%dxf32>", width);
-  return buf;
-}
-
-static int float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width) {
-  char buf[32];
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b,
-                     float_type(width, buf, sizeof buf));
-  return v;
-}
-
-static int float_unary(vlmc_cpu_emit_t *e, const char *op, int a, int width) {
-  char buf[32];
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : %s", v, op, a,
-                     float_type(width, buf, sizeof buf));
-  return v;
-}
-
 static int broadcast(vlmc_cpu_emit_t *e, int scalar, int width) {
   int v = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to vector<%dxf32>", v,
                      scalar, width);
   return v;
-}
-
-/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
-static int load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
-  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
 }
 
 /* An f64 constant at the current point (hex: exact). */
@@ -135,19 +101,19 @@ static int inverse_std(vlmc_cpu_emit_t *e, int sum, const norm_f64_t *k) {
 
 /* Flat index of element k of the row at `base`. */
 static int row_at(const row_t *R, int base, int k) {
-  if (R->contiguous) return idx_op(R->e, "arith.addi", base, k);
-  return idx_op(R->e, "arith.addi", base, idx_op(R->e, "arith.muli", k, R->stride));
+  if (R->contiguous) return vlmc_cpu_emit_index_op(R->e, "arith.addi", base, k);
+  return vlmc_cpu_emit_index_op(R->e, "arith.addi", base, vlmc_cpu_emit_index_op(R->e, "arith.muli", k, R->stride));
 }
 
 static int reduce_term(vlmc_cpu_emit_t *e, reduce_kind_t kind, int x, int center, int width) {
   switch (kind) {
-    case SUM_SQUARES: return float_op(e, "arith.mulf", x, x, width);
+    case SUM_SQUARES: return vlmc_cpu_emit_float_op(e, "arith.mulf", x, x, width);
     case SUM_DEVIATIONS: {
-      int d = float_op(e, "arith.subf", x, center, width);
-      return float_op(e, "arith.mulf", d, d, width);
+      int d = vlmc_cpu_emit_float_op(e, "arith.subf", x, center, width);
+      return vlmc_cpu_emit_float_op(e, "arith.mulf", d, d, width);
     }
     case SUM_EXP:
-      return float_unary(e, "math.exp", float_op(e, "arith.subf", x, center, width), width);
+      return vlmc_cpu_emit_float_unary(e, "math.exp", vlmc_cpu_emit_float_op(e, "arith.subf", x, center, width), width);
     default: return x;
   }
 }
@@ -165,8 +131,8 @@ static int reduce_vector_part(const row_t *R, reduce_kind_t kind, int base, int 
                               ") -> (vector<%dxf32>) {",
                      result, k, vlmc_cpu_emit_index(e, 0), R->len_vec,
                      vlmc_cpu_emit_index(e, R->vl), acc, init_vec, R->vl);
-  int x = vlmc_cpu_emit_load_vector(e, R->x, idx_op(e, "arith.addi", base, k), R->vl);
-  int next = float_op(e, combine, acc, reduce_term(e, kind, x, center_vec, R->vl), R->vl);
+  int x = vlmc_cpu_emit_load_vector(e, R->x, vlmc_cpu_emit_index_op(e, "arith.addi", base, k), R->vl);
+  int next = vlmc_cpu_emit_float_op(e, combine, acc, reduce_term(e, kind, x, center_vec, R->vl), R->vl);
   vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA " : vector<%dxf32>", next, R->vl);
   vlmc_cpu_emit_line(e, "}");
   int v = vlmc_cpu_emit_fresh(e);
@@ -192,7 +158,7 @@ static int reduce_row(const row_t *R, reduce_kind_t kind, int base, int center) 
                               ") -> (f32) {",
                      result, k, from, R->len, vlmc_cpu_emit_index(e, 1), a, acc);
   int x = vlmc_cpu_emit_load(e, R->x, row_at(R, base, k));
-  int next = float_op(e, combine, a, reduce_term(e, kind, x, center, 0), 0);
+  int next = vlmc_cpu_emit_float_op(e, combine, a, reduce_term(e, kind, x, center, 0), 0);
   vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA " : f32", next);
   vlmc_cpu_emit_line(e, "}");
   return result;
@@ -211,7 +177,7 @@ static void finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
     int s = vlmc_cpu_emit_fresh(e);
     vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
                        s, value, lane, width);
-    int at = lane ? idx_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
+    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
     vlmc_cpu_emit_finish_element(e, s, at);
   }
 }
@@ -224,7 +190,7 @@ static void output_row(const row_t *R, const row_stats_t *s, int base, row_value
     int k = vlmc_cpu_emit_fresh(e);
     vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                        k, from, R->len_vec, vlmc_cpu_emit_index(e, R->vl));
-    int at = idx_op(e, "arith.addi", base, k);
+    int at = vlmc_cpu_emit_index_op(e, "arith.addi", base, k);
     int x = vlmc_cpu_emit_load_vector(e, R->x, at, R->vl);
     finish_vector(e, value(R, s, x, k, R->vl), at, R->vl);
     vlmc_cpu_emit_line(e, "}");
@@ -246,7 +212,7 @@ static row_t make_row(vlmc_cpu_emit_t *e, const vlmc_value_t *x, vlmc_dim_t len,
     R.len_vec = vlmc_cpu_emit_index(e, len.off / R.vl * R.vl);
   } else {
     int vl = vlmc_cpu_emit_index(e, R.vl);
-    R.len_vec = idx_op(e, "arith.muli", idx_op(e, "arith.divui", R.len, vl), vl);
+    R.len_vec = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.divui", R.len, vl), vl);
   }
   return R;
 }
@@ -276,9 +242,9 @@ static int open_row_loop(vlmc_cpu_emit_t *e) {
 
 /* w * (x * inv): the reference rounds x * inv to f32 before the weight multiplies it. */
 static int rms_value(const row_t *R, const row_stats_t *s, int x, int col, int width) {
-  int n = float_op(R->e, "arith.mulf", x, width ? s->a_vec : s->a, width);
-  int w = load_at(R->e, s->w, col, width);
-  return float_op(R->e, "arith.mulf", w, n, width);
+  int n = vlmc_cpu_emit_float_op(R->e, "arith.mulf", x, width ? s->a_vec : s->a, width);
+  int w = vlmc_cpu_emit_load_at(R->e, s->w, col, width);
+  return vlmc_cpu_emit_float_op(R->e, "arith.mulf", w, n, width);
 }
 
 /* Common start of rms_norm and layer_norm: the work, the row, the f64 constants. */
@@ -302,7 +268,7 @@ vlmc_status_t vlmc_cpu_kernel_rms_norm(vlmc_cpu_emit_t *e) {
   row_t R = norm_setup(e, "rms_norm", 4, &k);
   row_stats_t s = {e->anchor->operands[1], NULL, -1, -1, -1, -1};
   int r = open_row_loop(e);
-  int base = idx_op(e, "arith.muli", r, R.len);
+  int base = vlmc_cpu_emit_index_op(e, "arith.muli", r, R.len);
   s.a = inverse_std(e, reduce_row(&R, SUM_SQUARES, base, -1), &k);
   s.a_vec = broadcast(e, s.a, R.vl);
   output_row(&R, &s, base, rms_value);
@@ -315,13 +281,13 @@ vlmc_status_t vlmc_cpu_kernel_rms_norm(vlmc_cpu_emit_t *e) {
 /* (x - mean) * inv * w (+ b), rounded as the reference: n first, then n * w, then + b. */
 static int layer_value(const row_t *R, const row_stats_t *s, int x, int col, int width) {
   vlmc_cpu_emit_t *e = R->e;
-  int d = float_op(e, "arith.subf", x, width ? s->c_vec : s->c, width);
-  int n = float_op(e, "arith.mulf", d, width ? s->a_vec : s->a, width);
-  int w = load_at(e, s->w, col, width);
-  int y = float_op(e, "arith.mulf", n, w, width);
+  int d = vlmc_cpu_emit_float_op(e, "arith.subf", x, width ? s->c_vec : s->c, width);
+  int n = vlmc_cpu_emit_float_op(e, "arith.mulf", d, width ? s->a_vec : s->a, width);
+  int w = vlmc_cpu_emit_load_at(e, s->w, col, width);
+  int y = vlmc_cpu_emit_float_op(e, "arith.mulf", n, w, width);
   if (!s->b) return y;
-  int b = load_at(e, s->b, col, width);
-  return float_op(e, "arith.addf", y, b, width);
+  int b = vlmc_cpu_emit_load_at(e, s->b, col, width);
+  return vlmc_cpu_emit_float_op(e, "arith.addf", y, b, width);
 }
 
 vlmc_status_t vlmc_cpu_kernel_layer_norm(vlmc_cpu_emit_t *e) {
@@ -332,9 +298,9 @@ vlmc_status_t vlmc_cpu_kernel_layer_norm(vlmc_cpu_emit_t *e) {
   int len_f32 = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f64 to f32", len_f32, k.len);
   int r = open_row_loop(e);
-  int base = idx_op(e, "arith.muli", r, R.len);
+  int base = vlmc_cpu_emit_index_op(e, "arith.muli", r, R.len);
   /* Two passes (the mean, then squared deviations from it): no cancellation in the variance. */
-  s.c = float_op(e, "arith.divf", reduce_row(&R, SUM_X, base, -1), len_f32, 0);
+  s.c = vlmc_cpu_emit_float_op(e, "arith.divf", reduce_row(&R, SUM_X, base, -1), len_f32, 0);
   s.a = inverse_std(e, reduce_row(&R, SUM_DEVIATIONS, base, s.c), &k);
   s.a_vec = broadcast(e, s.a, R.vl);
   s.c_vec = broadcast(e, s.c, R.vl);
@@ -349,8 +315,8 @@ vlmc_status_t vlmc_cpu_kernel_layer_norm(vlmc_cpu_emit_t *e) {
 static int softmax_value(const row_t *R, const row_stats_t *s, int x, int col, int width) {
   (void)col;
   vlmc_cpu_emit_t *e = R->e;
-  int d = float_op(e, "arith.subf", x, width ? s->c_vec : s->c, width);
-  return float_op(e, "arith.divf", float_unary(e, "math.exp", d, width), width ? s->a_vec : s->a,
+  int d = vlmc_cpu_emit_float_op(e, "arith.subf", x, width ? s->c_vec : s->c, width);
+  return vlmc_cpu_emit_float_op(e, "arith.divf", vlmc_cpu_emit_float_unary(e, "math.exp", d, width), width ? s->a_vec : s->a,
                   width);
 }
 
@@ -378,15 +344,15 @@ vlmc_status_t vlmc_cpu_kernel_softmax(vlmc_cpu_emit_t *e) {
   bool contiguous = last_real_axis(xt, (uint32_t)axis);
   int inner = vlmc_cpu_emit_dims_product(e, xt, (uint32_t)axis + 1, xt->rank);
   row_t R = make_row(e, op->operands[0], len, contiguous ? -1 : inner);
-  int span = contiguous ? R.len : idx_op(e, "arith.muli", R.len, inner);
+  int span = contiguous ? R.len : vlmc_cpu_emit_index_op(e, "arith.muli", R.len, inner);
   int u = open_row_loop(e);
   /* Row u starts at (u / inner) * len * inner + u % inner. */
   int base;
   if (contiguous) {
-    base = idx_op(e, "arith.muli", u, R.len);
+    base = vlmc_cpu_emit_index_op(e, "arith.muli", u, R.len);
   } else {
-    int start = idx_op(e, "arith.muli", idx_op(e, "arith.divui", u, inner), span);
-    base = idx_op(e, "arith.addi", start, idx_op(e, "arith.remui", u, inner));
+    int start = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.divui", u, inner), span);
+    base = vlmc_cpu_emit_index_op(e, "arith.addi", start, vlmc_cpu_emit_index_op(e, "arith.remui", u, inner));
   }
   row_stats_t s = {NULL, NULL, -1, -1, -1, -1};
   s.c = reduce_row(&R, MAX_X, base, -1);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "codegen/cpu_kernels.h"
+#include "reference/rope_tables.h"
 
 typedef struct {
   vlmc_cpu_emit_t *e;
@@ -29,90 +30,18 @@ typedef struct {
   int vl;
 } rope_t;
 
-/* ---- the tables, in C (as reference/exec_rope.c) ---- */
-
-/* The plane of each slot from `sections` (its sum checked against half, as the reference). */
-static bool sections_planes(vlmc_cpu_emit_t *e, const vlmc_op_t *op, bool interleaved, int64_t half,
-                            int64_t *plane) {
-  const vlmc_attr_t *sections = vlmc_op_attr(op, "sections");
-  if (!sections || sections->v.ints.count != 3) {
-    vlmc_cpu_emit_fail(e, "rope: the mrope layouts need 'sections' with 3 entries");
-    return false;
-  }
-  const int64_t *s = sections->v.ints.data;
-  if (s[0] <= 0 || s[1] <= 0 || s[2] <= 0 || s[0] + s[1] + s[2] != half) {
-    vlmc_cpu_emit_fail(e,
-                       "rope: sections [%lld, %lld, %lld] must be positive and sum to the "
-                       "rotary half-width %lld",
-                       (long long)s[0], (long long)s[1], (long long)s[2], (long long)half);
-    return false;
-  }
-  for (int64_t j = 0; j < half; ++j) {
-    if (interleaved)
-      plane[j] = (j % 3 == 1 && j < 3 * s[1]) ? 1 : (j % 3 == 2 && j < 3 * s[2]) ? 2 : 0;
-    else
-      plane[j] = j < s[0] ? 0 : j < s[0] + s[1] ? 1 : 2;
-  }
-  return true;
-}
-
+/* The tables are the reference's own (reference/rope_tables.h), computed here in C and
+ * emitted as constants. */
 static bool plane_table(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const char *layout, int64_t half,
                         int64_t *plane) {
-  const vlmc_attr_t *planes = vlmc_op_attr(op, "planes");
-  if (planes) {
-    if ((int64_t)planes->v.ints.count != half) {
-      vlmc_cpu_emit_fail(e, "rope: 'planes' has %zu entries, expected rotary_dim / 2 = %lld",
-                         planes->v.ints.count, (long long)half);
-      return false;
-    }
-    memcpy(plane, planes->v.ints.data, (size_t)half * sizeof *plane);
-    return true;
-  }
-  if (strcmp(layout, "mrope_sectioned") == 0) return sections_planes(e, op, false, half, plane);
-  if (strcmp(layout, "mrope_interleaved") == 0) return sections_planes(e, op, true, half, plane);
-  bool two_d = strcmp(layout, "vision_2d") == 0;
-  for (int64_t j = 0; j < half; ++j) plane[j] = two_d && j >= half / 2 ? 1 : 0;
-  return true;
-}
-
-static void frequency_table(const char *layout, double theta, int64_t rotary, float *inv_freq) {
-  int64_t half = rotary / 2;
-  bool two_d = strcmp(layout, "vision_2d") == 0;
-  float base = (float)theta;
-  for (int64_t j = 0; j < half; ++j) {
-    float exponent =
-        two_d ? (float)(2 * (j % (half / 2))) / (float)half : (float)(2 * j) / (float)rotary;
-    inv_freq[j] = 1.0f / (float)pow(base, exponent);
-  }
+  vlmc_status_t st = vlmc_rope_plane_table(op, layout, half, plane);
+  if (!st) return true;
+  vlmc_cpu_emit_fail(e, "rope: %s", vlmc_status_message(st));
+  vlmc_status_free(st);
+  return false;
 }
 
 /* ---- small emitters ---- */
-
-static int idx_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : index", v, op, a, b);
-  return v;
-}
-
-/* "f32" for width 0, else "vector<width x f32>". */
-static const char *float_type(int width, char *buf, size_t size) {
-  if (width == 0) return "f32";
-  snprintf(buf, size, "vector<%dxf32>", width);
-  return buf;
-}
-
-static int float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width) {
-  char buf[32];
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b,
-                     float_type(width, buf, sizeof buf));
-  return v;
-}
-
-/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
-static int load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
-  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
-}
 
 /* A stack buffer of `count` elements of `type`, filled from a dense constant. */
 static int constant_buffer(vlmc_cpu_emit_t *e, const char *type, int64_t count,
@@ -159,7 +88,7 @@ static void emit_tables(rope_t *R, const float *inv_freq, const int64_t *plane) 
 /* Token t's position in `plane` (an index SSA) as f32. */
 static int position(const rope_t *R, int plane, int t) {
   vlmc_cpu_emit_t *e = R->e;
-  int at = idx_op(e, "arith.addi", idx_op(e, "arith.muli", plane, R->tokens), t);
+  int at = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", plane, R->tokens), t);
   int p = vlmc_cpu_emit_load(e, R->pos, at);
   int f = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", f, p);
@@ -195,11 +124,11 @@ static void emit_angles(const rope_t *R, int t) {
   int freq = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
                      freq, R->freq, j, (long long)R->half);
-  int angle = float_op(e, "arith.mulf", pos, freq, 0);
+  int angle = vlmc_cpu_emit_float_op(e, "arith.mulf", pos, freq, 0);
   int angle64 = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f32 to f64", angle64, angle);
   store_trig(R, "math.cos", angle64, j);
-  store_trig(R, "math.sin", angle64, idx_op(e, "arith.addi", j, vlmc_cpu_emit_index(e, R->half)));
+  store_trig(R, "math.sin", angle64, vlmc_cpu_emit_index_op(e, "arith.addi", j, vlmc_cpu_emit_index(e, R->half)));
   vlmc_cpu_emit_line(e, "}");
 }
 
@@ -216,7 +145,7 @@ static void finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
     int s = vlmc_cpu_emit_fresh(e);
     vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
                        s, value, lane, width);
-    int at = lane ? idx_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
+    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
     vlmc_cpu_emit_finish_element(e, s, at);
   }
 }
@@ -241,15 +170,15 @@ static int load_table(const rope_t *R, int at, int width) {
 static void rotate(const rope_t *R, int base, int j, int width) {
   vlmc_cpu_emit_t *e = R->e;
   int half = vlmc_cpu_emit_index(e, R->half);
-  int j2 = idx_op(e, "arith.addi", j, half);
-  int at1 = idx_op(e, "arith.addi", base, j), at2 = idx_op(e, "arith.addi", base, j2);
-  int x1 = load_at(e, R->x, at1, width), x2 = load_at(e, R->x, at2, width);
+  int j2 = vlmc_cpu_emit_index_op(e, "arith.addi", j, half);
+  int at1 = vlmc_cpu_emit_index_op(e, "arith.addi", base, j), at2 = vlmc_cpu_emit_index_op(e, "arith.addi", base, j2);
+  int x1 = vlmc_cpu_emit_load_at(e, R->x, at1, width), x2 = vlmc_cpu_emit_load_at(e, R->x, at2, width);
   int c = load_table(R, j, width), s = load_table(R, j2, width);
   /* Each product rounds to f32 before the sum, as in the reference (and torch). */
-  int x1c = float_op(e, "arith.mulf", x1, c, width), x2s = float_op(e, "arith.mulf", x2, s, width);
-  int x2c = float_op(e, "arith.mulf", x2, c, width), x1s = float_op(e, "arith.mulf", x1, s, width);
-  int y1 = float_op(e, "arith.subf", x1c, x2s, width);
-  int y2 = float_op(e, "arith.addf", x2c, x1s, width);
+  int x1c = vlmc_cpu_emit_float_op(e, "arith.mulf", x1, c, width), x2s = vlmc_cpu_emit_float_op(e, "arith.mulf", x2, s, width);
+  int x2c = vlmc_cpu_emit_float_op(e, "arith.mulf", x2, c, width), x1s = vlmc_cpu_emit_float_op(e, "arith.mulf", x1, s, width);
+  int y1 = vlmc_cpu_emit_float_op(e, "arith.subf", x1c, x2s, width);
+  int y2 = vlmc_cpu_emit_float_op(e, "arith.addf", x2c, x1s, width);
   if (width) {
     finish_vector(e, y1, at1, width);
     finish_vector(e, y2, at2, width);
@@ -276,8 +205,8 @@ static void emit_heads(const rope_t *R, int t) {
   int h = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                      h, vlmc_cpu_emit_index(e, 0), R->heads, vlmc_cpu_emit_index(e, 1));
-  int row = idx_op(e, "arith.addi", idx_op(e, "arith.muli", t, R->heads), h);
-  int base = idx_op(e, "arith.muli", row, vlmc_cpu_emit_index(e, R->head_dim));
+  int row = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", t, R->heads), h);
+  int base = vlmc_cpu_emit_index_op(e, "arith.muli", row, vlmc_cpu_emit_index(e, R->head_dim));
   int64_t vec_end = R->half / R->vl * R->vl;
   slot_loop(R, base, 0, vec_end, R->vl);
   slot_loop(R, base, vec_end, R->half, 1);
@@ -286,7 +215,7 @@ static void emit_heads(const rope_t *R, int t) {
     vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                        k, vlmc_cpu_emit_index(e, R->rotary), vlmc_cpu_emit_index(e, R->head_dim),
                        vlmc_cpu_emit_index(e, 1));
-    int at = idx_op(e, "arith.addi", base, k);
+    int at = vlmc_cpu_emit_index_op(e, "arith.addi", base, k);
     vlmc_cpu_emit_finish_element(e, vlmc_cpu_emit_load(e, R->x, at), at);
     vlmc_cpu_emit_line(e, "}");
   }
@@ -327,7 +256,7 @@ vlmc_status_t vlmc_cpu_kernel_rope(vlmc_cpu_emit_t *e) {
   bool ok = plane && inv_freq && plane_table(e, op, layout, R.half, plane);
   if (!plane || !inv_freq) vlmc_cpu_emit_fail(e, "rope: out of memory");
   if (ok) {
-    frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
+    vlmc_rope_frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
     const vlmc_type_t *xt = &R.x->type;
     e->template_name = "rope";
     vlmc_cpu_emit_set_work(e, xt->dims[0], 1);

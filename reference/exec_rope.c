@@ -18,48 +18,7 @@
 #include <string.h>
 
 #include "reference/exec_internal.h"
-
-static vlmc_status_t sections_plane_table(vlmc_ref_ctx_t *ctx, bool interleaved, int64_t half,
-                                          int64_t *plane) {
-  const vlmc_attr_t *sections = vlmc_op_attr(ctx->op, "sections");
-  const int64_t *s = sections->v.ints.data; /* three positive entries: the shape rule */
-  if (s[0] > half || s[1] > half || s[2] > half || s[0] + s[1] + s[2] != half)
-    return vlmc_ref_fail(ctx, VLMC_INVALID_ARGUMENT,
-                         "sections [%lld, %lld, %lld] must sum to the rotary half-width %lld",
-                         (long long)s[0], (long long)s[1], (long long)s[2], (long long)half);
-  for (int64_t j = 0; j < half; ++j) {
-    if (interleaved)
-      plane[j] = (j % 3 == 1 && j < 3 * s[1]) ? 1 : (j % 3 == 2 && j < 3 * s[2]) ? 2 : 0;
-    else
-      plane[j] = j < s[0] ? 0 : j < s[0] + s[1] ? 1 : 2;
-  }
-  return NULL;
-}
-
-static vlmc_status_t plane_table(vlmc_ref_ctx_t *ctx, const char *layout, int64_t half,
-                                 int64_t *plane) {
-  const vlmc_attr_t *planes = vlmc_op_attr(ctx->op, "planes");
-  if (planes) { /* half entries, each a valid plane: the shape rule */
-    memcpy(plane, planes->v.ints.data, (size_t)half * sizeof *plane);
-    return NULL;
-  }
-  if (strcmp(layout, "mrope_sectioned") == 0) return sections_plane_table(ctx, false, half, plane);
-  if (strcmp(layout, "mrope_interleaved") == 0) return sections_plane_table(ctx, true, half, plane);
-  bool two_d = strcmp(layout, "vision_2d") == 0;
-  for (int64_t j = 0; j < half; ++j) plane[j] = two_d && j >= half / 2 ? 1 : 0;
-  return NULL;
-}
-
-static void frequency_table(const char *layout, double theta, int64_t rotary, float *inv_freq) {
-  int64_t half = rotary / 2;
-  bool two_d = strcmp(layout, "vision_2d") == 0;
-  float base = (float)theta;
-  for (int64_t j = 0; j < half; ++j) {
-    float exponent = two_d ? (float)(2 * (j % (half / 2))) / (float)half
-                           : (float)(2 * j) / (float)rotary;
-    inv_freq[j] = 1.0f / (float)pow(base, exponent);
-  }
-}
+#include "reference/rope_tables.h"
 
 typedef struct {
   const float *x;
@@ -108,9 +67,9 @@ vlmc_status_t vlmc_ref_eval_ROPE(vlmc_ref_ctx_t *ctx) {
   float *cos_sin = malloc((size_t)j.half * 2 * sizeof *cos_sin);
   vlmc_status_t st = NULL;
   if (!plane || !inv_freq || !cos_sin) st = vlmc_ref_fail(ctx, VLMC_OUT_OF_MEMORY, "out of memory");
-  if (!st) st = plane_table(ctx, layout, j.half, plane);
+  if (!st) st = vlmc_ref_locate(ctx, vlmc_rope_plane_table(ctx->op, layout, j.half, plane));
   if (!st) {
-    frequency_table(layout, vlmc_op_attr_float(ctx->op, "theta"), rotary, inv_freq);
+    vlmc_rope_frequency_table(layout, vlmc_op_attr_float(ctx->op, "theta"), rotary, inv_freq);
     j.plane = plane;
     j.inv_freq = inv_freq;
     j.cos_sin = cos_sin;
