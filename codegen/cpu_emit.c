@@ -559,6 +559,21 @@ void vlmc_cpu_emit_finish_element(vlmc_cpu_emit_t *e, int value, int flat) {
   vlmc_cpu_emit_store(e, member_ssa[r->num_ops - 1], flat);
 }
 
+void vlmc_cpu_emit_finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
+  if (!vlmc_cpu_emit_has_epilogue(e)) {
+    vlmc_cpu_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
+                       value, flat, width);
+    return;
+  }
+  for (int lane = 0; lane < width; ++lane) {
+    int s = vlmc_cpu_emit_fresh(e);
+    vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
+                       s, value, lane, width);
+    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
+    vlmc_cpu_emit_finish_element(e, s, at);
+  }
+}
+
 /* ---- the driver's side ---- */
 
 vlmc_status_t vlmc_cpu_emit_init(vlmc_cpu_emit_t *e, const vlmc_module_t *module,

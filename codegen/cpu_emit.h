@@ -143,6 +143,9 @@ int vlmc_cpu_emit_reduce_add(vlmc_cpu_emit_t *e, int vector, int width);
  * (reading its other operands at `flat`, or flat modulo their count for a bias row) and
  * stores the final value into %out. */
 void vlmc_cpu_emit_finish_element(vlmc_cpu_emit_t *e, int value, int flat);
+/* A vector<width x f32> of anchor results at flat .. flat+width-1: stored whole when the
+ * region has no epilogue, else lane by lane through vlmc_cpu_emit_finish_element. */
+void vlmc_cpu_emit_finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width);
 /* Stores into %out without the epilogue (for templates that only move data and whose region
  * has no epilogue: check vlmc_cpu_emit_has_epilogue). */
 void vlmc_cpu_emit_store(vlmc_cpu_emit_t *e, int value, int flat);

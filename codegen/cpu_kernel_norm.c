@@ -164,24 +164,6 @@ static int reduce_row(const row_t *R, reduce_kind_t kind, int base, int center) 
   return result;
 }
 
-/* A vector of results at flat .. flat+width-1: stored whole when there is no epilogue, else
- * lane by lane through it. */
-static void finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
-  if (!vlmc_cpu_emit_has_epilogue(e)) {
-    vlmc_cpu_emit_line(
-        e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>", value,
-        flat, width);
-    return;
-  }
-  for (int lane = 0; lane < width; ++lane) {
-    int s = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
-                       s, value, lane, width);
-    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
-    vlmc_cpu_emit_finish_element(e, s, at);
-  }
-}
-
 /* The output pass over the row at `base`: value(x, column) for every element. */
 static void output_row(const row_t *R, const row_stats_t *s, int base, row_value_fn value) {
   vlmc_cpu_emit_t *e = R->e;
@@ -192,7 +174,7 @@ static void output_row(const row_t *R, const row_stats_t *s, int base, row_value
                        k, from, R->len_vec, vlmc_cpu_emit_index(e, R->vl));
     int at = vlmc_cpu_emit_index_op(e, "arith.addi", base, k);
     int x = vlmc_cpu_emit_load_vector(e, R->x, at, R->vl);
-    finish_vector(e, value(R, s, x, k, R->vl), at, R->vl);
+    vlmc_cpu_emit_finish_vector(e, value(R, s, x, k, R->vl), at, R->vl);
     vlmc_cpu_emit_line(e, "}");
     from = R->len_vec;
   }

@@ -132,24 +132,6 @@ static void emit_angles(const rope_t *R, int t) {
   vlmc_cpu_emit_line(e, "}");
 }
 
-/* A vector of results at flat .. flat+width-1: stored whole when there is no epilogue, else
- * lane by lane through it. */
-static void finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
-  if (!vlmc_cpu_emit_has_epilogue(e)) {
-    vlmc_cpu_emit_line(
-        e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>", value,
-        flat, width);
-    return;
-  }
-  for (int lane = 0; lane < width; ++lane) {
-    int s = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
-                       s, value, lane, width);
-    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
-    vlmc_cpu_emit_finish_element(e, s, at);
-  }
-}
-
 /* cos_sin[at] as a scalar (width 0) or a vector. */
 static int load_table(const rope_t *R, int at, int width) {
   int v = vlmc_cpu_emit_fresh(R->e);
@@ -180,8 +162,8 @@ static void rotate(const rope_t *R, int base, int j, int width) {
   int y1 = vlmc_cpu_emit_float_op(e, "arith.subf", x1c, x2s, width);
   int y2 = vlmc_cpu_emit_float_op(e, "arith.addf", x2c, x1s, width);
   if (width) {
-    finish_vector(e, y1, at1, width);
-    finish_vector(e, y2, at2, width);
+    vlmc_cpu_emit_finish_vector(e, y1, at1, width);
+    vlmc_cpu_emit_finish_vector(e, y2, at2, width);
   } else {
     vlmc_cpu_emit_finish_element(e, y1, at1);
     vlmc_cpu_emit_finish_element(e, y2, at2);
