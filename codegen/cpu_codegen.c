@@ -49,15 +49,6 @@ static void progress(const codegen_t *g, const char *fmt, ...) {
   g->o->progress(g->o->progress_user, line);
 }
 
-static const char *storage_name(vlmc_dtype_t d) {
-  switch (d) {
-    case VLMC_DTYPE_BF16: return "bf16";
-    case VLMC_DTYPE_F16: return "f16";
-    case VLMC_DTYPE_I64: return "i64";
-    default: return "f32";
-  }
-}
-
 /* Every op that would be a kernel is in a region (the executor refuses the others at run time;
  * better to say so at compile time). */
 static vlmc_status_t check_coverage(const vlmc_func_t *func) {
@@ -208,8 +199,8 @@ static char *table_json(const codegen_t *g) {
     vlmc_strbuf_printf(&out, "%s\n    {\"symbol\": \"vk%zu\", \"template\": \"%s\", \"inputs\": [",
                        i ? "," : "", i, k->template_name);
     for (uint32_t j = 0; j < k->num_inputs; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", storage_name(k->inputs[j]));
-    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", storage_name(k->output));
+      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", vlmc_cpu_emit_storage_type(k->inputs[j]));
+    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", vlmc_cpu_emit_storage_type(k->output));
     for (uint32_t j = 0; j < k->num_syms; ++j)
       vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", k->syms[j]);
     vlmc_strbuf_printf(&out, "], \"cost\": %lld}", (long long)k->cost);

@@ -82,20 +82,21 @@ static int memo_add(vlmc_cpu_emit_t *e, int kind, int64_t key, int ssa) {
   return ssa;
 }
 
-int vlmc_cpu_emit_index(vlmc_cpu_emit_t *e, int64_t value) {
-  int v = memo_find(e, MEMO_INDEX, value);
+/* An integer constant of MLIR type `type` ("index" or "i64"), memoized under `kind`. */
+static int integer_constant(vlmc_cpu_emit_t *e, int kind, const char *type, int64_t value) {
+  int v = memo_find(e, kind, value);
   if (v >= 0) return v;
   v = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.constant %lld : index", v, (long long)value);
-  return memo_add(e, MEMO_INDEX, value, v);
+  entry_line(e, VLMC_SSA " = arith.constant %lld : %s", v, (long long)value, type);
+  return memo_add(e, kind, value, v);
+}
+
+int vlmc_cpu_emit_index(vlmc_cpu_emit_t *e, int64_t value) {
+  return integer_constant(e, MEMO_INDEX, "index", value);
 }
 
 int vlmc_cpu_emit_i64(vlmc_cpu_emit_t *e, int64_t value) {
-  int v = memo_find(e, MEMO_I64, value);
-  if (v >= 0) return v;
-  v = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.constant %lld : i64", v, (long long)value);
-  return memo_add(e, MEMO_I64, value, v);
+  return integer_constant(e, MEMO_I64, "i64", value);
 }
 
 int vlmc_cpu_emit_f32(vlmc_cpu_emit_t *e, double value) {
@@ -269,7 +270,7 @@ vlmc_dtype_t vlmc_cpu_emit_input_storage(const vlmc_cpu_emit_t *e, uint32_t i) {
   return VLMC_DTYPE_F32;
 }
 
-static const char *storage_type(vlmc_dtype_t d) {
+const char *vlmc_cpu_emit_storage_type(vlmc_dtype_t d) {
   switch (d) {
     case VLMC_DTYPE_BF16: return "bf16";
     case VLMC_DTYPE_F16: return "f16";
@@ -289,7 +290,7 @@ int vlmc_cpu_emit_load(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat) {
     return vlmc_cpu_emit_f32(e, 0);
   }
   vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
-  const char *st = storage_type(storage);
+  const char *st = vlmc_cpu_emit_storage_type(storage);
   int raw = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
                      st);
@@ -306,7 +307,7 @@ int vlmc_cpu_emit_load_vector(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int fla
     return vlmc_cpu_emit_zero_vector(e, width);
   }
   vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
-  const char *st = storage_type(storage);
+  const char *st = vlmc_cpu_emit_storage_type(storage);
   int raw = vlmc_cpu_emit_fresh(e);
   vlmc_cpu_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?x%s>, vector<%dx%s>",
                      raw, i, flat, st, width, st);
@@ -628,7 +629,7 @@ vlmc_status_t vlmc_cpu_emit_finish(vlmc_cpu_emit_t *e, const char *name, vlmc_st
   vlmc_strbuf_printf(out, "module {\n  func.func @%s(", name);
   for (uint32_t i = 0; i < e->region->num_inputs; ++i)
     vlmc_strbuf_printf(out, "%%b%u: memref<?x%s>, ", i,
-                       storage_type(vlmc_cpu_emit_input_storage(e, i)));
+                       vlmc_cpu_emit_storage_type(vlmc_cpu_emit_input_storage(e, i)));
   vlmc_strbuf_printf(out, "%%out: memref<?x%s>, %%syms: memref<?xi64>, %%lo: index, %%hi: index) {\n",
                      vlmc_cpu_emit_type(result->type.dtype));
   vlmc_strbuf_append(out, e->entry.data ? e->entry.data : "", e->entry.len);

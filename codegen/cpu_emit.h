@@ -117,6 +117,9 @@ bool vlmc_cpu_emit_readable(const vlmc_cpu_emit_t *e, const vlmc_value_t *v);
 int vlmc_cpu_emit_load(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat);
 /* Elements flat .. flat+width-1 of a float v as a vector<width x f32>. */
 int vlmc_cpu_emit_load_vector(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat, int width);
+/* The MLIR type of a buffer's elements for a storage dtype ("bf16", "f16", "i64", "f32"):
+ * also the kernel table's spelling. */
+const char *vlmc_cpu_emit_storage_type(vlmc_dtype_t storage);
 /* The MLIR scalar type a value is computed in: "f32" or "i64". */
 const char *vlmc_cpu_emit_type(vlmc_dtype_t ir_dtype);
 
