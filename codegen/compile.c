@@ -10,7 +10,7 @@
 #include "frontend/chat_template.h"
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
-#include "codegen/cpu_codegen.h"
+#include "codegen/targets/cpu/codegen.h"
 #include "models/qwen2_5_vl.h"
 #include "runtime/artifact.h"
 #include "runtime/manifest.h"

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cpu_codegen.h"
+#include "codegen/targets/cpu/codegen.h"
 #include "ir/ir.h"
 #include "passes/pass.h"
 #include "reference/executor.h"

@@ -1,5 +1,5 @@
 /* Which template writes the kernel of a region, by its anchor's op kind. */
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 vlmc_cpu_template_fn vlmc_cpu_template_for(vlmc_op_kind_t kind) {
   if (vlmc_op_info(kind)->flags & VLMC_OP_FLAG_ELEMENTWISE) return vlmc_cpu_kernel_elementwise;

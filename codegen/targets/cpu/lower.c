@@ -1,6 +1,6 @@
 /* MLIR text -> LLVM dialect -> LLVM IR -> object -> shared object (codegen/cpu_lower.h). */
 #define _GNU_SOURCE
-#include "codegen/cpu_lower.h"
+#include "codegen/targets/cpu/lower.h"
 
 #include <errno.h>
 #include <spawn.h>

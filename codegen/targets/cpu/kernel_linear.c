@@ -12,7 +12,7 @@
  *
  * matmul: x [..., M, K] @ y [..., K, N] with equal batch dims, one work unit per output row,
  * scalar accumulation along k (no Qwen2.5-VL graph uses it; it is here for completeness). */
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 enum { UNIT = 4, TILE_ROWS = 4 };
 

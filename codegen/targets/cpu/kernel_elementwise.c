@@ -4,7 +4,7 @@
  * through the output's multi-index. */
 #include <string.h>
 
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 static bool same_shape(const vlmc_type_t *a, const vlmc_type_t *b) {
   if (a->rank != b->rank) return false;

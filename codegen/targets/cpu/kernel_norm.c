@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 /* A guess of the row length for the cost when it is symbolic. */
 enum { GUESSED_ROW = 1024 };

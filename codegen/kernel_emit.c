@@ -1,6 +1,6 @@
 /* The kernel writer's helpers (codegen/cpu_emit.h): entry-block constants and dims, prologue
  * reads with storage conversion, scalar elementwise semantics, and the epilogue. */
-#include "codegen/cpu_emit.h"
+#include "codegen/kernel_emit.h"
 
 #include <math.h>
 #include <stdarg.h>

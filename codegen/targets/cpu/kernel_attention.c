@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 enum {
   MAX_HEAD_DIM = 256, /* D and Dv: every q element and accumulator is an SSA value */

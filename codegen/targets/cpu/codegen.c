@@ -1,15 +1,15 @@
 /* The cpu target's driver (codegen/cpu_codegen.h): regions -> kernel text (cpu_emit.h and the
  * templates) -> deduplicated kernels -> native code (cpu_lower.h) -> table. */
 #define _POSIX_C_SOURCE 200809L
-#include "codegen/cpu_codegen.h"
+#include "codegen/targets/cpu/codegen.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cpu_emit.h"
-#include "codegen/cpu_lower.h"
+#include "codegen/kernel_emit.h"
+#include "codegen/targets/cpu/lower.h"
 #include "ir/dispatch.h"
 #include "support/hash.h"
 #include "support/strbuf.h"

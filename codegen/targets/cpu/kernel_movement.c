@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 
 /* A guess of a row's length for the cost when it is symbolic. */
 enum { GUESSED_ROW = 64 };

@@ -4,7 +4,7 @@
 #ifndef VLMC_CODEGEN_CPU_KERNELS_H
 #define VLMC_CODEGEN_CPU_KERNELS_H
 
-#include "codegen/cpu_emit.h"
+#include "codegen/kernel_emit.h"
 
 /* cpu_kernel_elementwise.c: a chain of elementwise ops with numpy broadcasting, cast, reshape
  * (a copy); one work unit per output element. */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cpu_kernels.h"
+#include "codegen/targets/cpu/kernels.h"
 #include "reference/rope_tables.h"
 
 typedef struct {
