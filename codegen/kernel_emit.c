@@ -1,5 +1,5 @@
-/* The kernel writer's helpers (codegen/cpu_emit.h): entry-block constants and dims, prologue
- * reads with storage conversion, scalar elementwise semantics, and the epilogue. */
+/* The shared kernel writer (codegen/kernel_emit.h): entry-block constants and dims, prologue
+ * reads with storage conversion, scalar elementwise semantics, the epilogue, the function. */
 #include "codegen/kernel_emit.h"
 
 #include <math.h>
@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MEMO_INDEX, MEMO_I64, MEMO_F32, MEMO_DIM, MEMO_ZERO_VECTOR, MEMO_SYM };
+/* Memo kinds of this file; a target's own start at VLMC_KERNEL_MEMO_TARGET. */
+enum { MEMO_INDEX, MEMO_I64, MEMO_F32, MEMO_DIM, MEMO_SYM };
 
 /* ---- writing ---- */
 
-int vlmc_cpu_emit_fresh(vlmc_cpu_emit_t *e) { return e->next++; }
+int vlmc_kernel_emit_fresh(vlmc_kernel_emit_t *e) { return e->next++; }
 
 static void vline(vlmc_strbuf_t *buf, int indent, const char *fmt, va_list ap) {
   for (int i = 0; i < indent; ++i) vlmc_strbuf_puts(buf, "  ");
@@ -36,7 +37,7 @@ static void vline(vlmc_strbuf_t *buf, int indent, const char *fmt, va_list ap) {
   vlmc_strbuf_putc(buf, '\n');
 }
 
-void vlmc_cpu_emit_line(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+void vlmc_kernel_emit_line(vlmc_kernel_emit_t *e, const char *fmt, ...) {
   if (fmt[0] == '}') --e->indent;
   va_list ap;
   va_start(ap, fmt);
@@ -46,15 +47,14 @@ void vlmc_cpu_emit_line(vlmc_cpu_emit_t *e, const char *fmt, ...) {
   if (len && fmt[len - 1] == '{') ++e->indent;
 }
 
-static void entry_line(vlmc_cpu_emit_t *e, const char *fmt, ...) VLMC_PRINTF(2, 3);
-static void entry_line(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+void vlmc_kernel_emit_entry_line(vlmc_kernel_emit_t *e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vline(&e->entry, 2, fmt, ap);
   va_end(ap);
 }
 
-void vlmc_cpu_emit_fail(vlmc_cpu_emit_t *e, const char *fmt, ...) {
+void vlmc_kernel_emit_fail(vlmc_kernel_emit_t *e, const char *fmt, ...) {
   if (e->error) return;
   char msg[512];
   va_list ap;
@@ -66,14 +66,14 @@ void vlmc_cpu_emit_fail(vlmc_cpu_emit_t *e, const char *fmt, ...) {
 
 /* ---- memoized entry values ---- */
 
-static int memo_find(vlmc_cpu_emit_t *e, int kind, int64_t key) {
+int vlmc_kernel_emit_memo_find(const vlmc_kernel_emit_t *e, int kind, int64_t key) {
   for (uint32_t i = 0; i < e->num_memo; ++i)
     if (e->memo[i].kind == kind && e->memo[i].key == key) return e->memo[i].ssa;
   return -1;
 }
 
-static int memo_add(vlmc_cpu_emit_t *e, int kind, int64_t key, int ssa) {
-  if (e->num_memo < VLMC_CPU_MAX_MEMO) {
+int vlmc_kernel_emit_memo_add(vlmc_kernel_emit_t *e, int kind, int64_t key, int ssa) {
+  if (e->num_memo < VLMC_KERNEL_MAX_MEMO) {
     e->memo[e->num_memo].kind = kind;
     e->memo[e->num_memo].key = key;
     e->memo[e->num_memo].ssa = ssa;
@@ -83,92 +83,84 @@ static int memo_add(vlmc_cpu_emit_t *e, int kind, int64_t key, int ssa) {
 }
 
 /* An integer constant of MLIR type `type` ("index" or "i64"), memoized under `kind`. */
-static int integer_constant(vlmc_cpu_emit_t *e, int kind, const char *type, int64_t value) {
-  int v = memo_find(e, kind, value);
+static int integer_constant(vlmc_kernel_emit_t *e, int kind, const char *type, int64_t value) {
+  int v = vlmc_kernel_emit_memo_find(e, kind, value);
   if (v >= 0) return v;
-  v = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.constant %lld : %s", v, (long long)value, type);
-  return memo_add(e, kind, value, v);
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.constant %lld : %s", v, (long long)value, type);
+  return vlmc_kernel_emit_memo_add(e, kind, value, v);
 }
 
-int vlmc_cpu_emit_index(vlmc_cpu_emit_t *e, int64_t value) {
+int vlmc_kernel_emit_index(vlmc_kernel_emit_t *e, int64_t value) {
   return integer_constant(e, MEMO_INDEX, "index", value);
 }
 
-int vlmc_cpu_emit_i64(vlmc_cpu_emit_t *e, int64_t value) {
+int vlmc_kernel_emit_i64(vlmc_kernel_emit_t *e, int64_t value) {
   return integer_constant(e, MEMO_I64, "i64", value);
 }
 
-int vlmc_cpu_emit_f32(vlmc_cpu_emit_t *e, double value) {
+int vlmc_kernel_emit_f32(vlmc_kernel_emit_t *e, double value) {
   float f = (float)value;
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
-  int v = memo_find(e, MEMO_F32, bits);
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_F32, bits);
   if (v >= 0) return v;
-  v = vlmc_cpu_emit_fresh(e);
+  v = vlmc_kernel_emit_fresh(e);
   /* The hex form is exact, and also spells inf and NaN. */
-  entry_line(e, VLMC_SSA " = arith.constant 0x%08X : f32", v, bits);
-  return memo_add(e, MEMO_F32, bits, v);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.constant 0x%08X : f32", v, bits);
+  return vlmc_kernel_emit_memo_add(e, MEMO_F32, bits, v);
 }
 
-int vlmc_cpu_emit_zero_vector(vlmc_cpu_emit_t *e, int width) {
-  int v = memo_find(e, MEMO_ZERO_VECTOR, width);
-  if (v >= 0) return v;
-  v = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.constant dense<0.0> : vector<%dxf32>", v, width);
-  return memo_add(e, MEMO_ZERO_VECTOR, width, v);
-}
-
-static int emit_symbol(vlmc_cpu_emit_t *e, uint32_t sym) {
-  int v = memo_find(e, MEMO_SYM, sym);
+static int emit_symbol(vlmc_kernel_emit_t *e, uint32_t sym) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_SYM, sym);
   if (v >= 0) return v;
   uint32_t k = 0;
   while (k < e->num_syms && e->syms[k] != sym) ++k;
   if (k == e->num_syms) {
-    if (k == VLMC_CPU_MAX_SYMS) {
-      vlmc_cpu_emit_fail(e, "a kernel reads at most %d symbols", VLMC_CPU_MAX_SYMS);
-      return vlmc_cpu_emit_index(e, 0);
+    if (k == VLMC_KERNEL_MAX_SYMS) {
+      vlmc_kernel_emit_fail(e, "a kernel reads at most %d symbols", VLMC_KERNEL_MAX_SYMS);
+      return vlmc_kernel_emit_index(e, 0);
     }
     e->syms[e->num_syms++] = sym;
   }
-  int at = vlmc_cpu_emit_index(e, k);
-  int raw = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = memref.load %%syms[" VLMC_SSA "] : memref<?xi64>", raw, at);
-  v = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", v, raw);
-  return memo_add(e, MEMO_SYM, sym, v);
+  int at = vlmc_kernel_emit_index(e, k);
+  int raw = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = memref.load %%syms[" VLMC_SSA "] : memref<?xi64>", raw, at);
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", v, raw);
+  return vlmc_kernel_emit_memo_add(e, MEMO_SYM, sym, v);
 }
 
-int vlmc_cpu_emit_dim(vlmc_cpu_emit_t *e, vlmc_dim_t dim) {
-  if (vlmc_dim_is_static(dim)) return vlmc_cpu_emit_index(e, dim.off);
+int vlmc_kernel_emit_dim(vlmc_kernel_emit_t *e, vlmc_dim_t dim) {
+  if (vlmc_dim_is_static(dim)) return vlmc_kernel_emit_index(e, dim.off);
   /* Key: the dim's four fields packed (small in practice; collisions only merge equal dims). */
   int64_t key = ((int64_t)dim.sym << 48) ^ ((dim.num & 0xFFFF) << 32) ^ ((dim.den & 0xFFFF) << 16) ^
                 (dim.off & 0xFFFF);
-  int v = memo_find(e, MEMO_DIM, key);
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_DIM, key);
   if (v >= 0) return v;
   v = emit_symbol(e, dim.sym);
   if (dim.num != 1) {
-    int t = vlmc_cpu_emit_fresh(e);
-    entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
-               vlmc_cpu_emit_index(e, dim.num));
+    int t = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_kernel_emit_index(e, dim.num));
     v = t;
   }
   if (dim.den != 1) {
-    int t = vlmc_cpu_emit_fresh(e);
-    entry_line(e, VLMC_SSA " = arith.divsi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
-               vlmc_cpu_emit_index(e, dim.den));
+    int t = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.divsi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_kernel_emit_index(e, dim.den));
     v = t;
   }
   if (dim.off != 0) {
-    int t = vlmc_cpu_emit_fresh(e);
-    entry_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
-               vlmc_cpu_emit_index(e, dim.off));
+    int t = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+               vlmc_kernel_emit_index(e, dim.off));
     v = t;
   }
-  return memo_add(e, MEMO_DIM, key, v);
+  return vlmc_kernel_emit_memo_add(e, MEMO_DIM, key, v);
 }
 
-int vlmc_cpu_emit_dims_product(vlmc_cpu_emit_t *e, const vlmc_type_t *type, uint32_t from,
+int vlmc_kernel_emit_dims_product(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_t from,
                                uint32_t to) {
   int64_t fixed = 1;
   int v = -1;
@@ -177,24 +169,24 @@ int vlmc_cpu_emit_dims_product(vlmc_cpu_emit_t *e, const vlmc_type_t *type, uint
       fixed *= type->dims[d].off;
       continue;
     }
-    int dim = vlmc_cpu_emit_dim(e, type->dims[d]);
+    int dim = vlmc_kernel_emit_dim(e, type->dims[d]);
     if (v < 0) {
       v = dim;
     } else {
-      int t = vlmc_cpu_emit_fresh(e);
-      entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v, dim);
+      int t = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v, dim);
       v = t;
     }
   }
-  if (v < 0) return vlmc_cpu_emit_index(e, fixed);
+  if (v < 0) return vlmc_kernel_emit_index(e, fixed);
   if (fixed == 1) return v;
-  int t = vlmc_cpu_emit_fresh(e);
-  entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
-             vlmc_cpu_emit_index(e, fixed));
+  int t = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", t, v,
+             vlmc_kernel_emit_index(e, fixed));
   return t;
 }
 
-vlmc_dim_t vlmc_cpu_emit_count_dims(const vlmc_type_t *type) {
+vlmc_dim_t vlmc_kernel_emit_count_dims(const vlmc_type_t *type) {
   vlmc_dim_t symbolic = vlmc_dim_static(1);
   int64_t fixed = 1;
   bool have = false;
@@ -214,9 +206,9 @@ vlmc_dim_t vlmc_cpu_emit_count_dims(const vlmc_type_t *type) {
   return d;
 }
 
-void vlmc_cpu_emit_set_work(vlmc_cpu_emit_t *e, vlmc_dim_t units, int64_t scale) {
+void vlmc_kernel_emit_set_work(vlmc_kernel_emit_t *e, vlmc_dim_t units, int64_t scale) {
   if (vlmc_dim_is_static(units) && units.off < 0) {
-    vlmc_cpu_emit_fail(e, "'%s': the work count is not one dim expression (two symbolic dims)",
+    vlmc_kernel_emit_fail(e, "'%s': the work count is not one dim expression (two symbolic dims)",
                        vlmc_op_info(e->anchor->kind)->mnemonic);
     return;
   }
@@ -233,34 +225,40 @@ static bool is_prologue_op(const vlmc_op_t *op) {
   return from->is_float && !from->is_quantized && op->results[0].type.dtype == VLMC_DTYPE_F32;
 }
 
-static int input_index(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
-  for (uint32_t i = 0; i < e->region->num_inputs; ++i)
-    if (e->region->inputs[i] == v) return (int)i;
+static int input_index(const vlmc_dispatch_region_t *r, const vlmc_value_t *v) {
+  for (uint32_t i = 0; i < r->num_inputs; ++i)
+    if (r->inputs[i] == v) return (int)i;
   return -1;
 }
 
-static int member_index(const vlmc_cpu_emit_t *e, const vlmc_op_t *op) {
-  for (uint32_t i = 0; op && i < e->region->num_ops; ++i)
-    if (e->region->ops[i] == op) return (int)i;
+static int member_index(const vlmc_dispatch_region_t *r, const vlmc_op_t *op) {
+  for (uint32_t i = 0; op && i < r->num_ops; ++i)
+    if (r->ops[i] == op) return (int)i;
   return -1;
 }
 
-/* Follows prologue ops back to the region input v reads; -1 when v is not readable. */
-static int source_input(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
+/* Follows prologue ops (members before `anchor_index`) back to the region input v reads; -1
+ * when v is not readable. */
+static int source_input(const vlmc_dispatch_region_t *r, uint32_t anchor_index,
+                        const vlmc_value_t *v) {
   for (;;) {
-    int i = input_index(e, v);
+    int i = input_index(r, v);
     if (i >= 0) return i;
-    int m = member_index(e, v->def);
-    if (m < 0 || (uint32_t)m >= e->anchor_index || !is_prologue_op(v->def)) return -1;
+    int m = member_index(r, v->def);
+    if (m < 0 || (uint32_t)m >= anchor_index || !is_prologue_op(v->def)) return -1;
     v = v->def->operands[0];
   }
 }
 
-bool vlmc_cpu_emit_readable(const vlmc_cpu_emit_t *e, const vlmc_value_t *v) {
-  return source_input(e, v) >= 0;
+int vlmc_kernel_emit_source_input(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
+  return source_input(e->region, e->anchor_index, v);
 }
 
-vlmc_dtype_t vlmc_cpu_emit_input_storage(const vlmc_cpu_emit_t *e, uint32_t i) {
+bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
+  return vlmc_kernel_emit_source_input(e, v) >= 0;
+}
+
+vlmc_dtype_t vlmc_kernel_emit_input_storage(const vlmc_kernel_emit_t *e, uint32_t i) {
   const vlmc_value_t *v = e->region->inputs[i];
   const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
   if (!info->is_float) return VLMC_DTYPE_I64;
@@ -270,7 +268,7 @@ vlmc_dtype_t vlmc_cpu_emit_input_storage(const vlmc_cpu_emit_t *e, uint32_t i) {
   return VLMC_DTYPE_F32;
 }
 
-const char *vlmc_cpu_emit_storage_type(vlmc_dtype_t d) {
+const char *vlmc_kernel_emit_storage_type(vlmc_dtype_t d) {
   switch (d) {
     case VLMC_DTYPE_BF16: return "bf16";
     case VLMC_DTYPE_F16: return "f16";
@@ -279,171 +277,153 @@ const char *vlmc_cpu_emit_storage_type(vlmc_dtype_t d) {
   }
 }
 
-const char *vlmc_cpu_emit_type(vlmc_dtype_t ir_dtype) {
+const char *vlmc_kernel_emit_type(vlmc_dtype_t ir_dtype) {
   return vlmc_dtype_info(ir_dtype)->is_float ? "f32" : "i64";
 }
 
-int vlmc_cpu_emit_load(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat) {
-  int i = source_input(e, v);
+int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat) {
+  int i = vlmc_kernel_emit_source_input(e, v);
   if (i < 0) {
-    vlmc_cpu_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
-    return vlmc_cpu_emit_f32(e, 0);
+    vlmc_kernel_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
+    return vlmc_kernel_emit_f32(e, 0);
   }
-  vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
-  const char *st = vlmc_cpu_emit_storage_type(storage);
-  int raw = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
+  vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)i);
+  const char *st = vlmc_kernel_emit_storage_type(storage);
+  int raw = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
                      st);
   if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
-  int wide = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, raw, st);
-  return wide;
-}
-
-int vlmc_cpu_emit_load_vector(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int flat, int width) {
-  int i = source_input(e, v);
-  if (i < 0 || !vlmc_dtype_info(v->type.dtype)->is_float) {
-    vlmc_cpu_emit_fail(e, "kernel vector-reads a value that is not a readable float value");
-    return vlmc_cpu_emit_zero_vector(e, width);
-  }
-  vlmc_dtype_t storage = vlmc_cpu_emit_input_storage(e, (uint32_t)i);
-  const char *st = vlmc_cpu_emit_storage_type(storage);
-  int raw = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?x%s>, vector<%dx%s>",
-                     raw, i, flat, st, width, st);
-  if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
-  int wide = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : vector<%dx%s> to vector<%dxf32>",
-                     wide, raw, width, st, width);
+  int wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, raw, st);
   return wide;
 }
 
 /* ---- computing ---- */
 
-static int binary(vlmc_cpu_emit_t *e, const char *op, int a, int b, const char *type) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, type);
+static int binary(vlmc_kernel_emit_t *e, const char *op, int a, int b, const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, type);
   return v;
 }
 
-static int unary(vlmc_cpu_emit_t *e, const char *op, int a, const char *type) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : %s", v, op, a, type);
+static int unary(vlmc_kernel_emit_t *e, const char *op, int a, const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : %s", v, op, a, type);
   return v;
 }
 
 /* 1 / (1 + exp(-x)) and x / (1 + exp(-x)), as the reference computes them. */
-static int logistic_denominator(vlmc_cpu_emit_t *e, int x) {
+static int logistic_denominator(vlmc_kernel_emit_t *e, int x) {
   int neg = unary(e, "arith.negf", x, "f32");
   int ex = unary(e, "math.exp", neg, "f32");
-  return binary(e, "arith.addf", vlmc_cpu_emit_f32(e, 1.0), ex, "f32");
+  return binary(e, "arith.addf", vlmc_kernel_emit_f32(e, 1.0), ex, "f32");
 }
 
-static int gelu(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x) {
+static int gelu(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
   const char *approx = vlmc_op_attr_enum(op, "approx");
-  int half = vlmc_cpu_emit_f32(e, 0.5), one = vlmc_cpu_emit_f32(e, 1.0);
+  int half = vlmc_kernel_emit_f32(e, 0.5), one = vlmc_kernel_emit_f32(e, 1.0);
   int inner;
   if (strcmp(approx, "tanh") == 0) {
     int x3 = binary(e, "arith.mulf", binary(e, "arith.mulf", x, x, "f32"), x, "f32");
     int poly = binary(e, "arith.addf", x,
-                      binary(e, "arith.mulf", vlmc_cpu_emit_f32(e, 0.044715), x3, "f32"), "f32");
-    int arg = binary(e, "arith.mulf", vlmc_cpu_emit_f32(e, 0.7978845608028654 /* sqrt(2 / pi) */), poly, "f32");
+                      binary(e, "arith.mulf", vlmc_kernel_emit_f32(e, 0.044715), x3, "f32"), "f32");
+    int arg = binary(e, "arith.mulf", vlmc_kernel_emit_f32(e, 0.7978845608028654 /* sqrt(2 / pi) */), poly, "f32");
     inner = unary(e, "math.tanh", arg, "f32");
   } else {
-    int arg = binary(e, "arith.mulf", x, vlmc_cpu_emit_f32(e, 1.0 / sqrt(2.0)), "f32");
+    int arg = binary(e, "arith.mulf", x, vlmc_kernel_emit_f32(e, 1.0 / sqrt(2.0)), "f32");
     inner = unary(e, "math.erf", arg, "f32");
   }
   int hx = binary(e, "arith.mulf", half, x, "f32");
   return binary(e, "arith.mulf", hx, binary(e, "arith.addf", one, inner, "f32"), "f32");
 }
 
-static int clamp(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x, bool is_float) {
+static int clamp(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x, bool is_float) {
   const vlmc_attr_t *lo = vlmc_op_attr(op, "min"), *hi = vlmc_op_attr(op, "max");
   if (!is_float) {
-    if (lo) x = binary(e, "arith.maxsi", x, vlmc_cpu_emit_i64(e, (int64_t)lo->v.f), "i64");
-    if (hi) x = binary(e, "arith.minsi", x, vlmc_cpu_emit_i64(e, (int64_t)hi->v.f), "i64");
+    if (lo) x = binary(e, "arith.maxsi", x, vlmc_kernel_emit_i64(e, (int64_t)lo->v.f), "i64");
+    if (hi) x = binary(e, "arith.minsi", x, vlmc_kernel_emit_i64(e, (int64_t)hi->v.f), "i64");
     return x;
   }
-  if (lo) x = binary(e, "arith.maximumf", x, vlmc_cpu_emit_f32(e, lo->v.f), "f32");
-  if (hi) x = binary(e, "arith.minimumf", x, vlmc_cpu_emit_f32(e, hi->v.f), "f32");
+  if (lo) x = binary(e, "arith.maximumf", x, vlmc_kernel_emit_f32(e, lo->v.f), "f32");
+  if (hi) x = binary(e, "arith.minimumf", x, vlmc_kernel_emit_f32(e, hi->v.f), "f32");
   return x;
 }
 
 /* Wraps an i64 to a narrower integer dtype (two's complement), or to 0/1 for bool. */
-static int wrap_int(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
+static int wrap_int(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   const vlmc_dtype_info_t *info = vlmc_dtype_info(to);
   if (to == VLMC_DTYPE_BOOL) {
-    int ne = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi ne, " VLMC_SSA ", " VLMC_SSA " : i64", ne, x,
-                       vlmc_cpu_emit_i64(e, 0));
-    int v = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : i1 to i64", v, ne);
+    int ne = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ne, " VLMC_SSA ", " VLMC_SSA " : i64", ne, x,
+                       vlmc_kernel_emit_i64(e, 0));
+    int v = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : i1 to i64", v, ne);
     return v;
   }
   if (info->bits >= 64) return x;
-  int t = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.trunci " VLMC_SSA " : i64 to i%u", t, x, info->bits);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.%s " VLMC_SSA " : i%u to i64", v,
+  int t = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.trunci " VLMC_SSA " : i64 to i%u", t, x, info->bits);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.%s " VLMC_SSA " : i%u to i64", v,
                      info->is_signed ? "extsi" : "extui", t, info->bits);
   return v;
 }
 
 /* Rounds an f32 to bf16 and back in integer arithmetic, round to nearest even, NaN kept
  * quiet (as support/float16.c does): LLVM would call __truncsfbf2, which libgcc lacks. */
-static int round_bf16(vlmc_cpu_emit_t *e, int x) {
-  int bits = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
-  int c16 = vlmc_cpu_emit_fresh(e), c1 = vlmc_cpu_emit_fresh(e), c7fff = vlmc_cpu_emit_fresh(e);
-  int mask = vlmc_cpu_emit_fresh(e), quiet = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 16 : i32", c16);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 1 : i32", c1);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 32767 : i32", c7fff);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant -65536 : i32", mask);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant 4194304 : i32", quiet);
-  int hi = vlmc_cpu_emit_fresh(e), lsb = vlmc_cpu_emit_fresh(e), bias = vlmc_cpu_emit_fresh(e);
-  int sum = vlmc_cpu_emit_fresh(e), rounded = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", hi, bits, c16);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", lsb, hi, c1);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", bias, lsb, c7fff);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", sum, bits, bias);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", rounded, sum, mask);
-  int nan_bits = vlmc_cpu_emit_fresh(e), nan_kept = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i32", nan_bits, bits, quiet);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", nan_kept, nan_bits,
+static int round_bf16(vlmc_kernel_emit_t *e, int x) {
+  int bits = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
+  int c16 = vlmc_kernel_emit_fresh(e), c1 = vlmc_kernel_emit_fresh(e), c7fff = vlmc_kernel_emit_fresh(e);
+  int mask = vlmc_kernel_emit_fresh(e), quiet = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 16 : i32", c16);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 1 : i32", c1);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 32767 : i32", c7fff);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant -65536 : i32", mask);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 4194304 : i32", quiet);
+  int hi = vlmc_kernel_emit_fresh(e), lsb = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e);
+  int sum = vlmc_kernel_emit_fresh(e), rounded = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", hi, bits, c16);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", lsb, hi, c1);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", bias, lsb, c7fff);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", sum, bits, bias);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", rounded, sum, mask);
+  int nan_bits = vlmc_kernel_emit_fresh(e), nan_kept = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i32", nan_bits, bits, quiet);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", nan_kept, nan_bits,
                      mask);
-  int is_nan = vlmc_cpu_emit_fresh(e), chosen = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
+  int is_nan = vlmc_kernel_emit_fresh(e), chosen = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
                      chosen, is_nan, nan_kept, rounded);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
   return v;
 }
 
 /* Rounds an f32 to f16 / bf16 and back (what a cast to those dtypes stores). */
-static int round_float(vlmc_cpu_emit_t *e, int x, vlmc_dtype_t to) {
+static int round_float(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   if (to == VLMC_DTYPE_BF16) return round_bf16(e, x);
   if (to != VLMC_DTYPE_F16) return x;
-  int narrow = vlmc_cpu_emit_fresh(e), wide = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", narrow, x);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, narrow);
+  int narrow = vlmc_kernel_emit_fresh(e), wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", narrow, x);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, narrow);
   return wide;
 }
 
-static int cast(vlmc_cpu_emit_t *e, const vlmc_op_t *op, int x) {
+static int cast(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
   vlmc_dtype_t from = op->operands[0]->type.dtype, to = op->results[0].type.dtype;
   bool from_float = vlmc_dtype_info(from)->is_float, to_float = vlmc_dtype_info(to)->is_float;
   if (from_float && to_float) return round_float(e, x, to);
   if (!from_float && !to_float) return wrap_int(e, x, to);
-  int v = vlmc_cpu_emit_fresh(e);
+  int v = vlmc_kernel_emit_fresh(e);
   if (to_float) {
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", v, x);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", v, x);
     return round_float(e, v, to);
   }
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : f32 to i64", v, x);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : f32 to i64", v, x);
   return wrap_int(e, v, to);
 }
 
-int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int *in) {
+int vlmc_kernel_emit_elementwise(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in) {
   bool f = vlmc_dtype_info(op->results[0].type.dtype)->is_float;
   const char *t = f ? "f32" : "i64";
   switch (op->kind) {
@@ -454,7 +434,7 @@ int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int
     case VLMC_OP_DIV: return binary(e, f ? "arith.divf" : "arith.divsi", in[0], in[1], t);
     case VLMC_OP_NEG:
       return f ? unary(e, "arith.negf", in[0], t)
-               : binary(e, "arith.subi", vlmc_cpu_emit_i64(e, 0), in[0], t);
+               : binary(e, "arith.subi", vlmc_kernel_emit_i64(e, 0), in[0], t);
     case VLMC_OP_EXP: return unary(e, "math.exp", in[0], t);
     case VLMC_OP_SQRT: return unary(e, "math.sqrt", in[0], t);
     case VLMC_OP_RSQRT: return unary(e, "math.rsqrt", in[0], t);
@@ -463,18 +443,18 @@ int vlmc_cpu_emit_elementwise(vlmc_cpu_emit_t *e, const vlmc_op_t *op, const int
     case VLMC_OP_COS: return unary(e, "math.cos", in[0], t);
     case VLMC_OP_SIN: return unary(e, "math.sin", in[0], t);
     case VLMC_OP_SIGMOID:
-      return binary(e, "arith.divf", vlmc_cpu_emit_f32(e, 1.0), logistic_denominator(e, in[0]), t);
+      return binary(e, "arith.divf", vlmc_kernel_emit_f32(e, 1.0), logistic_denominator(e, in[0]), t);
     case VLMC_OP_SILU: return binary(e, "arith.divf", in[0], logistic_denominator(e, in[0]), t);
     case VLMC_OP_GELU: return gelu(e, op, in[0]);
     case VLMC_OP_CLAMP: return clamp(e, op, in[0], f);
     case VLMC_OP_CAST: return cast(e, op, in[0]);
     default:
-      vlmc_cpu_emit_fail(e, "'%s' is not elementwise", vlmc_op_info(op->kind)->mnemonic);
+      vlmc_kernel_emit_fail(e, "'%s' is not elementwise", vlmc_op_info(op->kind)->mnemonic);
       return in[0];
   }
 }
 
-int vlmc_cpu_emit_index_op(vlmc_cpu_emit_t *e, const char *op, int a, int b) {
+int vlmc_kernel_emit_index_op(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
   return binary(e, op, a, b, "index");
 }
 
@@ -485,44 +465,33 @@ static const char *float_type(int width, char *buf, size_t size) {
   return buf;
 }
 
-int vlmc_cpu_emit_float_op(vlmc_cpu_emit_t *e, const char *op, int a, int b, int width) {
+int vlmc_kernel_emit_float_op(vlmc_kernel_emit_t *e, const char *op, int a, int b, int width) {
   char type[32];
   return binary(e, op, a, b, float_type(width, type, sizeof type));
 }
 
-int vlmc_cpu_emit_float_unary(vlmc_cpu_emit_t *e, const char *op, int a, int width) {
+int vlmc_kernel_emit_float_unary(vlmc_kernel_emit_t *e, const char *op, int a, int width) {
   char type[32];
   return unary(e, op, a, float_type(width, type, sizeof type));
 }
 
-int vlmc_cpu_emit_load_at(vlmc_cpu_emit_t *e, const vlmc_value_t *v, int at, int width) {
-  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_cpu_emit_load(e, v, at);
-}
-
-int vlmc_cpu_emit_for(vlmc_cpu_emit_t *e, int from, int to, int step) {
-  int iv = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
+int vlmc_kernel_emit_for(vlmc_kernel_emit_t *e, int from, int to, int step) {
+  int iv = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                      iv, from, to, step);
   return iv;
 }
 
-int vlmc_cpu_emit_reduce_add(vlmc_cpu_emit_t *e, int vector, int width) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = vector.reduction <add>, " VLMC_SSA " : vector<%dxf32> into f32",
-                     v, vector, width);
-  return v;
-}
-
 /* ---- the output ---- */
 
-bool vlmc_cpu_emit_has_epilogue(const vlmc_cpu_emit_t *e) {
+bool vlmc_kernel_emit_has_epilogue(const vlmc_kernel_emit_t *e) {
   return e->anchor_index + 1 < e->region->num_ops;
 }
 
-void vlmc_cpu_emit_store(vlmc_cpu_emit_t *e, int value, int flat) {
+void vlmc_kernel_emit_store(vlmc_kernel_emit_t *e, int value, int flat) {
   const vlmc_value_t *out = vlmc_dispatch_output(e->region);
-  vlmc_cpu_emit_line(e, "memref.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?x%s>", value, flat,
-                     vlmc_cpu_emit_type(out->type.dtype));
+  vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?x%s>", value, flat,
+                     vlmc_kernel_emit_type(out->type.dtype));
 }
 
 static bool same_count(const vlmc_type_t *a, const vlmc_type_t *b) {
@@ -533,20 +502,20 @@ static bool same_count(const vlmc_type_t *a, const vlmc_type_t *b) {
 }
 
 /* Operand j of epilogue op `op`, whose running value (already computed) is `running`. */
-static int epilogue_operand(vlmc_cpu_emit_t *e, const vlmc_op_t *op, uint32_t j,
+static int epilogue_operand(vlmc_kernel_emit_t *e, const vlmc_op_t *op, uint32_t j,
                             const int *member_ssa, int flat) {
   const vlmc_value_t *v = op->operands[j];
-  int m = member_index(e, v->def);
+  int m = member_index(e->region, v->def);
   if (m >= (int)e->anchor_index) return member_ssa[m];
-  if (same_count(&v->type, &op->results[0].type)) return vlmc_cpu_emit_load(e, v, flat);
-  int count = vlmc_cpu_emit_dims_product(e, &v->type, 0, v->type.rank);
-  int at = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.remui " VLMC_SSA ", " VLMC_SSA " : index", at, flat,
+  if (same_count(&v->type, &op->results[0].type)) return vlmc_kernel_emit_load(e, v, flat);
+  int count = vlmc_kernel_emit_dims_product(e, &v->type, 0, v->type.rank);
+  int at = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.remui " VLMC_SSA ", " VLMC_SSA " : index", at, flat,
                      count);
-  return vlmc_cpu_emit_load(e, v, at);
+  return vlmc_kernel_emit_load(e, v, at);
 }
 
-void vlmc_cpu_emit_finish_element(vlmc_cpu_emit_t *e, int value, int flat) {
+void vlmc_kernel_emit_finish_element(vlmc_kernel_emit_t *e, int value, int flat) {
   const vlmc_dispatch_region_t *r = e->region;
   int member_ssa[r->num_ops];
   member_ssa[e->anchor_index] = value;
@@ -555,31 +524,27 @@ void vlmc_cpu_emit_finish_element(vlmc_cpu_emit_t *e, int value, int flat) {
     int in[VLMC_IR_MAX_OPERANDS];
     for (uint32_t j = 0; j < op->num_operands && j < VLMC_IR_MAX_OPERANDS; ++j)
       in[j] = epilogue_operand(e, op, j, member_ssa, flat);
-    member_ssa[k] = vlmc_cpu_emit_elementwise(e, op, in);
+    member_ssa[k] = vlmc_kernel_emit_elementwise(e, op, in);
   }
-  vlmc_cpu_emit_store(e, member_ssa[r->num_ops - 1], flat);
-}
-
-void vlmc_cpu_emit_finish_vector(vlmc_cpu_emit_t *e, int value, int flat, int width) {
-  if (!vlmc_cpu_emit_has_epilogue(e)) {
-    vlmc_cpu_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
-                       value, flat, width);
-    return;
-  }
-  for (int lane = 0; lane < width; ++lane) {
-    int s = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
-                       s, value, lane, width);
-    int at = lane ? vlmc_cpu_emit_index_op(e, "arith.addi", flat, vlmc_cpu_emit_index(e, lane)) : flat;
-    vlmc_cpu_emit_finish_element(e, s, at);
-  }
+  vlmc_kernel_emit_store(e, member_ssa[r->num_ops - 1], flat);
 }
 
 /* ---- the driver's side ---- */
 
-vlmc_status_t vlmc_cpu_emit_init(vlmc_cpu_emit_t *e, const vlmc_module_t *module,
-                                 const vlmc_func_t *func, const vlmc_dispatch_region_t *region,
-                                 int vector_width) {
+uint32_t vlmc_kernel_anchor_index(const vlmc_dispatch_region_t *region) {
+  /* The first member that is not a prologue op reading an input or an earlier prologue
+   * result; when every member is one, the root (a copy kernel). */
+  for (uint32_t k = 0; k + 1 < region->num_ops; ++k) {
+    const vlmc_op_t *op = region->ops[k];
+    /* Members before k are the prologue candidates op may read through. */
+    if (!is_prologue_op(op) || source_input(region, k, op->operands[0]) < 0) return k;
+  }
+  return region->num_ops - 1;
+}
+
+vlmc_status_t vlmc_kernel_emit_init(vlmc_kernel_emit_t *e, const vlmc_module_t *module,
+                                    const vlmc_func_t *func, const vlmc_dispatch_region_t *region,
+                                    int vector_width) {
   memset(e, 0, sizeof *e);
   e->module = module;
   e->func = func;
@@ -589,35 +554,30 @@ vlmc_status_t vlmc_cpu_emit_init(vlmc_cpu_emit_t *e, const vlmc_module_t *module
   e->work = vlmc_dim_static(1);
   vlmc_strbuf_init(&e->entry);
   vlmc_strbuf_init(&e->body);
-  /* The anchor: the first member that is not a prologue op reading an input or an earlier
-   * prologue result; when every member is one, the root (a copy kernel). */
-  e->anchor_index = region->num_ops - 1;
-  for (uint32_t k = 0; k < region->num_ops; ++k) {
-    e->anchor_index = k; /* source_input sees members before k as prologue candidates */
-    const vlmc_op_t *op = region->ops[k];
-    if (!is_prologue_op(op) || source_input(e, op->operands[0]) < 0) break;
-    if (k + 1 == region->num_ops) break;
-  }
+  e->anchor_index = vlmc_kernel_anchor_index(region);
   e->anchor = region->ops[e->anchor_index];
   for (uint32_t i = 0; i < region->num_inputs; ++i) {
     const vlmc_value_t *v = region->inputs[i];
     const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
+    /* The storage spellings below cover these only (vlmc_kernel_emit_storage_type). */
     if (info->is_quantized || v->type.dtype == VLMC_DTYPE_F64)
       return vlmc_status_make(VLMC_UNSUPPORTED,
-                              "dispatch %u: input %u is %s; the cpu target reads f32, f16, bf16 "
-                              "and integers", region->id, i, info->name);
+                              "dispatch %u: input %u is %s; kernels read f32, f16, bf16 and "
+                              "integers", region->id, i, info->name);
   }
   return NULL;
 }
 
-void vlmc_cpu_emit_deinit(vlmc_cpu_emit_t *e) {
+void vlmc_kernel_emit_deinit(vlmc_kernel_emit_t *e) {
   vlmc_strbuf_deinit(&e->entry);
   vlmc_strbuf_deinit(&e->body);
   vlmc_status_free(e->error);
   e->error = NULL;
 }
 
-vlmc_status_t vlmc_cpu_emit_finish(vlmc_cpu_emit_t *e, const char *name, vlmc_strbuf_t *out) {
+
+vlmc_status_t vlmc_kernel_emit_function(vlmc_kernel_emit_t *e, const char *name,
+                                        const char *trailing_params, vlmc_strbuf_t *out) {
   if (e->error) {
     vlmc_status_t st = e->error;
     e->error = NULL;
@@ -629,9 +589,10 @@ vlmc_status_t vlmc_cpu_emit_finish(vlmc_cpu_emit_t *e, const char *name, vlmc_st
   vlmc_strbuf_printf(out, "module {\n  func.func @%s(", name);
   for (uint32_t i = 0; i < e->region->num_inputs; ++i)
     vlmc_strbuf_printf(out, "%%b%u: memref<?x%s>, ", i,
-                       vlmc_cpu_emit_storage_type(vlmc_cpu_emit_input_storage(e, i)));
-  vlmc_strbuf_printf(out, "%%out: memref<?x%s>, %%syms: memref<?xi64>, %%lo: index, %%hi: index) {\n",
-                     vlmc_cpu_emit_type(result->type.dtype));
+                       vlmc_kernel_emit_storage_type(vlmc_kernel_emit_input_storage(e, i)));
+  vlmc_strbuf_printf(out, "%%out: memref<?x%s>, %%syms: memref<?xi64>%s%s) {\n",
+                     vlmc_kernel_emit_type(result->type.dtype), trailing_params[0] ? ", " : "",
+                     trailing_params);
   vlmc_strbuf_append(out, e->entry.data ? e->entry.data : "", e->entry.len);
   vlmc_strbuf_append(out, e->body.data ? e->body.data : "", e->body.len);
   vlmc_strbuf_puts(out, "    return\n  }\n}\n");

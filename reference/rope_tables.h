@@ -1,5 +1,5 @@
 /* The two tables of a rope op, defined once for the reference executor (reference/
- * exec_rope.c) and the cpu kernels (codegen/cpu_kernel_rope.c), so that a kernel's angles are
+ * exec_rope.c) and the cpu kernels (codegen/targets/cpu/kernel_rope.c), so that a kernel's angles are
  * the reference's to the bit. Semantics: the header comment of reference/exec_rope.c. */
 #ifndef VLMC_REFERENCE_ROPE_TABLES_H
 #define VLMC_REFERENCE_ROPE_TABLES_H

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/kernel_emit.h"
+#include "codegen/targets/cpu/emit.h"
 #include "codegen/targets/cpu/lower.h"
 #include "ir/dispatch.h"
 #include "support/hash.h"
@@ -21,7 +21,7 @@ typedef struct {
   vlmc_dtype_t inputs[VLMC_IR_MAX_OPERANDS * 4];
   uint32_t num_inputs;
   vlmc_dtype_t output;
-  char *syms[VLMC_CPU_MAX_SYMS];
+  char *syms[VLMC_KERNEL_MAX_SYMS];
   uint32_t num_syms;
   int64_t cost;
 } kernel_t;
@@ -71,8 +71,8 @@ static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_r
 static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
                                   const vlmc_dispatch_region_t *r, kernel_t *k,
                                   vlmc_dim_t *work, int64_t *work_scale) {
-  vlmc_cpu_emit_t e;
-  VLMC_RETURN_IF_ERROR(vlmc_cpu_emit_init(&e, g->module, func, r,
+  vlmc_kernel_emit_t e;
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_emit_init(&e, g->module, func, r,
                                           vlmc_cpu_lowerer_vector_width(g->lowerer)));
   vlmc_cpu_template_fn fn = vlmc_cpu_template_for(e.anchor->kind);
   vlmc_status_t st = NULL;
@@ -91,7 +91,7 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
     k->hash = vlmc_xxh64(k->text, strlen(k->text), 0);
     k->template_name = strdup(e.template_name ? e.template_name : "?");
     k->num_inputs = r->num_inputs;
-    for (uint32_t i = 0; i < r->num_inputs; ++i) k->inputs[i] = vlmc_cpu_emit_input_storage(&e, i);
+    for (uint32_t i = 0; i < r->num_inputs; ++i) k->inputs[i] = vlmc_kernel_emit_input_storage(&e, i);
     k->output = vlmc_dtype_info(vlmc_dispatch_output(r)->type.dtype)->is_float ? VLMC_DTYPE_F32
                                                                               : VLMC_DTYPE_I64;
     k->num_syms = e.num_syms;
@@ -104,7 +104,7 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   }
   vlmc_strbuf_deinit(&text);
   if (st) st = region_error(func, r, e.anchor, st);
-  vlmc_cpu_emit_deinit(&e);
+  vlmc_kernel_emit_deinit(&e);
   return st;
 }
 
@@ -199,8 +199,8 @@ static char *table_json(const codegen_t *g) {
     vlmc_strbuf_printf(&out, "%s\n    {\"symbol\": \"vk%zu\", \"template\": \"%s\", \"inputs\": [",
                        i ? "," : "", i, k->template_name);
     for (uint32_t j = 0; j < k->num_inputs; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", vlmc_cpu_emit_storage_type(k->inputs[j]));
-    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", vlmc_cpu_emit_storage_type(k->output));
+      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", vlmc_kernel_emit_storage_type(k->inputs[j]));
+    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", vlmc_kernel_emit_storage_type(k->output));
     for (uint32_t j = 0; j < k->num_syms; ++j)
       vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", k->syms[j]);
     vlmc_strbuf_printf(&out, "], \"cost\": %lld}", (long long)k->cost);

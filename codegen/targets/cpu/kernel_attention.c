@@ -40,7 +40,7 @@ enum {
 };
 
 typedef struct {
-  vlmc_cpu_emit_t *e;
+  vlmc_kernel_emit_t *e;
   const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
   int64_t heads, group, d, dv;        /* group: query heads per kv head */
   int64_t k_row, v_row;               /* floats per key in k and in v: Hkv * D, Hkv * Dv */
@@ -65,51 +65,51 @@ typedef struct {
 /* ---- small emitters ---- */
 
 /* a + c as an index, for a constant c. */
-static int idx_add(vlmc_cpu_emit_t *e, int a, int64_t c) {
-  return c ? vlmc_cpu_emit_index_op(e, "arith.addi", a, vlmc_cpu_emit_index(e, c)) : a;
+static int idx_add(vlmc_kernel_emit_t *e, int a, int64_t c) {
+  return c ? vlmc_kernel_emit_index_op(e, "arith.addi", a, vlmc_kernel_emit_index(e, c)) : a;
 }
 
-static int idx_select(vlmc_cpu_emit_t *e, int cond, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
+static int idx_select(vlmc_kernel_emit_t *e, int cond, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
                      v, cond, a, b);
   return v;
 }
 
 static int vec_op(const attention_t *A, const char *op, int a, int b) {
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, A->vec);
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, A->vec);
   return v;
 }
 
 static int vec_fma(const attention_t *A, int a, int b, int c) {
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s",
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s",
                      v, a, b, c, A->vec);
   return v;
 }
 
 static int splat(const attention_t *A, int scalar) {
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to %s", v, scalar,
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to %s", v, scalar,
                      A->vec);
   return v;
 }
 
 static int splat_const(const attention_t *A, double value) {
-  return splat(A, vlmc_cpu_emit_f32(A->e, value));
+  return splat(A, vlmc_kernel_emit_f32(A->e, value));
 }
 
 static int lane(const attention_t *A, int vector, int at) {
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from %s", v, vector,
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from %s", v, vector,
                      at, A->vec);
   return v;
 }
 
 static int insert(const attention_t *A, int scalar, int vector, int at) {
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.insert " VLMC_SSA ", " VLMC_SSA " [%d] : f32 into "
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.insert " VLMC_SSA ", " VLMC_SSA " [%d] : f32 into "
                            "%s", v, scalar, vector, at, A->vec);
   return v;
 }
@@ -120,8 +120,8 @@ static int shuffle(const attention_t *A, int a, int b, const int *mask) {
   size_t used = 0;
   for (int i = 0; i < A->vl; ++i)
     used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", i ? ", " : "", mask[i]);
-  int v = vlmc_cpu_emit_fresh(A->e);
-  vlmc_cpu_emit_line(A->e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : %s, %s", v,
+  int v = vlmc_kernel_emit_fresh(A->e);
+  vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : %s, %s", v,
                      a, b, text, A->vec, A->vec);
   return v;
 }
@@ -129,15 +129,15 @@ static int shuffle(const attention_t *A, int a, int b, const int *mask) {
 /* max(a, b) as a compare and a select, which x86 does in one maxps / maxss; arith.maximumf's
  * NaN and signed-zero rules would cost a blend or a branch (scores have no NaN). */
 static int emit_max(const attention_t *A, int a, int b, bool vector) {
-  vlmc_cpu_emit_t *e = A->e;
-  int gt = vlmc_cpu_emit_fresh(e), v = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : %s", gt, a, b,
+  vlmc_kernel_emit_t *e = A->e;
+  int gt = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : %s", gt, a, b,
                      vector ? A->vec : "f32");
   if (vector)
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
                           " : vector<%dxi1>, %s", v, gt, a, b, A->vl, A->vec);
   else
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32",
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32",
                        v, gt, a, b);
   return v;
 }
@@ -175,7 +175,7 @@ static int emit_transpose_sum(const attention_t *A, int *dot) {
  * multiply-adds. Arguments are clamped at -87, so -inf (the first block's old max) gives
  * ~1.6e-38, not 0: the first rescale multiplies zeros. */
 static int emit_exp(const attention_t *A, int x) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   x = emit_max(A, x, splat_const(A, -87.0), true);
   /* round to nearest by adding 1.5 * 2^23 (SSE2 has no vector floor) */
   int magic = splat_const(A, 12582912.0);
@@ -190,17 +190,17 @@ static int emit_exp(const attention_t *A, int x) {
   int y = vec_op(A, "arith.addf", vec_fma(A, p, vec_op(A, "arith.mulf", r, r), r),
                  splat_const(A, 1.0));
   /* 2^n: (n + 127) << 23 as float bits; n >= -126 after the clamp, so a normal number */
-  int ni = vlmc_cpu_emit_fresh(e), biased = vlmc_cpu_emit_fresh(e), bits = vlmc_cpu_emit_fresh(e);
-  int pow2 = vlmc_cpu_emit_fresh(e), bias = vlmc_cpu_emit_fresh(e), shift = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, A->vl);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, A->vl);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : %s to vector<%dxi32>", ni, n,
+  int ni = vlmc_kernel_emit_fresh(e), biased = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e);
+  int pow2 = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e), shift = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, A->vl);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, A->vl);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : %s to vector<%dxi32>", ni, n,
                      A->vec, A->vl);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
                      biased, ni, bias, A->vl);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
                      biased, shift, A->vl);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to %s", pow2,
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to %s", pow2,
                      bits, A->vl, A->vec);
   return vec_op(A, "arith.mulf", y, pow2);
 }
@@ -210,37 +210,37 @@ static int emit_exp(const attention_t *A, int x) {
 /* [start, end) of the keys query row i sees: its segment (the last boundary <= i up to the
  * first one > i; boundaries are few, a linear scan), cut by the causal limit, never reversed. */
 static void emit_key_range(const attention_t *A, int i, int *out_start, int *out_end) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type;
-  int start = vlmc_cpu_emit_index(e, 0), end = vlmc_cpu_emit_dim(e, kt->dims[0]);
+  int start = vlmc_kernel_emit_index(e, 0), end = vlmc_kernel_emit_dim(e, kt->dims[0]);
   if (A->cu) {
-    int w = vlmc_cpu_emit_fresh(e), s_in = vlmc_cpu_emit_fresh(e), e_in = vlmc_cpu_emit_fresh(e);
-    int s_out = vlmc_cpu_emit_fresh(e), e_out = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to "
+    int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
+    int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to "
                           VLMC_SSA " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", "
                           VLMC_SSA " = " VLMC_SSA ") -> (index, index) {",
-                       s_out, e_out, w, start, vlmc_cpu_emit_dim(e, A->cu->type.dims[0]),
-                       vlmc_cpu_emit_index(e, 1), s_in, start, e_in, end);
-    int bound = vlmc_cpu_emit_fresh(e), le = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
-                       vlmc_cpu_emit_load(e, A->cu, w));
-    vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", le,
+                       s_out, e_out, w, start, vlmc_kernel_emit_dim(e, A->cu->type.dims[0]),
+                       vlmc_kernel_emit_index(e, 1), s_in, start, e_in, end);
+    int bound = vlmc_kernel_emit_fresh(e), le = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
+                       vlmc_kernel_emit_load(e, A->cu, w));
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", le,
                        bound, i);
     int s_next = idx_select(e, le, bound, s_in);
-    int e_next = idx_select(e, le, e_in, vlmc_cpu_emit_index_op(e, "arith.minsi", e_in, bound));
-    vlmc_cpu_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
-    vlmc_cpu_emit_line(e, "}");
+    int e_next = idx_select(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound));
+    vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
+    vlmc_kernel_emit_line(e, "}");
     start = s_out;
     end = e_out;
   }
   if (A->causal) { /* keys j <= i + T - S */
-    int t1 = idx_add(e, vlmc_cpu_emit_dim(e, kt->dims[0]), 1);
-    int limit = vlmc_cpu_emit_index_op(e, "arith.subi", vlmc_cpu_emit_index_op(e, "arith.addi", i, t1),
-                       vlmc_cpu_emit_dim(e, qt->dims[0]));
-    end = vlmc_cpu_emit_index_op(e, "arith.minsi", end, limit);
+    int t1 = idx_add(e, vlmc_kernel_emit_dim(e, kt->dims[0]), 1);
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index_op(e, "arith.addi", i, t1),
+                       vlmc_kernel_emit_dim(e, qt->dims[0]));
+    end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
   }
   *out_start = start;
-  *out_end = vlmc_cpu_emit_index_op(e, "arith.maxsi", end, start);
+  *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
 }
 
 /* ---- the online-softmax state ---- */
@@ -264,7 +264,7 @@ static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
 }
 
 static void fresh_state(const attention_t *A, state_t *st) {
-  for (int s = 0; s < state_size(A); ++s) st->v[s] = vlmc_cpu_emit_fresh(A->e);
+  for (int s = 0; s < state_size(A); ++s) st->v[s] = vlmc_kernel_emit_fresh(A->e);
 }
 
 static void emit_yield(const attention_t *A, const state_t *st) {
@@ -274,7 +274,7 @@ static void emit_yield(const attention_t *A, const state_t *st) {
   state_names(A, st, &line);
   vlmc_strbuf_puts(&line, " : ");
   state_types(A, &line);
-  vlmc_cpu_emit_line(A->e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(A->e, "%s", vlmc_strbuf_cstr(&line));
   vlmc_strbuf_deinit(&line);
 }
 
@@ -282,12 +282,12 @@ static void emit_yield(const attention_t *A, const state_t *st) {
 
 /* q . k over the scalar tail of D (D % VL elements) of the key at `row`. */
 static int emit_tail_dot(const attention_t *A, const query_t *q, int row) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   int64_t vecs = A->d / A->vl;
-  int s = vlmc_cpu_emit_f32(e, 0);
+  int s = vlmc_kernel_emit_f32(e, 0);
   for (int64_t t = vecs * A->vl; t < A->d; ++t) {
-    int ks = vlmc_cpu_emit_load(e, A->k, idx_add(e, row, t));
-    s = vlmc_cpu_emit_float_op(e, "arith.addf", s, vlmc_cpu_emit_float_op(e, "arith.mulf", q->q[vecs + t - vecs * A->vl], ks, 0), 0);
+    int ks = vlmc_kernel_emit_load(e, A->k, idx_add(e, row, t));
+    s = vlmc_kernel_emit_float_op(e, "arith.addf", s, vlmc_kernel_emit_float_op(e, "arith.mulf", q->q[vecs + t - vecs * A->vl], ks, 0), 0);
   }
   return s;
 }
@@ -295,9 +295,9 @@ static int emit_tail_dot(const attention_t *A, const query_t *q, int row) {
 /* Lane b < n of the result: scale * q . k[j + b] (the other lanes 0); *out_max: the largest.
  * The n dot products go chunk by chunk, interleaved, so that their chains overlap. */
 static int emit_scores(const attention_t *A, const query_t *q, int j, int n, int *out_max) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   int64_t vecs = A->d / A->vl;
-  int base = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->k_row)),
+  int base = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", j, vlmc_kernel_emit_index(e, A->k_row)),
                     q->k_base);
   int row[MAX_BLOCK], dot[MAX_BLOCK];
   for (int b = 0; b < n; ++b) row[b] = idx_add(e, base, b * A->k_row);
@@ -332,9 +332,9 @@ static int emit_scores(const attention_t *A, const query_t *q, int j, int n, int
  * accumulator are scaled by exp(m - block_max); most blocks after the first few do not, and
  * skip that exp and the Dv / VL multiplies. */
 static void emit_rescale(const attention_t *A, const state_t *in, int block_max, state_t *out) {
-  vlmc_cpu_emit_t *e = A->e;
-  int grow = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : f32", grow,
+  vlmc_kernel_emit_t *e = A->e;
+  int grow = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : f32", grow,
                      block_max, in->v[M]);
   fresh_state(A, out);
   vlmc_strbuf_t line;
@@ -343,19 +343,19 @@ static void emit_rescale(const attention_t *A, const state_t *in, int block_max,
   vlmc_strbuf_printf(&line, " = scf.if %%v%d -> (", grow);
   state_types(A, &line);
   vlmc_strbuf_puts(&line, ") {");
-  vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   vlmc_strbuf_deinit(&line);
-  int factor = emit_exp(A, splat(A, vlmc_cpu_emit_float_op(e, "arith.subf", in->v[M], block_max, 0)));
+  int factor = emit_exp(A, splat(A, vlmc_kernel_emit_float_op(e, "arith.subf", in->v[M], block_max, 0)));
   int c = lane(A, factor, 0);
   state_t scaled;
   scaled.v[M] = block_max;
   for (int s = L; s < state_size(A); ++s)
     scaled.v[s] = slot_is_vector(A, s) ? vec_op(A, "arith.mulf", in->v[s], factor)
-                                       : vlmc_cpu_emit_float_op(e, "arith.mulf", in->v[s], c, 0);
+                                       : vlmc_kernel_emit_float_op(e, "arith.mulf", in->v[s], c, 0);
   emit_yield(A, &scaled);
-  vlmc_cpu_emit_line(e, "} else {");
+  vlmc_kernel_emit_line(e, "} else {");
   emit_yield(A, in);
-  vlmc_cpu_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
 }
 
 /* The state after keys j .. j+n-1 (n <= VL): the scores, the max raised (and the state
@@ -363,14 +363,14 @@ static void emit_rescale(const attention_t *A, const state_t *in, int block_max,
  * added. */
 static void emit_block(const attention_t *A, const query_t *q, int j, int n, const state_t *in,
                        state_t *out) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   int block_max;
   int scores = emit_scores(A, q, j, n, &block_max);
   state_t st;
   emit_rescale(A, in, block_max, &st);
   int p = emit_exp(A, vec_op(A, "arith.subf", scores, splat(A, st.v[M])));
   int weight[MAX_BLOCK], wv[MAX_BLOCK], row[MAX_BLOCK], mask[MAX_BLOCK];
-  int base = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", j, vlmc_cpu_emit_index(e, A->v_row)),
+  int base = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", j, vlmc_kernel_emit_index(e, A->v_row)),
                     q->v_base);
   int real = vlmc_cpu_emit_zero_vector(e, A->vl); /* p without the lanes >= n */
   for (int b = 0; b < n; ++b) {
@@ -395,8 +395,8 @@ static void emit_block(const attention_t *A, const query_t *q, int j, int n, con
     int slot = ACC + (int)(vecs + t - vecs * A->vl);
     int acc = st.v[slot];
     for (int b = 0; b < n; ++b) {
-      int vs = vlmc_cpu_emit_load(e, A->v, idx_add(e, row[b], t));
-      acc = vlmc_cpu_emit_float_op(e, "arith.addf", acc, vlmc_cpu_emit_float_op(e, "arith.mulf", weight[b], vs, 0), 0);
+      int vs = vlmc_kernel_emit_load(e, A->v, idx_add(e, row[b], t));
+      acc = vlmc_kernel_emit_float_op(e, "arith.addf", acc, vlmc_kernel_emit_float_op(e, "arith.mulf", weight[b], vs, 0), 0);
     }
     out->v[slot] = acc;
   }
@@ -408,26 +408,26 @@ static void emit_block(const attention_t *A, const query_t *q, int j, int n, con
  * block of `keys` keys at %j, the yield, the closing brace. */
 static void emit_key_loop(const attention_t *A, const query_t *q, int from, int to, int keys,
                           const state_t *init, state_t *outer) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   state_t inner, next;
-  int j = vlmc_cpu_emit_fresh(e);
+  int j = vlmc_kernel_emit_fresh(e);
   fresh_state(A, outer);
   fresh_state(A, &inner);
   vlmc_strbuf_t line;
   vlmc_strbuf_init(&line);
   state_names(A, outer, &line);
   vlmc_strbuf_printf(&line, " = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", j, from, to,
-                     vlmc_cpu_emit_index(e, keys));
+                     vlmc_kernel_emit_index(e, keys));
   for (int s = 0; s < state_size(A); ++s)
     vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", s ? ", " : "", inner.v[s], init->v[s]);
   vlmc_strbuf_puts(&line, ") -> (");
   state_types(A, &line);
   vlmc_strbuf_puts(&line, ") {");
-  vlmc_cpu_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   vlmc_strbuf_deinit(&line);
   emit_block(A, q, j, keys, &inner, &next);
   emit_yield(A, &next);
-  vlmc_cpu_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
 }
 
 /* ---- the state in memory, between key tiles ---- */
@@ -449,21 +449,21 @@ static int64_t state_slot_offset(const attention_t *A, int s) {
 /* Stores head g's state into the buffer (st) or loads it (st NULL: into *out). */
 static void emit_state_move(const attention_t *A, int buf, int g, const state_t *st,
                             state_t *out) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   char type[48];
   snprintf(type, sizeof type, "memref<%lldxf32>", (long long)(A->group * state_stride(A)));
-  int base = vlmc_cpu_emit_index_op(e, "arith.muli", g, vlmc_cpu_emit_index(e, state_stride(A)));
+  int base = vlmc_kernel_emit_index_op(e, "arith.muli", g, vlmc_kernel_emit_index(e, state_stride(A)));
   for (int s = 0; s < state_size(A); ++s) {
     int at = idx_add(e, base, state_slot_offset(A, s));
     bool vector = slot_is_vector(A, s);
     if (st) {
-      vlmc_cpu_emit_line(e, "%s " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : %s%s%s",
+      vlmc_kernel_emit_line(e, "%s " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : %s%s%s",
                          vector ? "vector.store" : "memref.store", st->v[s], buf, at, type,
                          vector ? ", " : "", vector ? A->vec : "");
       continue;
     }
-    out->v[s] = vlmc_cpu_emit_fresh(e);
-    vlmc_cpu_emit_line(e, VLMC_SSA " = %s " VLMC_SSA "[" VLMC_SSA "] : %s%s%s", out->v[s],
+    out->v[s] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA "[" VLMC_SSA "] : %s%s%s", out->v[s],
                        vector ? "vector.load" : "memref.load", buf, at, type, vector ? ", " : "",
                        vector ? A->vec : "");
   }
@@ -473,30 +473,30 @@ static void emit_state_move(const attention_t *A, int buf, int g, const state_t 
 
 /* The query row of unit row `r`: r itself, or under a causal mask 0, S-1, 1, S-2, ... */
 static int emit_query_row(const attention_t *A, int r) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   if (!A->causal) return r;
-  int two = vlmc_cpu_emit_index(e, 2), one = vlmc_cpu_emit_index(e, 1);
-  int half = vlmc_cpu_emit_index_op(e, "arith.divui", r, two);
-  int odd = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd,
-                     vlmc_cpu_emit_index_op(e, "arith.remui", r, two), one);
-  int last = vlmc_cpu_emit_index_op(e, "arith.subi", vlmc_cpu_emit_dim(e, A->q->type.dims[0]), one);
-  return idx_select(e, odd, vlmc_cpu_emit_index_op(e, "arith.subi", last, half), half);
+  int two = vlmc_kernel_emit_index(e, 2), one = vlmc_kernel_emit_index(e, 1);
+  int half = vlmc_kernel_emit_index_op(e, "arith.divui", r, two);
+  int odd = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd,
+                     vlmc_kernel_emit_index_op(e, "arith.remui", r, two), one);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->q->type.dims[0]), one);
+  return idx_select(e, odd, vlmc_kernel_emit_index_op(e, "arith.subi", last, half), half);
 }
 
 static void emit_load_query(const attention_t *A, int flat, query_t *q) {
-  vlmc_cpu_emit_t *e = A->e;
+  vlmc_kernel_emit_t *e = A->e;
   int64_t vecs = A->d / A->vl;
   for (int64_t c = 0; c < vecs; ++c)
     q->q[c] = vlmc_cpu_emit_load_vector(e, A->q, idx_add(e, flat, c * A->vl), A->vl);
   for (int64_t t = vecs * A->vl; t < A->d; ++t)
-    q->q[vecs + t - vecs * A->vl] = vlmc_cpu_emit_load(e, A->q, idx_add(e, flat, t));
+    q->q[vecs + t - vecs * A->vl] = vlmc_kernel_emit_load(e, A->q, idx_add(e, flat, t));
 }
 
 /* o[flat .. flat + Dv) = accumulator / l, through the epilogue (vector stores without one). */
 static void emit_output(const attention_t *A, const state_t *st, int flat) {
-  vlmc_cpu_emit_t *e = A->e;
-  bool direct = !vlmc_cpu_emit_has_epilogue(e);
+  vlmc_kernel_emit_t *e = A->e;
+  bool direct = !vlmc_kernel_emit_has_epilogue(e);
   int64_t vecs = A->dv / A->vl;
   int sum = vlmc_cpu_emit_reduce_add(e, st->v[L], A->vl);
   int sums = splat(A, sum);
@@ -504,77 +504,77 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
     int y = vec_op(A, "arith.divf", st->v[ACC + k], sums);
     int at = idx_add(e, flat, k * A->vl);
     if (direct) {
-      vlmc_cpu_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, %s", y,
+      vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, %s", y,
                          at, A->vec);
       continue;
     }
     for (int c = 0; c < A->vl; ++c)
-      vlmc_cpu_emit_finish_element(e, lane(A, y, c), idx_add(e, at, c));
+      vlmc_kernel_emit_finish_element(e, lane(A, y, c), idx_add(e, at, c));
   }
   for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
-    int y = vlmc_cpu_emit_float_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum, 0);
-    vlmc_cpu_emit_finish_element(e, y, idx_add(e, flat, t));
+    int y = vlmc_kernel_emit_float_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum, 0);
+    vlmc_kernel_emit_finish_element(e, y, idx_add(e, flat, t));
   }
 }
 
 /* `scf.for %g = 0 to group step 1 {` over the heads of the unit's group; returns %g. */
 static int open_head_loop(const attention_t *A) {
-  vlmc_cpu_emit_t *e = A->e;
-  return vlmc_cpu_emit_for(e, vlmc_cpu_emit_index(e, 0), vlmc_cpu_emit_index(e, A->group),
-                  vlmc_cpu_emit_index(e, 1));
+  vlmc_kernel_emit_t *e = A->e;
+  return vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, A->group),
+                  vlmc_kernel_emit_index(e, 1));
 }
 
 /* Keys [t0, min(t0 + tile, end)) for each head of the group in turn: its q, its state from
  * the buffer, blocks of VL keys, the last keys one at a time, the state back. `pair0`: the
  * (row, head) pair of the group's first head. */
 static void emit_tile(const attention_t *A, int buf, query_t *q, int pair0, int t0, int end) {
-  vlmc_cpu_emit_t *e = A->e;
-  int t1 = vlmc_cpu_emit_index_op(e, "arith.minsi", idx_add(e, t0, A->tile), end);
-  int vl = vlmc_cpu_emit_index(e, A->vl);
-  int span = vlmc_cpu_emit_index_op(e, "arith.muli", vlmc_cpu_emit_index_op(e, "arith.divui", vlmc_cpu_emit_index_op(e, "arith.subi", t1, t0), vl),
+  vlmc_kernel_emit_t *e = A->e;
+  int t1 = vlmc_kernel_emit_index_op(e, "arith.minsi", idx_add(e, t0, A->tile), end);
+  int vl = vlmc_kernel_emit_index(e, A->vl);
+  int span = vlmc_kernel_emit_index_op(e, "arith.muli", vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", t1, t0), vl),
                     vl);
-  int mid = vlmc_cpu_emit_index_op(e, "arith.addi", t0, span);
+  int mid = vlmc_kernel_emit_index_op(e, "arith.addi", t0, span);
   int g = open_head_loop(A);
-  int pair = vlmc_cpu_emit_index_op(e, "arith.addi", pair0, g);
-  emit_load_query(A, vlmc_cpu_emit_index_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->d)), q);
+  int pair = vlmc_kernel_emit_index_op(e, "arith.addi", pair0, g);
+  emit_load_query(A, vlmc_kernel_emit_index_op(e, "arith.muli", pair, vlmc_kernel_emit_index(e, A->d)), q);
   state_t in, blocks, last;
   emit_state_move(A, buf, g, NULL, &in);
   emit_key_loop(A, q, t0, mid, A->vl, &in, &blocks);
   emit_key_loop(A, q, mid, t1, 1, &blocks, &last);
   emit_state_move(A, buf, g, &last, NULL);
-  vlmc_cpu_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
 }
 
 /* Unit u: query row i and a kv head, whose group of query heads share each tile of keys (read
  * from memory once, not once per head); their states wait in `buf` between tiles. */
 static void emit_unit(const attention_t *A, int buf, int u) {
-  vlmc_cpu_emit_t *e = A->e;
-  int kv_heads = vlmc_cpu_emit_index(e, A->heads / A->group);
-  int i = emit_query_row(A, vlmc_cpu_emit_index_op(e, "arith.divui", u, kv_heads));
-  int kvh = vlmc_cpu_emit_index_op(e, "arith.remui", u, kv_heads);
-  int h0 = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->group));
-  int pair0 = vlmc_cpu_emit_index_op(e, "arith.addi", vlmc_cpu_emit_index_op(e, "arith.muli", i, vlmc_cpu_emit_index(e, A->heads)),
+  vlmc_kernel_emit_t *e = A->e;
+  int kv_heads = vlmc_kernel_emit_index(e, A->heads / A->group);
+  int i = emit_query_row(A, vlmc_kernel_emit_index_op(e, "arith.divui", u, kv_heads));
+  int kvh = vlmc_kernel_emit_index_op(e, "arith.remui", u, kv_heads);
+  int h0 = vlmc_kernel_emit_index_op(e, "arith.muli", kvh, vlmc_kernel_emit_index(e, A->group));
+  int pair0 = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", i, vlmc_kernel_emit_index(e, A->heads)),
                      h0);
   query_t q;
-  q.k_base = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->d));
-  q.v_base = vlmc_cpu_emit_index_op(e, "arith.muli", kvh, vlmc_cpu_emit_index(e, A->dv));
+  q.k_base = vlmc_kernel_emit_index_op(e, "arith.muli", kvh, vlmc_kernel_emit_index(e, A->d));
+  q.v_base = vlmc_kernel_emit_index_op(e, "arith.muli", kvh, vlmc_kernel_emit_index(e, A->dv));
   int start, end;
   emit_key_range(A, i, &start, &end);
   state_t init, st;
-  init.v[M] = vlmc_cpu_emit_f32(e, -INFINITY);
+  init.v[M] = vlmc_kernel_emit_f32(e, -INFINITY);
   for (int s = L; s < state_size(A); ++s)
     init.v[s] = slot_is_vector(A, s) ? vlmc_cpu_emit_zero_vector(e, A->vl)
-                                     : vlmc_cpu_emit_f32(e, 0);
+                                     : vlmc_kernel_emit_f32(e, 0);
   emit_state_move(A, buf, open_head_loop(A), &init, NULL);
-  vlmc_cpu_emit_line(e, "}");
-  int t0 = vlmc_cpu_emit_for(e, start, end, vlmc_cpu_emit_index(e, A->tile));
+  vlmc_kernel_emit_line(e, "}");
+  int t0 = vlmc_kernel_emit_for(e, start, end, vlmc_kernel_emit_index(e, A->tile));
   emit_tile(A, buf, &q, pair0, t0, end);
-  vlmc_cpu_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
   int g = open_head_loop(A);
   emit_state_move(A, buf, g, NULL, &st);
-  int pair = vlmc_cpu_emit_index_op(e, "arith.addi", pair0, g);
-  emit_output(A, &st, vlmc_cpu_emit_index_op(e, "arith.muli", pair, vlmc_cpu_emit_index(e, A->dv)));
-  vlmc_cpu_emit_line(e, "}");
+  int pair = vlmc_kernel_emit_index_op(e, "arith.addi", pair0, g);
+  emit_output(A, &st, vlmc_kernel_emit_index_op(e, "arith.muli", pair, vlmc_kernel_emit_index(e, A->dv)));
+  vlmc_kernel_emit_line(e, "}");
 }
 
 /* ---- the template ---- */
@@ -593,7 +593,7 @@ static int64_t tile_keys(const attention_t *A) {
   return keys > A->vl ? keys : A->vl;
 }
 
-vlmc_status_t vlmc_cpu_kernel_attention(vlmc_cpu_emit_t *e) {
+vlmc_status_t vlmc_cpu_kernel_attention(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   attention_t A;
   memset(&A, 0, sizeof A);
@@ -606,7 +606,7 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_cpu_emit_t *e) {
   snprintf(A.vec, sizeof A.vec, "vector<%dxf32>", A.vl);
   const vlmc_type_t *qt = &A.q->type, *kt = &A.k->type, *vt = &A.v->type;
   if (!static_dims(qt, 1) || !static_dims(kt, 1) || !static_dims(vt, 1)) {
-    vlmc_cpu_emit_fail(e, "attention: the cpu kernel needs static head counts and head dims "
+    vlmc_kernel_emit_fail(e, "attention: the cpu kernel needs static head counts and head dims "
                           "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
     return NULL;
   }
@@ -615,13 +615,13 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_cpu_emit_t *e) {
   A.d = qt->dims[2].off;
   A.dv = vt->dims[2].off;
   if (A.d > MAX_HEAD_DIM || A.dv > MAX_HEAD_DIM || kv_heads <= 0) {
-    vlmc_cpu_emit_fail(e, "attention: the cpu kernel takes head dims up to %d and at least one "
+    vlmc_kernel_emit_fail(e, "attention: the cpu kernel takes head dims up to %d and at least one "
                           "kv head (got D = %lld, Dv = %lld, %lld kv heads)", MAX_HEAD_DIM,
                        (long long)A.d, (long long)A.dv, (long long)kv_heads);
     return NULL;
   }
   if (A.vl < 2 || A.vl > MAX_BLOCK || (A.vl & (A.vl - 1))) {
-    vlmc_cpu_emit_fail(e, "attention: the cpu kernel needs a vector width that is a power of two "
+    vlmc_kernel_emit_fail(e, "attention: the cpu kernel needs a vector width that is a power of two "
                           "from 2 to %d, got %d", MAX_BLOCK, A.vl);
     return NULL;
   }
@@ -633,16 +633,16 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_cpu_emit_t *e) {
   A.scale = scale ? scale->v.f : 1.0 / sqrt((double)(A.d ? A.d : 1));
   A.causal = causal && causal->v.b;
   e->template_name = "attention";
-  vlmc_cpu_emit_set_work(e, qt->dims[0], kv_heads);
+  vlmc_kernel_emit_set_work(e, qt->dims[0], kv_heads);
   e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16); /* per (row, kv head), guessing 256 keys */
   /* Before the unit loop: an alloca inside it would grow the stack every unit. */
-  int buf = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", buf,
+  int buf = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", buf,
                      (long long)(A.group * state_stride(&A)));
-  int u = vlmc_cpu_emit_fresh(e);
-  vlmc_cpu_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
-                     vlmc_cpu_emit_index(e, 1));
+  int u = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
+                     vlmc_kernel_emit_index(e, 1));
   emit_unit(&A, buf, u);
-  vlmc_cpu_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
   return NULL;
 }

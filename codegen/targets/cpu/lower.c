@@ -1,4 +1,4 @@
-/* MLIR text -> LLVM dialect -> LLVM IR -> object -> shared object (codegen/cpu_lower.h). */
+/* MLIR text -> LLVM dialect -> LLVM IR -> object -> shared object (codegen/targets/cpu/lower.h). */
 #define _GNU_SOURCE
 #include "codegen/targets/cpu/lower.h"
 

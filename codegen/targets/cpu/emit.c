@@ -1,0 +1,62 @@
+/* The cpu target's kernel-writing helpers (codegen/targets/cpu/emit.h): vectors and the
+ * work-range signature. */
+#include "codegen/targets/cpu/emit.h"
+
+/* The cpu's memo kinds, after the shared emitter's. */
+enum { MEMO_ZERO_VECTOR = VLMC_KERNEL_MEMO_TARGET };
+
+int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_ZERO_VECTOR, width);
+  if (v >= 0) return v;
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.constant dense<0.0> : vector<%dxf32>", v, width);
+  return vlmc_kernel_emit_memo_add(e, MEMO_ZERO_VECTOR, width, v);
+}
+
+int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
+  int i = vlmc_kernel_emit_source_input(e, v);
+  if (i < 0 || !vlmc_dtype_info(v->type.dtype)->is_float) {
+    vlmc_kernel_emit_fail(e, "kernel vector-reads a value that is not a readable float value");
+    return vlmc_cpu_emit_zero_vector(e, width);
+  }
+  vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)i);
+  const char *st = vlmc_kernel_emit_storage_type(storage);
+  int raw = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?x%s>, vector<%dx%s>",
+                     raw, i, flat, st, width, st);
+  if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
+  int wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : vector<%dx%s> to vector<%dxf32>",
+                     wide, raw, width, st, width);
+  return wide;
+}
+
+int vlmc_cpu_emit_load_at(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int at, int width) {
+  return width ? vlmc_cpu_emit_load_vector(e, v, at, width) : vlmc_kernel_emit_load(e, v, at);
+}
+
+int vlmc_cpu_emit_reduce_add(vlmc_kernel_emit_t *e, int vector, int width) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.reduction <add>, " VLMC_SSA " : vector<%dxf32> into f32",
+                     v, vector, width);
+  return v;
+}
+
+void vlmc_cpu_emit_finish_vector(vlmc_kernel_emit_t *e, int value, int flat, int width) {
+  if (!vlmc_kernel_emit_has_epilogue(e)) {
+    vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
+                       value, flat, width);
+    return;
+  }
+  for (int lane = 0; lane < width; ++lane) {
+    int s = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
+                       s, value, lane, width);
+    int at = lane ? vlmc_kernel_emit_index_op(e, "arith.addi", flat, vlmc_kernel_emit_index(e, lane)) : flat;
+    vlmc_kernel_emit_finish_element(e, s, at);
+  }
+}
+
+vlmc_status_t vlmc_cpu_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_strbuf_t *out) {
+  return vlmc_kernel_emit_function(e, name, "%lo: index, %hi: index", out);
+}

@@ -1,0 +1,31 @@
+/* The cpu target's part of writing a kernel; the shared part (constants, dims, loads, the
+ * epilogue, the function) is codegen/kernel_emit.h. What is the cpu's own: vector loads,
+ * stores and reductions of e->vector_width f32 lanes (the vector dialect, lowered for the
+ * chosen x86-64 level), and the kernel's trailing parameters %lo, %hi: the range of work
+ * units [lo, hi) the runtime's thread pool hands to one call (runtime/cpu_backend.c). */
+#ifndef VLMC_CODEGEN_TARGETS_CPU_EMIT_H
+#define VLMC_CODEGEN_TARGETS_CPU_EMIT_H
+
+#include "codegen/kernel_emit.h"
+
+/* A vector<width x f32> of zeros. */
+int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width);
+/* Elements flat .. flat+width-1 of a float v as a vector<width x f32>. */
+int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width);
+/* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
+int vlmc_cpu_emit_load_at(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int at, int width);
+/* Horizontal sum of a vector<width x f32> (: f32). */
+int vlmc_cpu_emit_reduce_add(vlmc_kernel_emit_t *e, int vector, int width);
+/* A vector<width x f32> of anchor results at flat .. flat+width-1: stored whole when the
+ * region has no epilogue, else lane by lane through vlmc_kernel_emit_finish_element. */
+void vlmc_cpu_emit_finish_vector(vlmc_kernel_emit_t *e, int value, int flat, int width);
+/* The whole MLIR module text of the cpu kernel, function name `name` (the shared parameters,
+ * then %lo: index, %hi: index); takes the body. */
+vlmc_status_t vlmc_cpu_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_strbuf_t *out);
+
+/* One template per anchor op kind (codegen/targets/cpu/kernel_*.c). */
+typedef vlmc_status_t (*vlmc_cpu_template_fn)(vlmc_kernel_emit_t *e);
+/* The template for an anchor kind, or NULL when the cpu target has none. */
+vlmc_cpu_template_fn vlmc_cpu_template_for(vlmc_op_kind_t kind);
+
+#endif
