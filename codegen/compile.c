@@ -4,13 +4,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "frontend/chat_template.h"
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
-#include "codegen/targets/cpu/codegen.h"
+#include "codegen/target.h"
 #include "models/qwen2_5_vl.h"
 #include "runtime/artifact.h"
 #include "runtime/manifest.h"
@@ -31,8 +32,11 @@ typedef struct {
   char *tokenizer_bytes;
   size_t tokenizer_len;
   vlmc_artifact_writer_t *writer;
-  vlmc_cpu_codegen_result_t cpu; /* the cpu target's kernels, when asked for */
-  bool has_cpu;
+  vlmc_target_list_t targets;
+  /* Per target: what it is given, and the sections it made (none for ref). */
+  vlmc_target_config_t target_config[VLMC_TARGET_MAX_LIST];
+  char *dump_dir[VLMC_TARGET_MAX_LIST];
+  vlmc_target_output_t target_output[VLMC_TARGET_MAX_LIST];
 } compile_t;
 
 static void progress(const compile_t *c, const char *fmt, ...) VLMC_PRINTF(2, 3);
@@ -46,44 +50,11 @@ static void progress(const compile_t *c, const char *fmt, ...) {
   c->o->progress(c->o->progress_user, line);
 }
 
-/* The target list: "ref", "cpu" or both, comma-separated. */
-static vlmc_status_t parse_targets(const char *list, bool *out_cpu) {
-  *out_cpu = false;
-  if (!list || !*list) return NULL;
-  const char *p = list;
-  while (*p) {
-    size_t n = strcspn(p, ",");
-    if (n == 3 && !strncmp(p, "cpu", 3)) *out_cpu = true;
-    else if (!(n == 3 && !strncmp(p, "ref", 3)))
-      return vlmc_status_make(VLMC_UNSUPPORTED, "--target %s: unknown target '%.*s'; targets: "
-                              "ref, cpu", list, (int)n, p);
-    p += n;
-    if (*p == ',') ++p;
-  }
-  return NULL;
-}
-
 vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
-                                            const char **out) {
-  bool cpu;
-  VLMC_RETURN_IF_ERROR(parse_targets(target, &cpu));
-  bool f32 = !precision || !strcmp(precision, "auto") || !strcmp(precision, "f32");
-  if (!f32 && strcmp(precision, "f16") != 0 && strcmp(precision, "bf16") != 0)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "--precision %s: expected auto, f32, f16 or bf16", precision);
-  if (cpu && !f32)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "--precision %s with --target cpu: cpu kernels "
-                            "compute in f32 (weights stay in their bf16 / f16 storage); use "
-                            "--precision f32 or --target ref", precision);
-  if (f32)
-    *out = cpu ? "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref},fuse,"
-                 "memory-plan"
-               : "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=ref}";
-  else if (!strcmp(precision, "f16"))
-    *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=f16}";
-  else
-    *out = "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=bf16}";
-  return NULL;
+                                            vlmc_strbuf_t *out) {
+  vlmc_target_list_t list;
+  VLMC_RETURN_IF_ERROR(vlmc_target_list_parse(target, &list));
+  return vlmc_target_list_pipeline(&list, precision, out);
 }
 
 /* ---- the module ---- */
@@ -101,40 +72,90 @@ static vlmc_status_t read_program(compile_t *c) {
 }
 
 static vlmc_status_t build_and_lower(compile_t *c) {
-  const char *pipeline_text = c->o->passes;
   if (c->o->program_path) {
     VLMC_RETURN_IF_ERROR(read_program(c));
-    if (!pipeline_text) return NULL;
+    if (!c->o->passes) return NULL;
   } else {
     vlmc_qwen2_5_vl_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
                                      .taps = true};
     VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(c->checkpoint, &mo, &c->module));
   }
-  if (!pipeline_text)
-    VLMC_RETURN_IF_ERROR(vlmc_compile_default_pipeline(c->o->target, c->o->precision,
-                                                       &pipeline_text));
+  vlmc_strbuf_t default_pipeline;
+  vlmc_strbuf_init(&default_pipeline);
+  vlmc_status_t status = NULL;
+  if (!c->o->passes)
+    status = vlmc_target_list_pipeline(&c->targets, c->o->precision, &default_pipeline);
+  const char *pipeline_text = c->o->passes ? c->o->passes : vlmc_strbuf_cstr(&default_pipeline);
   vlmc_pass_registry_t registry;
   vlmc_pass_registry_init(&registry);
-  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
+  if (!status) status = vlmc_pass_registry_add_builtin(&registry);
   vlmc_pass_pipeline_t *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, pipeline_text, &pipeline));
-  progress(c, "compile: %u functions, pipeline %s", c->module->num_funcs, pipeline_text);
-  vlmc_status_t status = vlmc_pass_manager_run(pipeline, &c->o->debug, c->module);
+  if (!status) status = vlmc_pass_pipeline_parse(&registry, pipeline_text, &pipeline);
+  if (!status) {
+    progress(c, "compile: %u functions, pipeline %s", c->module->num_funcs, pipeline_text);
+    status = vlmc_pass_manager_run(pipeline, &c->o->debug, c->module);
+  }
   vlmc_pass_pipeline_destroy(pipeline);
+  vlmc_strbuf_deinit(&default_pipeline);
   return status;
 }
 
 /* ---- kernels ---- */
 
-static vlmc_status_t generate_cpu_kernels(compile_t *c) {
-  vlmc_cpu_codegen_options_t co = {.cpu = c->o->cpu, .dump_dir = c->o->dump_kernels,
-                                   .progress = c->o->progress,
-                                   .progress_user = c->o->progress_user};
-  VLMC_RETURN_IF_ERROR(vlmc_cpu_codegen(c->module, &co, &c->cpu));
-  progress(c, "compile: cpu: %zu dispatches, %zu distinct kernels, %.1f KB of code%s%s",
-           c->cpu.num_dispatches, c->cpu.num_kernels, (double)c->cpu.so_len / 1e3,
-           c->o->dump_kernels ? "; kernels dumped to " : "",
-           c->o->dump_kernels ? c->o->dump_kernels : "");
+static size_t count_kernel_targets(const vlmc_target_list_t *list) {
+  size_t n = 0;
+  for (size_t i = 0; i < list->count; ++i) n += list->targets[i]->emit_region != NULL;
+  return n;
+}
+
+/* --dump-kernels DIR for target i: DIR itself when one target writes kernels, DIR/<target>
+ * when several do (their kernels' file names may be the same). */
+static vlmc_status_t pick_dump_dir(compile_t *c, size_t i) {
+  const char *dir = c->o->dump_kernels;
+  if (!dir || count_kernel_targets(&c->targets) < 2) {
+    c->target_config[i].dump_dir = dir;
+    return NULL;
+  }
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return vlmc_status_make(VLMC_IO_ERROR, "--dump-kernels %s: %s", dir, strerror(errno));
+  vlmc_strbuf_t path;
+  vlmc_strbuf_init(&path);
+  vlmc_strbuf_printf(&path, "%s/%s", dir, c->targets.targets[i]->name);
+  c->dump_dir[i] = vlmc_strbuf_take(&path);
+  if (!c->dump_dir[i]) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  c->target_config[i].dump_dir = c->dump_dir[i];
+  return NULL;
+}
+
+/* The target list and, for each target, its options (o->target_options) and dump folder. */
+static vlmc_status_t configure_targets(compile_t *c) {
+  VLMC_RETURN_IF_ERROR(vlmc_target_list_parse(c->o->target, &c->targets));
+  for (size_t i = 0; i < c->targets.count; ++i) {
+    vlmc_target_config_t *config = &c->target_config[i];
+    VLMC_RETURN_IF_ERROR(vlmc_target_config_set_options(config, c->o->target_options));
+    VLMC_RETURN_IF_ERROR(pick_dump_dir(c, i));
+    config->progress = c->o->progress;
+    config->progress_user = c->o->progress_user;
+  }
+  return NULL;
+}
+
+static vlmc_status_t generate_kernels(compile_t *c) {
+  for (size_t i = 0; i < c->targets.count; ++i)
+    VLMC_RETURN_IF_ERROR(vlmc_target_generate(c->targets.targets[i], c->module,
+                                              &c->target_config[i], &c->target_output[i]));
+  return NULL;
+}
+
+static vlmc_status_t write_target_sections(compile_t *c) {
+  for (size_t i = 0; i < c->targets.count; ++i) {
+    const vlmc_target_sections_t *sections = &c->target_output[i].sections;
+    for (size_t k = 0; k < sections->count; ++k) {
+      const vlmc_target_section_t *s = &sections->items[k];
+      VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, s->name, s->data, s->len,
+                                                    s->alignment, 0));
+    }
+  }
   return NULL;
 }
 
@@ -311,13 +332,7 @@ static vlmc_status_t write_artifact(compile_t *c) {
     VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "chat_template",
                                                   c->chat_template.text, c->chat_template.len,
                                                   8, 0));
-  if (c->has_cpu) {
-    VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "kernels.cpu", c->cpu.so,
-                                                  c->cpu.so_len, 4096, 0));
-    VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_add(c->writer, "kernels.cpu.json",
-                                                  c->cpu.table_json, strlen(c->cpu.table_json),
-                                                  8, 0));
-  }
+  VLMC_RETURN_IF_ERROR(write_target_sections(c));
   VLMC_RETURN_IF_ERROR(write_params(c));
   vlmc_strbuf_t json;
   vlmc_strbuf_init(&json);
@@ -340,15 +355,18 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   vlmc_status_t status = vlmc_checkpoint_open(o->checkpoint_dir, &c.checkpoint);
   if (!status) status = read_tokenizer(&c);
   if (!status) status = read_chat_template(&c);
-  if (!status) status = parse_targets(o->target, &c.has_cpu);
+  if (!status) status = configure_targets(&c);
   if (!status) status = build_and_lower(&c);
-  if (!status && c.has_cpu) status = generate_cpu_kernels(&c);
+  if (!status) status = generate_kernels(&c);
   if (!status) status = fill_manifest(&c);
   if (!status) status = write_artifact(&c);
   if (c.writer) vlmc_artifact_writer_abort(c.writer);
   if (c.has_chat_template) vlmc_chat_template_source_deinit(&c.chat_template);
   vlmc_manifest_deinit(&c.manifest);
-  vlmc_cpu_codegen_result_free(&c.cpu);
+  for (size_t i = 0; i < VLMC_TARGET_MAX_LIST; ++i) {
+    vlmc_target_output_free(&c.target_output[i]);
+    free(c.dump_dir[i]);
+  }
   free(c.tokenizer_bytes);
   vlmc_module_destroy(c.module);
   vlmc_checkpoint_destroy(c.checkpoint);

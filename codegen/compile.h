@@ -14,13 +14,16 @@
 
 #include "passes/pass.h"
 #include "support/status.h"
+#include "support/strbuf.h"
 
 typedef struct {
   const char *checkpoint_dir;
   const char *output_path;
-  const char *target;      /* comma-separated: "ref", "cpu"; NULL: "ref" */
-  const char *cpu;         /* cpu kernels for: "portable" (NULL), "x86-64-v2", "x86-64-v3",
-                              "native" */
+  const char *target;      /* comma-separated registered targets (codegen/target.h): "ref,cpu";
+                              NULL: "ref" */
+  /* key=value,... for the targets, e.g. "cpu=native" (`vlmc compile --target help` lists the
+   * keys); NULL: none. */
+  const char *target_options;
   const char *dump_kernels; /* folder for per-kernel MLIR / LLVM IR / assembly, or NULL */
   const char *precision;   /* "auto" (the target's default), "f32", "f16", "bf16" */
   const char *passes;      /* NULL: the target's default pipeline */
@@ -41,11 +44,11 @@ typedef struct {
   void *progress_user;
 } vlmc_compile_options_t;
 
-/* The default pass pipeline for a target list and precision ("ref", "auto" ->
- * "mrope-layout,..."; any list with cpu ends with "fuse,memory-plan").
+/* The default pass pipeline for a target list and precision into out ("ref", "auto" ->
+ * "mrope-layout,..."; a list with a kernel target ends with its tail, "fuse,memory-plan").
  * Error for unknown targets or precisions, naming the known ones. */
 vlmc_status_t vlmc_compile_default_pipeline(const char *target, const char *precision,
-                                            const char **out_pipeline);
+                                            vlmc_strbuf_t *out_pipeline);
 
 vlmc_status_t vlmc_compile(const vlmc_compile_options_t *options);
 

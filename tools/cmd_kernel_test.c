@@ -1,9 +1,13 @@
-/* vlmc kernel-test FILE.vir...: checks generated cpu kernels against the reference executor.
+/* vlmc kernel-test [--target T] FILE.vir...: checks a target's generated kernels against the
+ * reference executor (T defaults to cpu).
  *
  * Each file is a module whose first function is the test; `$N` in its text is replaced by each
  * size in turn (default 3420, 176, 172, 1, 37: awkward on purpose). Per size: parse, run the
- * fuse pass, generate the cpu kernels, load them like the runtime does, run the function on
- * random inputs with both backends, compare every result. Directives (comment lines):
+ * target's pipeline tail (fuse, memory-plan), generate its kernels through the target
+ * interface (codegen/target.h, sections kept in memory), load them like the runtime does, run
+ * the function on random inputs with both backends, compare every result. The run side is the
+ * cpu backend's for now: a target whose sections it cannot load fails every case, by name.
+ * Directives (comment lines):
  *
  *   // sizes: 5,64            replace the default sizes
  *   // sym S = 7              a symbol's value (default: the size N); `$N` works here too
@@ -23,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/targets/cpu/codegen.h"
+#include "codegen/target.h"
 #include "ir/ir.h"
 #include "passes/pass.h"
 #include "reference/executor.h"
@@ -264,12 +268,16 @@ typedef struct {
   char templates[256];
 } outcome_t;
 
-static vlmc_status_t fuse(vlmc_module_t *m) {
+/* The passes the target needs at the end of compile's pipeline (the regions it compiles). */
+static vlmc_status_t run_target_tail(const vlmc_target_t *target, vlmc_module_t *m) {
+  vlmc_target_list_t list = {{target}, 1};
+  const char *tail = "";
+  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(&list, &tail));
   vlmc_pass_registry_t registry;
   vlmc_pass_registry_init(&registry);
   VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
   vlmc_pass_pipeline_t *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, "fuse", &pipeline));
+  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, tail, &pipeline));
   vlmc_pass_manager_options_t o;
   memset(&o, 0, sizeof o);
   vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);
@@ -309,22 +317,53 @@ static void compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, outcome_
   o->worst = fmax(o->worst, max_diff / fmax(1.0, max_ref));
 }
 
-static vlmc_status_t run_case(const char *path, const char *text, const spec_t *s, int64_t n,
-                              outcome_t *o) {
+/* What the target is given: VLMC_KERNEL_TEST_CPU=... as its cpu option, VLMC_KERNEL_TEST_DUMP
+ * as --dump-kernels. */
+static vlmc_status_t target_config(vlmc_target_config_t *config) {
+  memset(config, 0, sizeof *config);
+  config->dump_dir = getenv("VLMC_KERNEL_TEST_DUMP");
+  const char *cpu = getenv("VLMC_KERNEL_TEST_CPU");
+  if (!cpu) return NULL;
+  char option[160];
+  snprintf(option, sizeof option, "cpu=%s", cpu);
+  return vlmc_target_config_set_options(config, option);
+}
+
+/* The generated code and its table, as the cpu backend loads them. */
+static vlmc_status_t kernel_sections(const vlmc_target_output_t *code,
+                                     const vlmc_target_section_t **so,
+                                     const vlmc_target_section_t **table) {
+  *so = vlmc_target_output_section(code, "kernels.cpu");
+  *table = vlmc_target_output_section(code, "kernels.cpu.json");
+  if (*so && *table) return NULL;
+  return vlmc_status_make(VLMC_UNSUPPORTED, "target %s made no kernels.cpu and kernels.cpu.json "
+                          "sections; kernel-test runs kernels on the cpu backend only (so far)",
+                          code->target->name);
+}
+
+static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, const char *text,
+                              const spec_t *s, int64_t n, outcome_t *o) {
   vlmc_module_t *m = NULL;
   vlmc_parse_options_t po = {.filename = path, .first_line = 1};
   VLMC_RETURN_IF_ERROR(vlmc_module_parse(text, strlen(text), &po, &m));
   vlmc_status_t st = vlmc_module_verify(m);
-  if (!st) st = fuse(m);
-  vlmc_cpu_codegen_result_t code;
+  if (!st) st = run_target_tail(target, m);
+  vlmc_target_config_t config;
+  vlmc_target_output_t code;
   memset(&code, 0, sizeof code);
-  vlmc_cpu_codegen_options_t co = {.cpu = getenv("VLMC_KERNEL_TEST_CPU"), .dump_dir = getenv("VLMC_KERNEL_TEST_DUMP")};
-  if (!st) st = vlmc_cpu_codegen(m, &co, &code);
+  if (!st) st = target_config(&config);
+  if (!st) st = vlmc_target_generate(target, m, &config, &code);
+  const vlmc_target_section_t *so = NULL, *table = NULL;
+  if (!st) st = kernel_sections(&code, &so, &table);
   vlmc_cpu_backend_t *backend = NULL;
   if (!st)
-    st = vlmc_cpu_backend_create(path, code.so, code.so_len, code.table_json,
-                                 strlen(code.table_json), m, 2, &backend);
-  if (!st) templates_of(code.table_json, o->templates, sizeof o->templates);
+    st = vlmc_cpu_backend_create(path, so->data, so->len, table->data, table->len, m, 2,
+                                 &backend);
+  /* The table is not NUL-terminated in the section; templates_of reads it as a string. */
+  char *table_text = table ? strndup(table->data, table->len) : NULL;
+  if (!st && !table_text) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (!st) templates_of(table_text, o->templates, sizeof o->templates);
+  free(table_text);
   if (!st && s->required_template[0] && !strstr(o->templates, s->required_template))
     st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "expected a '%s' kernel, got %s",
                           s->required_template, o->templates);
@@ -369,12 +408,12 @@ static vlmc_status_t run_case(const char *path, const char *text, const spec_t *
   vlmc_executor_destroy(ref);
   vlmc_executor_destroy(cpu);
   vlmc_cpu_backend_destroy(backend);
-  vlmc_cpu_codegen_result_free(&code);
+  vlmc_target_output_free(&code);
   vlmc_module_destroy(m);
   return st;
 }
 
-static int test_file(const char *path) {
+static int test_file(const vlmc_target_t *target, const char *path) {
   char *raw = NULL;
   size_t len = 0;
   vlmc_status_t st = vlmc_file_read_all(path, &raw, &len);
@@ -400,7 +439,7 @@ static int test_file(const char *path) {
     parse_spec(text, &s);
     outcome_t o;
     memset(&o, 0, sizeof o);
-    st = text ? run_case(path, text, &s, n, &o) : vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+    st = text ? run_case(target, path, text, &s, n, &o) : vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
     free(text);
     if (st) {
       printf("FAIL %s N=%lld: %s\n", path, (long long)n, vlmc_status_message(st));
@@ -419,21 +458,45 @@ static int test_file(const char *path) {
   return failures;
 }
 
+static void print_help(FILE *out) {
+  fprintf(out,
+          "usage: vlmc kernel-test [--target T] FILE.vir...\n"
+          "  checks every kernel target T (default cpu; vlmc compile --target help lists them)\n"
+          "  generates for each file's first function against the reference executor on random\n"
+          "  inputs; `$N` in the file takes each size (default 3420, 176, 172, 1, 37).\n"
+          "  Directives: see tools/cmd_kernel_test.c. VLMC_KERNEL_TEST_CPU=native|x86-64-v3|...\n"
+          "  sets the cpu target's cpu option, VLMC_KERNEL_TEST_DUMP=DIR dumps the kernels.\n");
+}
+
 int vlmc_cmd_kernel_test(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    fprintf(argc < 2 ? stderr : stdout,
-            "usage: vlmc kernel-test FILE.vir...\n"
-            "  checks every generated cpu kernel of each file's first function against the\n"
-            "  reference executor on random inputs; `$N` in the file takes each size (default\n"
-            "  3420, 176, 172, 1, 37). Directives: see tools/cmd_kernel_test.c.\n"
-            "  VLMC_KERNEL_TEST_CPU=native|x86-64-v3|... picks the target, VLMC_KERNEL_TEST_DUMP=DIR\n"
-            "  dumps the kernels.\n");
-    return argc < 2 ? 2 : 0;
+  const char *target_name = "cpu";
+  int first_file = 1;
+  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    print_help(stdout);
+    return 0;
+  }
+  if (argc >= 3 && !strcmp(argv[1], "--target")) {
+    target_name = argv[2];
+    first_file = 3;
+  }
+  if (first_file >= argc) {
+    print_help(stderr);
+    return 2;
+  }
+  const vlmc_target_t *target = vlmc_target_find(target_name);
+  if (!target) {
+    vlmc_strbuf_t names;
+    vlmc_strbuf_init(&names);
+    vlmc_target_names(&names);
+    fprintf(stderr, "error: kernel-test --target %s: unknown target; targets: %s\n", target_name,
+            vlmc_strbuf_cstr(&names));
+    vlmc_strbuf_deinit(&names);
+    return 2;
   }
   /* Outputs start as 0xFF bytes (NaN, -1): a kernel that skips an element fails. */
   setenv("VLMC_CPU_POISON", "1", 0);
   int failures = 0;
-  for (int i = 1; i < argc; ++i) failures += test_file(argv[i]);
+  for (int i = first_file; i < argc; ++i) failures += test_file(target, argv[i]);
   printf("kernel-test: %s\n", failures ? "FAILED" : "all kernels match the reference");
   return failures ? 1 : 0;
 }

@@ -104,9 +104,12 @@ static vlmc_status_t reference_init(reference_t *r) {
   memset(r, 0, sizeof *r);
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_open(kCheckpoint, &r->checkpoint));
   VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(r->checkpoint, NULL, &r->module));
-  const char *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_compile_default_pipeline("ref", "auto", &pipeline));
-  VLMC_RETURN_IF_ERROR(run_passes(r->module, pipeline, NULL));
+  vlmc_strbuf_t pipeline;
+  vlmc_strbuf_init(&pipeline);
+  vlmc_status_t st = vlmc_compile_default_pipeline("ref", "auto", &pipeline);
+  if (!st) st = run_passes(r->module, vlmc_strbuf_cstr(&pipeline), NULL);
+  vlmc_strbuf_deinit(&pipeline);
+  VLMC_RETURN_IF_ERROR(st);
   const vlmc_func_t *decode = vlmc_module_func_find(r->module, "decode");
   r->layers = (decode->num_args - 2) / 2;
   vlmc_executor_options_t eo = vlmc_executor_options_default();

@@ -1,13 +1,19 @@
-/* The cpu target's driver (codegen/cpu_codegen.h): regions -> kernel text (cpu_emit.h and the
- * templates) -> deduplicated kernels -> native code (cpu_lower.h) -> table. */
+/* The cpu target (vlmc_target_cpu, codegen/target.h): every dispatch region of a fused module
+ * becomes a native kernel. Regions -> kernel text (codegen/kernel_emit.h, emit.h and the
+ * templates) -> deduplicated kernels (the same layer shape, 36 times over, is one kernel) ->
+ * native code (lower.h) -> table.
+ *
+ * Sections: one shared object ("kernels.cpu") and its table ("kernels.cpu.json",
+ * docs/artifact.md): the kernels, with their input storage dtypes and the symbols they read,
+ * and for every (function, dispatch) the kernel and its work count. */
 #define _POSIX_C_SOURCE 200809L
-#include "codegen/targets/cpu/codegen.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/target.h"
 #include "codegen/targets/cpu/emit.h"
 #include "codegen/targets/cpu/lower.h"
 #include "ir/dispatch.h"
@@ -27,13 +33,17 @@ typedef struct {
 } kernel_t;
 
 typedef struct {
-  const vlmc_cpu_codegen_options_t *o;
+  const vlmc_target_config_t *o;
   const vlmc_module_t *module;
   vlmc_cpu_lowerer_t *lowerer;
   kernel_t *kernels;
   size_t num_kernels, cap_kernels;
   vlmc_strbuf_t dispatches; /* JSON array body */
   size_t num_dispatches;
+  const vlmc_func_t *func; /* the function whose regions come in now (for progress) */
+  unsigned char *so;       /* the sections, once finished */
+  size_t so_len;
+  char *table_json;
 } codegen_t;
 
 static const char kPlaceholder[] = "vlmc_kernel";
@@ -47,18 +57,6 @@ static void progress(const codegen_t *g, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   g->o->progress(g->o->progress_user, line);
-}
-
-/* Every op that would be a kernel is in a region (the executor refuses the others at run time;
- * better to say so at compile time). */
-static vlmc_status_t check_coverage(const vlmc_func_t *func) {
-  for (const vlmc_op_t *op = func->body.first; op; op = op->next)
-    if (!op->dispatch && vlmc_dispatch_may_contain(op->kind))
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                              "@%s: '%s' (line %u) is in no dispatch region: the cpu target "
-                              "needs the fuse pass at the end of the pipeline",
-                              func->name, vlmc_op_info(op->kind)->mnemonic, op->loc.line);
-  return NULL;
 }
 
 static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_region_t *r,
@@ -162,29 +160,21 @@ static void write_dim(vlmc_strbuf_t *out, const vlmc_module_t *m, vlmc_dim_t d, 
                        (long long)d.off, (long long)scale);
 }
 
-static vlmc_status_t codegen_func(codegen_t *g, const vlmc_func_t *func) {
-  VLMC_RETURN_IF_ERROR(check_coverage(func));
-  vlmc_dispatch_set_t set;
-  VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(func, &set));
-  vlmc_status_t st = NULL;
-  for (uint32_t i = 0; !st && i < set.num_regions; ++i) {
-    const vlmc_dispatch_region_t *r = &set.regions[i];
-    kernel_t k;
-    vlmc_dim_t work = vlmc_dim_static(1);
-    int64_t scale = 1;
-    size_t index = 0;
-    st = write_kernel(g, func, r, &k, &work, &scale);
-    if (!st) st = intern_kernel(g, &k, &index);
-    if (st) break;
-    vlmc_strbuf_printf(&g->dispatches, "%s\n    {\"func\": \"%s\", \"dispatch\": %u, \"kernel\": %zu, "
-                                       "\"work\": ",
-                       g->num_dispatches ? "," : "", func->name, r->id, index);
-    write_dim(&g->dispatches, g->module, work, scale);
-    vlmc_strbuf_puts(&g->dispatches, "}");
-    g->num_dispatches++;
-  }
-  vlmc_dispatch_set_free(&set);
-  return st;
+static vlmc_status_t add_dispatch(codegen_t *g, const vlmc_func_t *func,
+                                  const vlmc_dispatch_region_t *r) {
+  kernel_t k;
+  vlmc_dim_t work = vlmc_dim_static(1);
+  int64_t scale = 1;
+  size_t index = 0;
+  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, &k, &work, &scale));
+  VLMC_RETURN_IF_ERROR(intern_kernel(g, &k, &index));
+  vlmc_strbuf_printf(&g->dispatches, "%s\n    {\"func\": \"%s\", \"dispatch\": %u, \"kernel\": %zu, "
+                                     "\"work\": ",
+                     g->num_dispatches ? "," : "", func->name, r->id, index);
+  write_dim(&g->dispatches, g->module, work, scale);
+  vlmc_strbuf_puts(&g->dispatches, "}");
+  g->num_dispatches++;
+  return NULL;
 }
 
 static char *table_json(const codegen_t *g) {
@@ -211,41 +201,93 @@ static char *table_json(const codegen_t *g) {
   return vlmc_strbuf_take(&out);
 }
 
-vlmc_status_t vlmc_cpu_codegen(const vlmc_module_t *module, const vlmc_cpu_codegen_options_t *o,
-                               vlmc_cpu_codegen_result_t *out) {
-  memset(out, 0, sizeof *out);
-  codegen_t g;
-  memset(&g, 0, sizeof g);
-  g.o = o;
-  g.module = module;
-  vlmc_strbuf_init(&g.dispatches);
-  vlmc_status_t st = vlmc_cpu_lowerer_create(o->cpu, o->dump_dir, &g.lowerer);
-  if (!st)
-    progress(&g, "compile: cpu kernels for %s (%d-wide f32 vectors)",
-             vlmc_cpu_lowerer_cpu(g.lowerer), vlmc_cpu_lowerer_vector_width(g.lowerer));
-  for (uint32_t f = 0; !st && f < module->num_funcs; ++f) {
-    st = codegen_func(&g, module->funcs[f]);
-    if (!st)
-      progress(&g, "compile: @%s: %zu dispatches so far, %zu distinct kernels",
-               module->funcs[f]->name, g.num_dispatches, g.num_kernels);
-  }
-  if (!st) st = vlmc_cpu_lowerer_link(g.lowerer, &out->so, &out->so_len);
-  if (!st) {
-    out->table_json = table_json(&g);
-    if (!out->table_json) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-    out->num_kernels = g.num_kernels;
-    out->num_dispatches = g.num_dispatches;
-  }
-  for (size_t i = 0; i < g.num_kernels; ++i) kernel_free(&g.kernels[i]);
-  free(g.kernels);
-  vlmc_strbuf_deinit(&g.dispatches);
-  vlmc_cpu_lowerer_destroy(g.lowerer);
-  if (st) vlmc_cpu_codegen_result_free(out);
-  return st;
+/* ---- the target's entries (codegen/target.h) ---- */
+
+static void function_done(const codegen_t *g) {
+  if (g->func)
+    progress(g, "compile: @%s: %zu dispatches so far, %zu distinct kernels", g->func->name,
+             g->num_dispatches, g->num_kernels);
 }
 
-void vlmc_cpu_codegen_result_free(vlmc_cpu_codegen_result_t *r) {
-  free(r->so);
-  free(r->table_json);
-  memset(r, 0, sizeof *r);
+static bool cpu_supports(const vlmc_dispatch_region_t *region, const vlmc_op_t *anchor) {
+  (void)region;
+  return vlmc_cpu_template_for(anchor->kind) != NULL;
 }
+
+static void cpu_destroy(void *state) {
+  codegen_t *g = state;
+  if (!g) return;
+  for (size_t i = 0; i < g->num_kernels; ++i) kernel_free(&g->kernels[i]);
+  free(g->kernels);
+  vlmc_strbuf_deinit(&g->dispatches);
+  vlmc_cpu_lowerer_destroy(g->lowerer);
+  free(g->so);
+  free(g->table_json);
+  free(g);
+}
+
+static vlmc_status_t cpu_create(const vlmc_target_config_t *config, const vlmc_module_t *module,
+                                void **out_state) {
+  codegen_t *g = calloc(1, sizeof *g);
+  if (!g) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  g->o = config;
+  g->module = module;
+  vlmc_strbuf_init(&g->dispatches);
+  vlmc_status_t st = vlmc_cpu_lowerer_create(vlmc_target_config_option(config, "cpu"),
+                                             config->dump_dir, &g->lowerer);
+  if (st) {
+    cpu_destroy(g);
+    return st;
+  }
+  progress(g, "compile: cpu kernels for %s (%d-wide f32 vectors)",
+           vlmc_cpu_lowerer_cpu(g->lowerer), vlmc_cpu_lowerer_vector_width(g->lowerer));
+  *out_state = g;
+  return NULL;
+}
+
+static vlmc_status_t cpu_emit_region(void *state, const vlmc_func_t *func,
+                                     const vlmc_dispatch_region_t *region) {
+  codegen_t *g = state;
+  if (func != g->func) {
+    function_done(g);
+    g->func = func;
+  }
+  return add_dispatch(g, func, region);
+}
+
+static vlmc_status_t cpu_finish(void *state, vlmc_target_sections_t *out) {
+  codegen_t *g = state;
+  function_done(g);
+  VLMC_RETURN_IF_ERROR(vlmc_cpu_lowerer_link(g->lowerer, &g->so, &g->so_len));
+  g->table_json = table_json(g);
+  if (!g->table_json) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  progress(g, "compile: cpu: %zu dispatches, %zu distinct kernels, %.1f KB of code%s%s",
+           g->num_dispatches, g->num_kernels, (double)g->so_len / 1e3,
+           g->o->dump_dir ? "; kernels dumped to " : "", g->o->dump_dir ? g->o->dump_dir : "");
+  /* The shared object is page-aligned: the runtime may map it straight from the artifact. */
+  out->items[0] = (vlmc_target_section_t){"kernels.cpu", g->so, g->so_len, 4096};
+  out->items[1] = (vlmc_target_section_t){"kernels.cpu.json", g->table_json,
+                                          strlen(g->table_json), 8};
+  out->count = 2;
+  return NULL;
+}
+
+static const vlmc_target_option_t cpu_options[] = {
+    {"cpu", "portable (default), x86-64-v2, x86-64-v3 or native; also --cpu CPU"},
+};
+
+const vlmc_target_t vlmc_target_cpu = {
+    .name = "cpu",
+    .summary = "native kernels (MLIR -> LLVM -> one shared object) for vlmc-run's cpu backend",
+    .options = cpu_options,
+    .num_options = sizeof cpu_options / sizeof cpu_options[0],
+    .precisions = "f32",
+    .precision_note = "cpu kernels compute in f32 (weights stay in their bf16 / f16 storage)",
+    .default_precision = "f32",
+    .pipeline_tail = "fuse,memory-plan",
+    .supports = cpu_supports,
+    .create = cpu_create,
+    .emit_region = cpu_emit_region,
+    .finish = cpu_finish,
+    .destroy = cpu_destroy,
+};
