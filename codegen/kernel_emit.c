@@ -161,7 +161,7 @@ int vlmc_kernel_emit_dim(vlmc_kernel_emit_t *e, vlmc_dim_t dim) {
 }
 
 int vlmc_kernel_emit_dims_product(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_t from,
-                               uint32_t to) {
+                                  uint32_t to) {
   int64_t fixed = 1;
   int v = -1;
   for (uint32_t d = from; d < to && d < type->rank; ++d) {
@@ -209,7 +209,7 @@ vlmc_dim_t vlmc_kernel_emit_count_dims(const vlmc_type_t *type) {
 void vlmc_kernel_emit_set_work(vlmc_kernel_emit_t *e, vlmc_dim_t units, int64_t scale) {
   if (vlmc_dim_is_static(units) && units.off < 0) {
     vlmc_kernel_emit_fail(e, "'%s': the work count is not one dim expression (two symbolic dims)",
-                       vlmc_op_info(e->anchor->kind)->mnemonic);
+                          vlmc_op_info(e->anchor->kind)->mnemonic);
     return;
   }
   e->work = units;
@@ -291,7 +291,7 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
   const char *st = vlmc_kernel_emit_storage_type(storage);
   int raw = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
-                     st);
+                        st);
   if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
   int wide = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, raw, st);
@@ -355,7 +355,7 @@ static int wrap_int(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   if (to == VLMC_DTYPE_BOOL) {
     int ne = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ne, " VLMC_SSA ", " VLMC_SSA " : i64", ne, x,
-                       vlmc_kernel_emit_i64(e, 0));
+                          vlmc_kernel_emit_i64(e, 0));
     int v = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : i1 to i64", v, ne);
     return v;
@@ -364,7 +364,7 @@ static int wrap_int(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   int t = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.trunci " VLMC_SSA " : i64 to i%u", t, x, info->bits);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.%s " VLMC_SSA " : i%u to i64", v,
-                     info->is_signed ? "extsi" : "extui", t, info->bits);
+                        info->is_signed ? "extsi" : "extui", t, info->bits);
   return v;
 }
 
@@ -390,11 +390,11 @@ static int round_bf16(vlmc_kernel_emit_t *e, int x) {
   int nan_bits = vlmc_kernel_emit_fresh(e), nan_kept = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i32", nan_bits, bits, quiet);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", nan_kept, nan_bits,
-                     mask);
+                        mask);
   int is_nan = vlmc_kernel_emit_fresh(e), chosen = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
-                     chosen, is_nan, nan_kept, rounded);
+                        chosen, is_nan, nan_kept, rounded);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
   return v;
 }
@@ -478,7 +478,7 @@ int vlmc_kernel_emit_float_unary(vlmc_kernel_emit_t *e, const char *op, int a, i
 int vlmc_kernel_emit_for(vlmc_kernel_emit_t *e, int from, int to, int step) {
   int iv = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     iv, from, to, step);
+                        iv, from, to, step);
   return iv;
 }
 
@@ -491,7 +491,7 @@ bool vlmc_kernel_emit_has_epilogue(const vlmc_kernel_emit_t *e) {
 void vlmc_kernel_emit_store(vlmc_kernel_emit_t *e, int value, int flat) {
   const vlmc_value_t *out = vlmc_dispatch_output(e->region);
   vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?x%s>", value, flat,
-                     vlmc_kernel_emit_type(out->type.dtype));
+                        vlmc_kernel_emit_type(out->type.dtype));
 }
 
 static bool same_count(const vlmc_type_t *a, const vlmc_type_t *b) {
@@ -511,7 +511,7 @@ static int epilogue_operand(vlmc_kernel_emit_t *e, const vlmc_op_t *op, uint32_t
   int count = vlmc_kernel_emit_dims_product(e, &v->type, 0, v->type.rank);
   int at = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.remui " VLMC_SSA ", " VLMC_SSA " : index", at, flat,
-                     count);
+                        count);
   return vlmc_kernel_emit_load(e, v, at);
 }
 

@@ -102,7 +102,7 @@ int vlmc_kernel_emit_f32(vlmc_kernel_emit_t *e, double value);      /* : f32 */
 int vlmc_kernel_emit_dim(vlmc_kernel_emit_t *e, vlmc_dim_t dim);
 /* Product of dims [from, to) of a type (: index); 1 for an empty range. */
 int vlmc_kernel_emit_dims_product(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_t from,
-                               uint32_t to);
+                                  uint32_t to);
 /* The element count of a type as a dim expression when it has at most one symbolic dim
  * (work = that dim times the static rest); for set_work. */
 vlmc_dim_t vlmc_kernel_emit_count_dims(const vlmc_type_t *type);
@@ -165,8 +165,8 @@ uint32_t vlmc_kernel_anchor_index(const vlmc_dispatch_region_t *region);
 
 /* Prepares to write region's kernel: finds the anchor. */
 vlmc_status_t vlmc_kernel_emit_init(vlmc_kernel_emit_t *e, const vlmc_module_t *module,
-                                 const vlmc_func_t *func, const vlmc_dispatch_region_t *region,
-                                 int vector_width);
+                                    const vlmc_func_t *func, const vlmc_dispatch_region_t *region,
+                                    int vector_width);
 /* The whole MLIR module text of the kernel: function `name` with the parameters above, then
  * `trailing_params` (e.g. "%lo: index, %hi: index"; "" for none); takes the body. Returns
  * the first error a helper recorded instead, if any. */

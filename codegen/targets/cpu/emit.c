@@ -23,11 +23,11 @@ int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int 
   const char *st = vlmc_kernel_emit_storage_type(storage);
   int raw = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?x%s>, vector<%dx%s>",
-                     raw, i, flat, st, width, st);
+                        raw, i, flat, st, width, st);
   if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
   int wide = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : vector<%dx%s> to vector<%dxf32>",
-                     wide, raw, width, st, width);
+                        wide, raw, width, st, width);
   return wide;
 }
 
@@ -38,20 +38,20 @@ int vlmc_cpu_emit_load_at(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int at, 
 int vlmc_cpu_emit_reduce_add(vlmc_kernel_emit_t *e, int vector, int width) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = vector.reduction <add>, " VLMC_SSA " : vector<%dxf32> into f32",
-                     v, vector, width);
+                        v, vector, width);
   return v;
 }
 
 void vlmc_cpu_emit_finish_vector(vlmc_kernel_emit_t *e, int value, int flat, int width) {
   if (!vlmc_kernel_emit_has_epilogue(e)) {
     vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
-                       value, flat, width);
+                          value, flat, width);
     return;
   }
   for (int lane = 0; lane < width; ++lane) {
     int s = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from vector<%dxf32>",
-                       s, value, lane, width);
+                          s, value, lane, width);
     int at = lane ? vlmc_kernel_emit_index_op(e, "arith.addi", flat, vlmc_kernel_emit_index(e, lane)) : flat;
     vlmc_kernel_emit_finish_element(e, s, at);
   }

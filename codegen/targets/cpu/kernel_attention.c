@@ -72,7 +72,7 @@ static int idx_add(vlmc_kernel_emit_t *e, int a, int64_t c) {
 static int idx_select(vlmc_kernel_emit_t *e, int cond, int a, int b) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index",
-                     v, cond, a, b);
+                        v, cond, a, b);
   return v;
 }
 
@@ -85,14 +85,14 @@ static int vec_op(const attention_t *A, const char *op, int a, int b) {
 static int vec_fma(const attention_t *A, int a, int b, int c) {
   int v = vlmc_kernel_emit_fresh(A->e);
   vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s",
-                     v, a, b, c, A->vec);
+                        v, a, b, c, A->vec);
   return v;
 }
 
 static int splat(const attention_t *A, int scalar) {
   int v = vlmc_kernel_emit_fresh(A->e);
   vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to %s", v, scalar,
-                     A->vec);
+                        A->vec);
   return v;
 }
 
@@ -103,7 +103,7 @@ static int splat_const(const attention_t *A, double value) {
 static int lane(const attention_t *A, int vector, int at) {
   int v = vlmc_kernel_emit_fresh(A->e);
   vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : f32 from %s", v, vector,
-                     at, A->vec);
+                        at, A->vec);
   return v;
 }
 
@@ -122,7 +122,7 @@ static int shuffle(const attention_t *A, int a, int b, const int *mask) {
     used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", i ? ", " : "", mask[i]);
   int v = vlmc_kernel_emit_fresh(A->e);
   vlmc_kernel_emit_line(A->e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : %s, %s", v,
-                     a, b, text, A->vec, A->vec);
+                        a, b, text, A->vec, A->vec);
   return v;
 }
 
@@ -132,13 +132,13 @@ static int emit_max(const attention_t *A, int a, int b, bool vector) {
   vlmc_kernel_emit_t *e = A->e;
   int gt = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : %s", gt, a, b,
-                     vector ? A->vec : "f32");
+                        vector ? A->vec : "f32");
   if (vector)
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
                           " : vector<%dxi1>, %s", v, gt, a, b, A->vl, A->vec);
   else
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32",
-                       v, gt, a, b);
+                          v, gt, a, b);
   return v;
 }
 
@@ -195,13 +195,13 @@ static int emit_exp(const attention_t *A, int x) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, A->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, A->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : %s to vector<%dxi32>", ni, n,
-                     A->vec, A->vl);
+                        A->vec, A->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
-                     biased, ni, bias, A->vl);
+                        biased, ni, bias, A->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
-                     biased, shift, A->vl);
+                        biased, shift, A->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to %s", pow2,
-                     bits, A->vl, A->vec);
+                        bits, A->vl, A->vec);
   return vec_op(A, "arith.mulf", y, pow2);
 }
 
@@ -223,9 +223,9 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
                        vlmc_kernel_emit_index(e, 1), s_in, start, e_in, end);
     int bound = vlmc_kernel_emit_fresh(e), le = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
-                       vlmc_kernel_emit_load(e, A->cu, w));
+                          vlmc_kernel_emit_load(e, A->cu, w));
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", le,
-                       bound, i);
+                          bound, i);
     int s_next = idx_select(e, le, bound, s_in);
     int e_next = idx_select(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound));
     vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
@@ -335,7 +335,7 @@ static void emit_rescale(const attention_t *A, const state_t *in, int block_max,
   vlmc_kernel_emit_t *e = A->e;
   int grow = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : f32", grow,
-                     block_max, in->v[M]);
+                        block_max, in->v[M]);
   fresh_state(A, out);
   vlmc_strbuf_t line;
   vlmc_strbuf_init(&line);
@@ -458,14 +458,14 @@ static void emit_state_move(const attention_t *A, int buf, int g, const state_t 
     bool vector = slot_is_vector(A, s);
     if (st) {
       vlmc_kernel_emit_line(e, "%s " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : %s%s%s",
-                         vector ? "vector.store" : "memref.store", st->v[s], buf, at, type,
-                         vector ? ", " : "", vector ? A->vec : "");
+                            vector ? "vector.store" : "memref.store", st->v[s], buf, at, type,
+                            vector ? ", " : "", vector ? A->vec : "");
       continue;
     }
     out->v[s] = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA "[" VLMC_SSA "] : %s%s%s", out->v[s],
-                       vector ? "vector.load" : "memref.load", buf, at, type, vector ? ", " : "",
-                       vector ? A->vec : "");
+                          vector ? "vector.load" : "memref.load", buf, at, type, vector ? ", " : "",
+                          vector ? A->vec : "");
   }
 }
 
@@ -479,7 +479,7 @@ static int emit_query_row(const attention_t *A, int r) {
   int half = vlmc_kernel_emit_index_op(e, "arith.divui", r, two);
   int odd = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd,
-                     vlmc_kernel_emit_index_op(e, "arith.remui", r, two), one);
+                        vlmc_kernel_emit_index_op(e, "arith.remui", r, two), one);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->q->type.dims[0]), one);
   return idx_select(e, odd, vlmc_kernel_emit_index_op(e, "arith.subi", last, half), half);
 }
@@ -505,7 +505,7 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
     int at = idx_add(e, flat, k * A->vl);
     if (direct) {
       vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, %s", y,
-                         at, A->vec);
+                            at, A->vec);
       continue;
     }
     for (int c = 0; c < A->vl; ++c)
@@ -638,10 +638,10 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_kernel_emit_t *e) {
   /* Before the unit loop: an alloca inside it would grow the stack every unit. */
   int buf = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", buf,
-                     (long long)(A.group * state_stride(&A)));
+                        (long long)(A.group * state_stride(&A)));
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
-                     vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 1));
   emit_unit(&A, buf, u);
   vlmc_kernel_emit_line(e, "}");
   return NULL;

@@ -25,9 +25,9 @@ static int broadcast_index(vlmc_kernel_emit_t *e, const vlmc_type_t *operand, co
     int stride = vlmc_kernel_emit_dims_product(e, operand, d + 1, operand->rank);
     int term = vlmc_kernel_emit_fresh(e), sum = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", term,
-                       idx[d + shift], stride);
+                          idx[d + shift], stride);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : index", sum, at,
-                       term);
+                          term);
     at = sum;
   }
   return at;
@@ -40,11 +40,11 @@ static void multi_index(vlmc_kernel_emit_t *e, const vlmc_type_t *type, int flat
     int dim = vlmc_kernel_emit_dim(e, type->dims[d]);
     idx[d] = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.remui " VLMC_SSA ", " VLMC_SSA " : index", idx[d],
-                       rest, dim);
+                          rest, dim);
     if (d == 0) break;
     int next = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.divui " VLMC_SSA ", " VLMC_SSA " : index", next,
-                       rest, dim);
+                          rest, dim);
     rest = next;
   }
 }

@@ -76,7 +76,7 @@ static void emit_tile(const linear_t *L, int mr, int nr, int m0, int n0) {
     for (int c = 0; c < nr; ++c) {
       int acc = vlmc_kernel_emit_fresh(e);
       vlmc_kernel_emit_line(e, VLMC_SSA " = vector.reduction <add>, %%v%d#%d : vector<%dxf32> into f32",
-                         acc, results, r * nr + c, L->vl);
+                            acc, results, r * nr + c, L->vl);
       for (int64_t t = 0; t < tail; ++t) {
         int off = vlmc_kernel_emit_index(e, L->k - tail + t);
         int xs = vlmc_kernel_emit_load(e, L->x, vlmc_kernel_emit_index_op(e, "arith.addi", x_row[r], off));
@@ -97,7 +97,7 @@ static void emit_block_rows(const linear_t *L, int nr, int n0, int from, int to4
   vlmc_kernel_emit_t *e = L->e;
   int m0 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m0,
-                     from, to4, vlmc_kernel_emit_index(e, TILE_ROWS));
+                        from, to4, vlmc_kernel_emit_index(e, TILE_ROWS));
   for (int c0 = 0; c0 < nr; c0 += 2) {
     int cols = nr - c0 < 2 ? nr - c0 : 2;
     int n = c0 ? vlmc_kernel_emit_index_op(e, "arith.addi", n0, vlmc_kernel_emit_index(e, c0)) : n0;
@@ -106,7 +106,7 @@ static void emit_block_rows(const linear_t *L, int nr, int n0, int from, int to4
   vlmc_kernel_emit_line(e, "}");
   int m = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m,
-                     to4, to, vlmc_kernel_emit_index(e, 1));
+                        to4, to, vlmc_kernel_emit_index(e, 1));
   emit_tile(L, 1, nr, m, n0);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -136,7 +136,7 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   /* for mb0 in 0..M step MB: end = min(mb0 + MB, M); end4 = mb0 + (end - mb0) / 4 * 4 */
   int mb0 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     mb0, vlmc_kernel_emit_index(e, 0), m_total, mb_c);
+                        mb0, vlmc_kernel_emit_index(e, 0), m_total, mb_c);
   int end = vlmc_kernel_emit_index_op(e, "arith.minui", vlmc_kernel_emit_index_op(e, "arith.addi", mb0, mb_c), m_total);
   int span4 = vlmc_kernel_emit_index_op(e, "arith.muli",
                      vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", end, mb0),
@@ -145,7 +145,7 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   int end4 = vlmc_kernel_emit_index_op(e, "arith.addi", mb0, span4);
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
-                     vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 1));
   int n0 = vlmc_kernel_emit_index_op(e, "arith.muli", u, vlmc_kernel_emit_index(e, UNIT));
   int64_t last = L.n % UNIT;
   if (last == 0) {
@@ -153,7 +153,7 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   } else {
     int full = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ult, " VLMC_SSA ", " VLMC_SSA " : index", full, u,
-                       vlmc_kernel_emit_index(e, L.n / UNIT));
+                          vlmc_kernel_emit_index(e, L.n / UNIT));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", full);
     emit_block_rows(&L, UNIT, n0, mb0, end4, end);
     vlmc_kernel_emit_line(e, "} else {");
@@ -180,14 +180,14 @@ vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_kernel_emit_t *e) {
   e->cost = 2 * 64 * 64;
   int row = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", row,
-                     vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 1));
   /* row = batch * M + m */
   int batch = vlmc_kernel_emit_index_op(e, "arith.divui", row, mm);
   int x_base = vlmc_kernel_emit_index_op(e, "arith.muli", row, kk);
   int y_base = vlmc_kernel_emit_index_op(e, "arith.muli", vlmc_kernel_emit_index_op(e, "arith.muli", batch, kk), nn);
   int n = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", n,
-                     vlmc_kernel_emit_index(e, 0), nn, vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 0), nn, vlmc_kernel_emit_index(e, 1));
   int k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e), sum = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",

@@ -54,14 +54,14 @@ static int remu(vlmc_kernel_emit_t *e, int a, int b) {
 static int cmpi(vlmc_kernel_emit_t *e, const char *pred, int a, int b, const char *type) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : %s", v, pred, a,
-                     b, type);
+                        b, type);
   return v;
 }
 
 static int select_value(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s",
-                     v, cond, a, b, type);
+                        v, cond, a, b, type);
   return v;
 }
 
@@ -96,7 +96,7 @@ static bool set_row_work(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_
 static int open_unit_loop(vlmc_kernel_emit_t *e) {
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u,
-                     vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 1));
   return u;
 }
 
@@ -134,7 +134,7 @@ static int emit_vector_copy(vlmc_kernel_emit_t *e, const row_copy_t *r) {
                                    : mul(e, divu(e, r->len, vl_c), vl_c);
   int c = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     c, vlmc_kernel_emit_index(e, 0), len_vec, vl_c);
+                        c, vlmc_kernel_emit_index(e, 0), len_vec, vl_c);
   int v = vlmc_cpu_emit_load_vector(e, r->src, add(e, r->base, c), vl);
   vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, "
                         "vector<%dxf32>", v, add(e, r->out, c), vl);
@@ -241,7 +241,7 @@ static int emit_find_sorted(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m
                         VLMC_SSA " = " VLMC_SSA ") : (index, index) -> (index, index) {",
                      ub, ub_end, a, zero, b, m);
   vlmc_kernel_emit_line(e, "scf.condition(" VLMC_SSA ") " VLMC_SSA ", " VLMC_SSA " : index, index",
-                     cmpi(e, "ult", a, b, "index"), a, b);
+                        cmpi(e, "ult", a, b, "index"), a, b);
   int a2 = vlmc_kernel_emit_fresh(e), b2 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "} do {");
   vlmc_kernel_emit_line(e, "^bb0(" VLMC_SSA ": index, " VLMC_SSA ": index):", a2, b2);
@@ -254,7 +254,7 @@ static int emit_find_sorted(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m
   /* The candidate is the element before the first one past s. */
   int found = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.if " VLMC_SSA " -> (index) {", found,
-                     cmpi(e, "ugt", ub, zero, "index"));
+                        cmpi(e, "ugt", ub, zero, "index"));
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", ub, one);
   int eq = cmpi(e, "eq", vlmc_kernel_emit_load(e, at, last), s, "i64");
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", select_value(e, eq, last, m, "index"));
@@ -342,9 +342,9 @@ static int emit_slice_fits(vlmc_kernel_emit_t *e, int start, int len, int size) 
   int len_ok = cmpi(e, "sge", len, zero, "index");
   int both = vlmc_kernel_emit_fresh(e), all = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", both, lo_ok,
-                     hi_ok);
+                        hi_ok);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", all, both,
-                     len_ok);
+                        len_ok);
   return all;
 }
 
@@ -511,9 +511,9 @@ static int emit_beats(vlmc_kernel_emit_t *e, bool f, int x, int best) {
   if (!f) return cmpi(e, "sgt", x, best, "i64");
   int best_ok = vlmc_kernel_emit_fresh(e), ugt = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ord, " VLMC_SSA ", " VLMC_SSA " : f32", best_ok,
-                     best, best);
+                        best, best);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ugt, " VLMC_SSA ", " VLMC_SSA " : f32", ugt, x,
-                     best);
+                        best);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, best_ok, ugt);
   return v;
 }

@@ -53,7 +53,7 @@ typedef int (*row_value_fn)(const row_t *R, const row_stats_t *s, int x, int col
 static int broadcast(vlmc_kernel_emit_t *e, int scalar, int width) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to vector<%dxf32>", v,
-                     scalar, width);
+                        scalar, width);
   return v;
 }
 
@@ -86,13 +86,13 @@ static int inverse_std(vlmc_kernel_emit_t *e, int sum, const norm_f64_t *k) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f32 to f64", wide, sum);
   int mean = vlmc_kernel_emit_fresh(e), var = vlmc_kernel_emit_fresh(e), root = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.divf " VLMC_SSA ", " VLMC_SSA " : f64", mean, wide,
-                     k->len);
+                        k->len);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf " VLMC_SSA ", " VLMC_SSA " : f64", var, mean,
-                     k->eps);
+                        k->eps);
   vlmc_kernel_emit_line(e, VLMC_SSA " = math.sqrt " VLMC_SSA " : f64", root, var);
   int inv = vlmc_kernel_emit_fresh(e), narrow = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.divf " VLMC_SSA ", " VLMC_SSA " : f64", inv, k->one,
-                     root);
+                        root);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f64 to f32", narrow, inv);
   return narrow;
 }
@@ -126,7 +126,7 @@ static int reduce_vector_part(const row_t *R, reduce_kind_t kind, int base, int 
   int init_vec = broadcast(e, init, R->vl);
   int result = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e,
-                     VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
+                        VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                               " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA
                               ") -> (vector<%dxf32>) {",
                      result, k, vlmc_kernel_emit_index(e, 0), R->len_vec,
@@ -137,7 +137,7 @@ static int reduce_vector_part(const row_t *R, reduce_kind_t kind, int base, int 
   vlmc_kernel_emit_line(e, "}");
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = vector.reduction <%s>, " VLMC_SSA " : vector<%dxf32> into f32",
-                     v, kind == MAX_X ? "maxnumf" : "add", result, R->vl);
+                        v, kind == MAX_X ? "maxnumf" : "add", result, R->vl);
   return v;
 }
 
@@ -153,7 +153,7 @@ static int reduce_row(const row_t *R, reduce_kind_t kind, int base, int center) 
   }
   int result = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e), a = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e,
-                     VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
+                        VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                               " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA
                               ") -> (f32) {",
                      result, k, from, R->len, vlmc_kernel_emit_index(e, 1), a, acc);
@@ -171,7 +171,7 @@ static void output_row(const row_t *R, const row_stats_t *s, int base, row_value
   if (R->contiguous) {
     int k = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                       k, from, R->len_vec, vlmc_kernel_emit_index(e, R->vl));
+                          k, from, R->len_vec, vlmc_kernel_emit_index(e, R->vl));
     int at = vlmc_kernel_emit_index_op(e, "arith.addi", base, k);
     int x = vlmc_cpu_emit_load_vector(e, R->x, at, R->vl);
     vlmc_cpu_emit_finish_vector(e, value(R, s, x, k, R->vl), at, R->vl);
@@ -180,7 +180,7 @@ static void output_row(const row_t *R, const row_stats_t *s, int base, row_value
   }
   int k = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     k, from, R->len, vlmc_kernel_emit_index(e, 1));
+                        k, from, R->len, vlmc_kernel_emit_index(e, 1));
   int at = row_at(R, base, k);
   vlmc_kernel_emit_finish_element(e, value(R, s, vlmc_kernel_emit_load(e, R->x, at), k, 0), at);
   vlmc_kernel_emit_line(e, "}");
@@ -216,7 +216,7 @@ static int64_t row_cost(vlmc_dim_t len, int64_t per_element) {
 static int open_row_loop(vlmc_kernel_emit_t *e) {
   int r = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", r,
-                     vlmc_kernel_emit_index(e, 1));
+                        vlmc_kernel_emit_index(e, 1));
   return r;
 }
 
@@ -315,7 +315,7 @@ vlmc_status_t vlmc_cpu_kernel_softmax(vlmc_kernel_emit_t *e) {
   int64_t axis = vlmc_op_attr_int(op, "axis");
   if (axis < 0 || axis >= (int64_t)xt->rank) {
     vlmc_kernel_emit_fail(e, "softmax: axis %lld is out of range for rank %u", (long long)axis,
-                       xt->rank);
+                          xt->rank);
     return NULL;
   }
   vlmc_dim_t len = xt->dims[axis];

@@ -48,15 +48,15 @@ static int constant_buffer(vlmc_kernel_emit_t *e, const char *type, int64_t coun
                            const vlmc_strbuf_t *elements) {
   int dense = vlmc_kernel_emit_fresh(e), buf = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<[%s]> : vector<%lldx%s>", dense,
-                     vlmc_strbuf_cstr(elements), (long long)count, type);
+                        vlmc_strbuf_cstr(elements), (long long)count, type);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldx%s>", buf, (long long)count,
-                     type);
+                        type);
   vlmc_kernel_emit_line(e,
-                     "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA
-                     "] : memref<%lldx%s>, "
-                     "vector<%lldx%s>",
-                     dense, buf, vlmc_kernel_emit_index(e, 0), (long long)count, type,
-                     (long long)count, type);
+                        "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA
+                        "] : memref<%lldx%s>, "
+                        "vector<%lldx%s>",
+                        dense, buf, vlmc_kernel_emit_index(e, 0), (long long)count, type,
+                        (long long)count, type);
   return buf;
 }
 
@@ -80,7 +80,7 @@ static void emit_tables(rope_t *R, const float *inv_freq, const int64_t *plane) 
   vlmc_strbuf_deinit(&text);
   R->cos_sin = vlmc_kernel_emit_fresh(R->e);
   vlmc_kernel_emit_line(R->e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", R->cos_sin,
-                     (long long)(2 * R->half));
+                        (long long)(2 * R->half));
 }
 
 /* ---- per token ---- */
@@ -102,7 +102,7 @@ static void store_trig(const rope_t *R, const char *f, int angle64, int at) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA " : f64", wide, f, angle64);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f64 to f32", narrow, wide);
   vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
-                     narrow, R->cos_sin, at, (long long)(2 * R->half));
+                        narrow, R->cos_sin, at, (long long)(2 * R->half));
 }
 
 /* cos_sin[j] = cos(angle j), cos_sin[half + j] = sin(angle j) for token t. */
@@ -111,19 +111,19 @@ static void emit_angles(const rope_t *R, int t) {
   int shared = R->planes < 0 ? position(R, vlmc_kernel_emit_index(e, R->plane0), t) : -1;
   int j = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     j, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
-                     vlmc_kernel_emit_index(e, 1));
+                        j, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
+                        vlmc_kernel_emit_index(e, 1));
   int pos = shared;
   if (pos < 0) {
     int raw = vlmc_kernel_emit_fresh(e), plane = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxi64>",
-                       raw, R->planes, j, (long long)R->half);
+                          raw, R->planes, j, (long long)R->half);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", plane, raw);
     pos = position(R, plane, t);
   }
   int freq = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
-                     freq, R->freq, j, (long long)R->half);
+                        freq, R->freq, j, (long long)R->half);
   int angle = vlmc_kernel_emit_float_op(e, "arith.mulf", pos, freq, 0);
   int angle64 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f32 to f64", angle64, angle);
@@ -137,11 +137,11 @@ static int load_table(const rope_t *R, int at, int width) {
   int v = vlmc_kernel_emit_fresh(R->e);
   if (width == 0)
     vlmc_kernel_emit_line(R->e,
-                       VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", v,
-                       R->cos_sin, at, (long long)(2 * R->half));
+                          VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", v,
+                          R->cos_sin, at, (long long)(2 * R->half));
   else
     vlmc_kernel_emit_line(R->e,
-                       VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA
+                          VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA
                                 "] : memref<%lldxf32>, "
                                 "vector<%dxf32>",
                        v, R->cos_sin, at, (long long)(2 * R->half), width);
@@ -175,8 +175,8 @@ static void slot_loop(const rope_t *R, int base, int64_t from, int64_t to, int s
   vlmc_kernel_emit_t *e = R->e;
   int j = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     j, vlmc_kernel_emit_index(e, from), vlmc_kernel_emit_index(e, to),
-                     vlmc_kernel_emit_index(e, step));
+                        j, vlmc_kernel_emit_index(e, from), vlmc_kernel_emit_index(e, to),
+                        vlmc_kernel_emit_index(e, step));
   rotate(R, base, j, step == 1 ? 0 : step);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -186,7 +186,7 @@ static void emit_heads(const rope_t *R, int t) {
   vlmc_kernel_emit_t *e = R->e;
   int h = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                     h, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+                        h, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
   int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
   int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
   int64_t vec_end = R->half / R->vl * R->vl;
@@ -195,8 +195,8 @@ static void emit_heads(const rope_t *R, int t) {
   if (R->rotary < R->head_dim) {
     int k = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                       k, vlmc_kernel_emit_index(e, R->rotary), vlmc_kernel_emit_index(e, R->head_dim),
-                       vlmc_kernel_emit_index(e, 1));
+                          k, vlmc_kernel_emit_index(e, R->rotary), vlmc_kernel_emit_index(e, R->head_dim),
+                          vlmc_kernel_emit_index(e, 1));
     int at = vlmc_kernel_emit_index_op(e, "arith.addi", base, k);
     vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, R->x, at), at);
     vlmc_kernel_emit_line(e, "}");
@@ -216,7 +216,7 @@ static bool rope_dims(vlmc_kernel_emit_t *e, const vlmc_op_t *op, rope_t *R) {
   R->rotary = rotary ? rotary->v.i : R->head_dim;
   if (R->rotary <= 0 || R->rotary % 2 != 0 || R->rotary > R->head_dim) {
     vlmc_kernel_emit_fail(e, "rope: rotary_dim %lld does not fit head dim %lld", (long long)R->rotary,
-                       (long long)R->head_dim);
+                          (long long)R->head_dim);
     return false;
   }
   R->half = R->rotary / 2;
@@ -230,7 +230,7 @@ vlmc_status_t vlmc_cpu_kernel_rope(vlmc_kernel_emit_t *e) {
   const char *layout = vlmc_op_attr_enum(op, "layout");
   if (strcmp(layout, "vision_2d") == 0 && R.half % 2 != 0) {
     vlmc_kernel_emit_fail(e, "rope: vision_2d needs rotary_dim a multiple of 4, got %lld",
-                       (long long)R.rotary);
+                          (long long)R.rotary);
     return NULL;
   }
   int64_t *plane = malloc((size_t)R.half * sizeof *plane);
@@ -249,7 +249,7 @@ vlmc_status_t vlmc_cpu_kernel_rope(vlmc_kernel_emit_t *e) {
     emit_tables(&R, inv_freq, plane);
     int t = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", t,
-                       vlmc_kernel_emit_index(e, 1));
+                          vlmc_kernel_emit_index(e, 1));
     emit_angles(&R, t);
     emit_heads(&R, t);
     vlmc_kernel_emit_line(e, "}");
