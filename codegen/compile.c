@@ -1,10 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "codegen/compile.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -72,9 +72,10 @@ static vlmc_status_t read_program(compile_t *c) {
 }
 
 static vlmc_status_t build_and_lower(compile_t *c) {
+  const char *pipeline_text = c->o->passes;
   if (c->o->program_path) {
     VLMC_RETURN_IF_ERROR(read_program(c));
-    if (!c->o->passes) return NULL;
+    if (!pipeline_text) return NULL;
   } else {
     vlmc_qwen2_5_vl_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
                                      .taps = true};
@@ -83,9 +84,10 @@ static vlmc_status_t build_and_lower(compile_t *c) {
   vlmc_strbuf_t default_pipeline;
   vlmc_strbuf_init(&default_pipeline);
   vlmc_status_t status = NULL;
-  if (!c->o->passes)
+  if (!pipeline_text) {
     status = vlmc_target_list_pipeline(&c->targets, c->o->precision, &default_pipeline);
-  const char *pipeline_text = c->o->passes ? c->o->passes : vlmc_strbuf_cstr(&default_pipeline);
+    pipeline_text = vlmc_strbuf_cstr(&default_pipeline);
+  }
   vlmc_pass_registry_t registry;
   vlmc_pass_registry_init(&registry);
   if (!status) status = vlmc_pass_registry_add_builtin(&registry);
