@@ -27,7 +27,8 @@
 #include "ir/ir.h"
 #include "passes/pass.h"
 #include "reference/executor.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/backend.h"
+#include "runtime/program.h"
 #include "support/file.h"
 #include "support/float16.h"
 #include "support/strbuf.h"
@@ -309,6 +310,66 @@ static void compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, outcome_
   o->worst = fmax(o->worst, max_diff / fmax(1.0, max_ref));
 }
 
+/* The generated sections, as the backend finds them in an artifact. */
+typedef struct {
+  const vlmc_cpu_codegen_result_t *code;
+} sections_t;
+
+static const void *find_section(void *ctx, const char *name, size_t *out_size) {
+  const vlmc_cpu_codegen_result_t *code = ((const sections_t *)ctx)->code;
+  if (!strcmp(name, "kernels.cpu")) {
+    *out_size = code->so_len;
+    return code->so;
+  }
+  if (!strcmp(name, "kernels.cpu.json")) {
+    *out_size = strlen(code->table_json);
+    return code->table_json;
+  }
+  *out_size = 0;
+  return NULL;
+}
+
+/* Runs @f on the backend through the program walker, as the runtime does. */
+static vlmc_status_t run_on_backend(const char *backend_name, const char *path,
+                                    const vlmc_module_t *m, const vlmc_func_t *f,
+                                    const vlmc_cpu_codegen_result_t *code, params_t *params,
+                                    vlmc_tensor_t *args, vlmc_tensor_t *results) {
+  const vlmc_backend_iface_t *iface = vlmc_backend_find(backend_name);
+  if (!iface) return vlmc_status_make(VLMC_NOT_FOUND, "no backend '%s'", backend_name);
+  sections_t sections = {code};
+  vlmc_backend_open_params_t bp = {.source = path, .module = m, .section = find_section,
+                                   .section_ctx = &sections, .get_param = get_param,
+                                   .param_ctx = params, .threads = 2};
+  vlmc_backend_t *backend = NULL;
+  vlmc_program_t *program = NULL;
+  vlmc_rt_value_t in[MAX_ARGS], out[MAX_ARGS];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  vlmc_status_t st = iface->open(&bp, &backend);
+  if (!st) st = vlmc_program_create(m, backend, get_param, params, &program);
+  for (uint32_t i = 0; !st && i < f->num_args; ++i) st = vlmc_program_import(program, &args[i], &in[i]);
+  if (!st) st = vlmc_program_run(program, f->name, in, f->num_args, out, f->num_results);
+  for (uint32_t i = 0; !st && i < f->num_results; ++i) {
+    vlmc_tensor_t host;
+    st = vlmc_program_read(program, &out[i], &host);
+    if (!st) {
+      vlmc_tensor_t *r = &results[i];
+      st = vlmc_tensor_alloc(host.dtype, host.rank, host.shape, r);
+      size_t bytes = 0;
+      vlmc_tensor_byte_size(host.dtype, host.rank, host.shape, &bytes);
+      if (!st && bytes) memcpy(r->data, host.data, bytes);
+      vlmc_tensor_release(&host);
+    }
+  }
+  for (uint32_t i = 0; program && i < MAX_ARGS; ++i) {
+    vlmc_program_release(program, &in[i]);
+    vlmc_program_release(program, &out[i]);
+  }
+  vlmc_program_destroy(program);
+  if (backend) backend->iface->destroy(backend);
+  return st;
+}
+
 static vlmc_status_t run_case(const char *path, const char *text, const spec_t *s, int64_t n,
                               outcome_t *o) {
   vlmc_module_t *m = NULL;
@@ -320,10 +381,6 @@ static vlmc_status_t run_case(const char *path, const char *text, const spec_t *
   memset(&code, 0, sizeof code);
   vlmc_cpu_codegen_options_t co = {.cpu = getenv("VLMC_KERNEL_TEST_CPU"), .dump_dir = getenv("VLMC_KERNEL_TEST_DUMP")};
   if (!st) st = vlmc_cpu_codegen(m, &co, &code);
-  vlmc_cpu_backend_t *backend = NULL;
-  if (!st)
-    st = vlmc_cpu_backend_create(path, code.so, code.so_len, code.table_json,
-                                 strlen(code.table_json), m, 2, &backend);
   if (!st) templates_of(code.table_json, o->templates, sizeof o->templates);
   if (!st && s->required_template[0] && !strstr(o->templates, s->required_template))
     st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "expected a '%s' kernel, got %s",
@@ -344,18 +401,15 @@ static vlmc_status_t run_case(const char *path, const char *text, const spec_t *
   if (!st) st = symbol_values(m, s, n, syms);
   if (!st) st = make_args(f, s, syms, m->num_symbols, args_ref);
   if (!st) st = copy_args(args_ref, f->num_args, args_cpu);
-  vlmc_executor_t *ref = NULL, *cpu = NULL;
+  vlmc_executor_t *ref = NULL;
   vlmc_executor_options_t eo = vlmc_executor_options_default();
   eo.get_param = get_param;
   eo.param_ctx = &params;
   if (!st) st = vlmc_executor_create(m, &eo, &ref);
-  eo.on_dispatch = vlmc_cpu_backend_dispatch;
-  eo.dispatch_ctx = backend;
-  if (!st) st = vlmc_executor_create(m, &eo, &cpu);
   if (!st) st = vlmc_executor_run(ref, f->name, args_ref, f->num_args, res_ref, f->num_results);
-  if (!st) st = vlmc_status_annotate(
-                   vlmc_executor_run(cpu, f->name, args_cpu, f->num_args, res_cpu, f->num_results),
-                   "cpu backend: ");
+  if (!st) st = vlmc_status_annotate(run_on_backend("cpu", path, m, f, &code, &params, args_cpu,
+                                                    res_cpu),
+                                     "cpu backend: ");
   for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res_cpu[i], o);
   for (uint32_t i = 0; f && i < f->num_results && i < MAX_ARGS; ++i) {
     vlmc_tensor_release(&res_ref[i]);
@@ -367,8 +421,6 @@ static vlmc_status_t run_case(const char *path, const char *text, const spec_t *
   }
   for (uint32_t i = 0; i < MAX_PARAMS; ++i) vlmc_tensor_release(&params.params[i]);
   vlmc_executor_destroy(ref);
-  vlmc_executor_destroy(cpu);
-  vlmc_cpu_backend_destroy(backend);
   vlmc_cpu_codegen_result_free(&code);
   vlmc_module_destroy(m);
   return st;
