@@ -118,21 +118,12 @@ vlmc_status_t vlmc_ref_result_alloc(vlmc_ref_ctx_t *ctx, uint32_t i) {
   return NULL;
 }
 
-/* Solves sym * num / den + off = value for sym; false when no non-negative integer does. */
-static bool solve_dim(vlmc_dim_t d, int64_t value, int64_t *out_sym) {
-  int64_t v, scaled;
-  if (__builtin_sub_overflow(value, d.off, &v) || v < 0) return false;
-  if (!vlmc_mul_i64(v, d.den, &scaled) || scaled % d.num != 0) return false;
-  *out_sym = scaled / d.num;
-  return true;
-}
-
 /* Binds the dim's symbol so that the dim is `value` (when unbound), then checks the dim. */
 static bool bind_dim(vlmc_executor_t *ex, vlmc_dim_t d, int64_t value) {
   if (vlmc_dim_is_static(d)) return d.off == value;
   if (!ex->bound[d.sym - 1]) {
     int64_t sym;
-    if (!solve_dim(d, value, &sym)) return false;
+    if (!vlmc_dim_solve(d, value, &sym)) return false;
     ex->symbols[d.sym - 1] = sym;
     ex->bound[d.sym - 1] = true;
   }
@@ -410,25 +401,6 @@ static int32_t param_position(const vlmc_module_t *module, const vlmc_op_t *op) 
   return -1;
 }
 
-static bool type_is_static(const vlmc_type_t *type) {
-  for (uint32_t d = 0; d < type->rank; ++d)
-    if (!vlmc_dim_is_static(type->dims[d])) return false;
-  return true;
-}
-
-/* Whether op computes the same results on every call: it reads parameters or constants only,
- * through pure ops (tap and return have effects), and its result shapes bind no symbol. */
-static bool op_is_static(const vlmc_ref_plan_t *plan, const vlmc_op_t *op) {
-  if (op->num_results == 0 || op->kind == VLMC_OP_TAP || op->kind == VLMC_OP_RETURN) return false;
-  for (uint32_t i = 0; i < op->num_results; ++i)
-    if (!type_is_static(&op->results[i].type)) return false;
-  if (op->kind == VLMC_OP_PARAM || op->kind == VLMC_OP_CONSTANT) return true;
-  if (op->num_operands == 0) return false;
-  for (uint32_t i = 0; i < op->num_operands; ++i)
-    if (!plan->is_static[op->operands[i]->id]) return false;
-  return true;
-}
-
 static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *func,
                                 vlmc_ref_plan_t **out_plan) {
   vlmc_ref_plan_t *plan = calloc(1, sizeof *plan);
@@ -462,7 +434,7 @@ static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *
       uint32_t *last = &plan->last_use[op->operands[i]->id];
       if (*last == UINT32_MAX || read_at[k] > *last) *last = read_at[k];
     }
-    bool is_static = op_is_static(plan, op);
+    bool is_static = vlmc_op_is_static(op, plan->is_static);
     for (uint32_t i = 0; i < op->num_results; ++i) plan->is_static[op->results[i].id] = is_static;
     if (op->num_operands > plan->max_operands) plan->max_operands = op->num_operands;
     if (op->num_results > plan->max_results) plan->max_results = op->num_results;

@@ -69,25 +69,6 @@ static void plan_free(plan_t *plan) {
   free(plan);
 }
 
-static bool type_is_static(const vlmc_type_t *type) {
-  for (uint32_t d = 0; d < type->rank; ++d)
-    if (!vlmc_dim_is_static(type->dims[d])) return false;
-  return true;
-}
-
-/* Whether op gives the same results on every call: it reads parameters or constants only,
- * through pure ops, and binds no symbol. */
-static bool op_is_static(const plan_t *plan, const vlmc_op_t *op) {
-  if (op->num_results == 0 || op->kind == VLMC_OP_TAP || op->kind == VLMC_OP_RETURN) return false;
-  for (uint32_t i = 0; i < op->num_results; ++i)
-    if (!type_is_static(&op->results[i].type)) return false;
-  if (op->kind == VLMC_OP_PARAM || op->kind == VLMC_OP_CONSTANT) return true;
-  if (op->num_operands == 0) return false;
-  for (uint32_t i = 0; i < op->num_operands; ++i)
-    if (!plan->is_static[op->operands[i]->id]) return false;
-  return true;
-}
-
 /* Marks region roots and members; a member's operands are read at its root. */
 static void plan_regions(plan_t *plan, uint32_t *read_at) {
   uint32_t r = 0;
@@ -152,7 +133,7 @@ static vlmc_status_t plan_build(const vlmc_module_t *m, const vlmc_func_t *func,
       uint32_t *last = &plan->last_use[op->operands[i]->id];
       if (*last == UINT32_MAX || read_at[k] > *last) *last = read_at[k];
     }
-    bool is_static = op_is_static(plan, op);
+    bool is_static = vlmc_op_is_static(op, plan->is_static);
     for (uint32_t i = 0; i < op->num_results; ++i) plan->is_static[op->results[i].id] = is_static;
   }
   free(read_at);
@@ -311,21 +292,12 @@ static vlmc_rt_value_t borrowed(const vlmc_rt_value_t *v) {
 
 /* ---- symbols and shapes ---- */
 
-/* Solves sym * num / den + off = value for sym; false when no non-negative integer does. */
-static bool solve_dim(vlmc_dim_t d, int64_t value, int64_t *out_sym) {
-  int64_t v, scaled;
-  if (__builtin_sub_overflow(value, d.off, &v) || v < 0) return false;
-  if (!vlmc_mul_i64(v, d.den, &scaled) || scaled % d.num != 0) return false;
-  *out_sym = scaled / d.num;
-  return true;
-}
-
 /* Binds the dim's symbol so that the dim is `value` (when unbound), then checks the dim. */
 static bool bind_dim(vlmc_program_t *p, vlmc_dim_t d, int64_t value) {
   if (vlmc_dim_is_static(d)) return d.off == value;
   if (!p->bound[d.sym - 1]) {
     int64_t sym;
-    if (!solve_dim(d, value, &sym)) return false;
+    if (!vlmc_dim_solve(d, value, &sym)) return false;
     p->symbols[d.sym - 1] = sym;
     p->bound[d.sym - 1] = true;
   }

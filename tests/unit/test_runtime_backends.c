@@ -102,7 +102,7 @@ static void test_null_refuses_regions(void) {
   open_on("null", m, &s);
   vlmc_status_t st = s.program ? run_f32(&s) : NULL;
   EXPECT_TRUE(st && strstr(vlmc_status_message(st), "backend null: no kernel for @k dispatch 1 "
-                                                    "(exp)"));
+                                                    "(rooted at exp)"));
   vlmc_status_free(st);
   close_session(&s);
   vlmc_module_destroy(m);

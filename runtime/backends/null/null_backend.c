@@ -81,10 +81,10 @@ static vlmc_status_t null_run_region(vlmc_backend_t *base, const vlmc_region_cal
   vlmc_dispatch_set_t set;
   VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(call->func, &set));
   const vlmc_dispatch_region_t *region = vlmc_dispatch_find(&set, call->region);
-  const char *anchor = region ? vlmc_op_info(region->ops[0]->kind)->mnemonic : "?";
+  const char *root = region ? vlmc_op_info(region->ops[region->num_ops - 1]->kind)->mnemonic : "?";
   vlmc_status_t st = vlmc_status_make(VLMC_UNSUPPORTED, "backend null: no kernel for @%s "
-                                      "dispatch %u (%s): the null backend is a skeleton that "
-                                      "runs no region", call->func->name, call->region, anchor);
+                                      "dispatch %u (rooted at %s): the null backend is a "
+                                      "skeleton that runs no region", call->func->name, call->region, root);
   vlmc_dispatch_set_free(&set);
   return st;
 }
