@@ -108,6 +108,9 @@ vlmc_status_t vlmc_dim_eval(vlmc_dim_t dim, const int64_t *symbol_values, size_t
 vlmc_type_t vlmc_type_make(vlmc_dtype_t dtype, uint32_t rank, const int64_t *sizes);
 bool vlmc_type_equal(const vlmc_type_t *a, const vlmc_type_t *b);
 bool vlmc_type_is_static(const vlmc_type_t *type);
+/* Solves sym * num / den + off = value for the dim's symbol; false when no non-negative
+ * integer does (or the dim is static). Binding a symbol from an argument's extent. */
+bool vlmc_dim_solve(vlmc_dim_t dim, int64_t value, int64_t *out_sym);
 /* Product of the dims when all are static; false when symbolic or on overflow. */
 bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count);
 /* Whether a and b have the same number of elements for every value of the symbols. */
@@ -216,6 +219,10 @@ typedef struct {
   uint32_t num_attrs;
 } vlmc_op_info_t;
 
+/* Whether op gives the same results on every call of its function: a param or constant, or
+ * an op with operands that all do (is_static by value id), no effects (tap, return) and
+ * static result types. Executors compute such values once and keep them. */
+bool vlmc_op_is_static(const vlmc_op_t *op, const bool *is_static);
 const vlmc_op_info_t *vlmc_op_info(vlmc_op_kind_t kind);
 bool vlmc_op_kind_from_mnemonic(const char *name, size_t len, vlmc_op_kind_t *out_kind);
 /* The schema slot of attribute `name` for ops of `kind`, or -1. */

@@ -177,3 +177,14 @@ vlmc_status_t vlmc_ir_check_required_attrs(const vlmc_op_info_t *info, const vlm
                               info->attrs[i].name);
   return NULL;
 }
+
+bool vlmc_op_is_static(const vlmc_op_t *op, const bool *is_static) {
+  if (op->num_results == 0 || op->kind == VLMC_OP_TAP || op->kind == VLMC_OP_RETURN) return false;
+  for (uint32_t i = 0; i < op->num_results; ++i)
+    if (!vlmc_type_is_static(&op->results[i].type)) return false;
+  if (op->kind == VLMC_OP_PARAM || op->kind == VLMC_OP_CONSTANT) return true;
+  if (op->num_operands == 0) return false;
+  for (uint32_t i = 0; i < op->num_operands; ++i)
+    if (!is_static[op->operands[i]->id]) return false;
+  return true;
+}

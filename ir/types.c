@@ -181,6 +181,14 @@ bool vlmc_type_is_static(const vlmc_type_t *type) {
   return true;
 }
 
+bool vlmc_dim_solve(vlmc_dim_t d, int64_t value, int64_t *out_sym) {
+  int64_t v, scaled;
+  if (vlmc_dim_is_static(d) || __builtin_sub_overflow(value, d.off, &v) || v < 0) return false;
+  if (!vlmc_mul_i64(v, d.den, &scaled) || scaled % d.num != 0) return false;
+  *out_sym = scaled / d.num;
+  return true;
+}
+
 bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count) {
   int64_t count = 1;
   for (uint32_t i = 0; i < type->rank; ++i) {

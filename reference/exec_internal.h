@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ir/dispatch.h"
 #include "reference/executor.h"
 
 /* One function prepared for running: its ops in order, and for each value the index of the op
@@ -27,11 +26,6 @@ typedef struct {
   /* By value id: the value depends on parameters and constants only (and has a static shape),
    * so it is the same on every call: computed once per executor and cached (executor.c). */
   bool *is_static;
-  /* With options.on_dispatch: the function's dispatch regions, and by op index the region
-   * whose root the op is (NULL for other ops); member[k] says op k belongs to a region. */
-  vlmc_dispatch_set_t regions;
-  const vlmc_dispatch_region_t **region_at;
-  bool *member;
   uint32_t max_operands; /* largest operand count of an op, for scratch arrays */
   uint32_t max_results;
 } vlmc_ref_plan_t;

@@ -118,21 +118,12 @@ vlmc_status_t vlmc_ref_result_alloc(vlmc_ref_ctx_t *ctx, uint32_t i) {
   return NULL;
 }
 
-/* Solves sym * num / den + off = value for sym; false when no non-negative integer does. */
-static bool solve_dim(vlmc_dim_t d, int64_t value, int64_t *out_sym) {
-  int64_t v, scaled;
-  if (__builtin_sub_overflow(value, d.off, &v) || v < 0) return false;
-  if (!vlmc_mul_i64(v, d.den, &scaled) || scaled % d.num != 0) return false;
-  *out_sym = scaled / d.num;
-  return true;
-}
-
 /* Binds the dim's symbol so that the dim is `value` (when unbound), then checks the dim. */
 static bool bind_dim(vlmc_executor_t *ex, vlmc_dim_t d, int64_t value) {
   if (vlmc_dim_is_static(d)) return d.off == value;
   if (!ex->bound[d.sym - 1]) {
     int64_t sym;
-    if (!solve_dim(d, value, &sym)) return false;
+    if (!vlmc_dim_solve(d, value, &sym)) return false;
     ex->symbols[d.sym - 1] = sym;
     ex->bound[d.sym - 1] = true;
   }
@@ -400,9 +391,6 @@ static void plan_free(vlmc_ref_plan_t *plan) {
   free(plan->last_use);
   free(plan->param_index);
   free(plan->is_static);
-  free(plan->region_at);
-  free(plan->member);
-  vlmc_dispatch_set_free(&plan->regions);
   free(plan);
 }
 
@@ -413,55 +401,8 @@ static int32_t param_position(const vlmc_module_t *module, const vlmc_op_t *op) 
   return -1;
 }
 
-static bool type_is_static(const vlmc_type_t *type) {
-  for (uint32_t d = 0; d < type->rank; ++d)
-    if (!vlmc_dim_is_static(type->dims[d])) return false;
-  return true;
-}
-
-/* Whether op computes the same results on every call: it reads parameters or constants only,
- * through pure ops (tap and return have effects), and its result shapes bind no symbol. */
-static bool op_is_static(const vlmc_ref_plan_t *plan, const vlmc_op_t *op) {
-  if (op->num_results == 0 || op->kind == VLMC_OP_TAP || op->kind == VLMC_OP_RETURN) return false;
-  for (uint32_t i = 0; i < op->num_results; ++i)
-    if (!type_is_static(&op->results[i].type)) return false;
-  if (op->kind == VLMC_OP_PARAM || op->kind == VLMC_OP_CONSTANT) return true;
-  if (op->num_operands == 0) return false;
-  for (uint32_t i = 0; i < op->num_operands; ++i)
-    if (!plan->is_static[op->operands[i]->id]) return false;
-  return true;
-}
-
-/* With dispatch: finds the regions, marks their members and roots, and returns by op index
- * the index at which the op's operands are read (a member's are read at its region's root). */
-static vlmc_status_t plan_regions(vlmc_ref_plan_t *plan, uint32_t *read_at) {
-  for (uint32_t k = 0; k < plan->num_ops; ++k) read_at[k] = k;
-  VLMC_RETURN_IF_ERROR(vlmc_dispatch_regions(plan->func, &plan->regions));
-  size_t n = plan->num_ops ? plan->num_ops : 1;
-  plan->region_at = calloc(n, sizeof *plan->region_at);
-  plan->member = calloc(n, sizeof *plan->member);
-  if (!plan->region_at || !plan->member) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  uint32_t r = 0;
-  for (uint32_t k = 0; k < plan->num_ops && r < plan->regions.num_regions; ++k) {
-    const vlmc_dispatch_region_t *region = &plan->regions.regions[r];
-    if (plan->ops[k] != region->ops[region->num_ops - 1]) continue;
-    plan->region_at[k] = region;
-    ++r;
-  }
-  for (uint32_t k = plan->num_ops; k-- > 0;) {
-    const vlmc_op_t *op = plan->ops[k];
-    if (!op->dispatch) continue;
-    plan->member[k] = true;
-    /* The root comes after every member: find it forwards. */
-    uint32_t root = k;
-    while (!(plan->region_at[root] && plan->region_at[root]->id == op->dispatch)) ++root;
-    read_at[k] = root;
-  }
-  return NULL;
-}
-
 static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *func,
-                                bool dispatch, vlmc_ref_plan_t **out_plan) {
+                                vlmc_ref_plan_t **out_plan) {
   vlmc_ref_plan_t *plan = calloc(1, sizeof *plan);
   if (!plan) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   plan->func = func;
@@ -481,7 +422,6 @@ static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *
   uint32_t *read_at = malloc((plan->num_ops ? plan->num_ops : 1) * sizeof *read_at);
   vlmc_status_t st = read_at ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   for (k = 0; !st && k < plan->num_ops; ++k) read_at[k] = k;
-  if (!st && dispatch) st = plan_regions(plan, read_at);
   if (st) {
     free(read_at);
     plan_free(plan);
@@ -494,14 +434,11 @@ static vlmc_status_t plan_build(const vlmc_module_t *module, const vlmc_func_t *
       uint32_t *last = &plan->last_use[op->operands[i]->id];
       if (*last == UINT32_MAX || read_at[k] > *last) *last = read_at[k];
     }
-    bool is_static = op_is_static(plan, op);
+    bool is_static = vlmc_op_is_static(op, plan->is_static);
     for (uint32_t i = 0; i < op->num_results; ++i) plan->is_static[op->results[i].id] = is_static;
     if (op->num_operands > plan->max_operands) plan->max_operands = op->num_operands;
     if (op->num_results > plan->max_results) plan->max_results = op->num_results;
   }
-  for (uint32_t r = 0; r < plan->regions.num_regions; ++r)
-    if (plan->regions.regions[r].num_inputs > plan->max_operands)
-      plan->max_operands = plan->regions.regions[r].num_inputs;
   free(read_at);
   *out_plan = plan;
   return NULL;
@@ -539,14 +476,6 @@ static void mark_other_uses(const vlmc_func_t *func, bool *other_use) {
  * documented, so they turn this off. */
 static vlmc_status_t find_raw_params(vlmc_executor_t *ex) {
   const vlmc_module_t *m = ex->module;
-  if (ex->options.on_dispatch) {
-    /* Kernels read float parameters in their own storage, whatever reads them. */
-    for (uint32_t i = 0; i < m->num_params; ++i) {
-      const vlmc_dtype_info_t *info = vlmc_dtype_info(m->params[i]->type.dtype);
-      ex->param_raw[i] = info->is_float && !info->is_quantized;
-    }
-    return NULL;
-  }
   if (ex->options.on_range || ex->options.on_trace) return NULL;
   bool *other_use = calloc(m->next_value_id ? m->next_value_id : 1, sizeof *other_use);
   if (!other_use) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
@@ -841,54 +770,6 @@ static vlmc_status_t run_op(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan, ui
   return NULL;
 }
 
-/* ---- dispatch regions (backend kernels) ---- */
-
-static vlmc_status_t no_kernel(const vlmc_ref_ctx_t *ctx) {
-  return vlmc_ref_fail(ctx, VLMC_UNSUPPORTED,
-                       "no kernel: the op is in no dispatch region, and a backend with "
-                       "kernels never falls back to the reference interpreter (run the fuse "
-                       "pass)");
-}
-
-/* Runs region `region` (whose root is op k) through options.on_dispatch. */
-static vlmc_status_t run_region(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan, uint32_t k,
-                                const vlmc_dispatch_region_t *region, vlmc_tensor_t *values,
-                                vlmc_tensor_t **in, bool *may_take, vlmc_tensor_t *out) {
-  const vlmc_op_t *root = plan->ops[k];
-  vlmc_ref_ctx_t ctx = {ex, plan, root, k, in, may_take, out};
-  for (uint32_t i = 0; i < region->num_inputs; ++i) {
-    const vlmc_value_t *v = region->inputs[i];
-    in[i] = &values[v->id];
-    may_take[i] = plan->last_use[v->id] == k && in[i]->owned;
-  }
-  bool is_static = plan->is_static[root->results[0].id];
-  double start = ex->options.on_trace ? now_seconds() : 0;
-  if (is_static && statics_ready(ex, root)) {
-    out[0] = view_of(&ex->statics[root->results[0].id]);
-  } else {
-    memset(out, 0, sizeof *out);
-    VLMC_RETURN_IF_ERROR(preset_result(&ctx, 0));
-    vlmc_status_t st = ex->options.on_dispatch(ex->options.dispatch_ctx, plan->func, region->id,
-                                               in, may_take, region->num_inputs, ex->symbols,
-                                               out);
-    if (!st && !out->data && vlmc_tensor_count(out) > 0)
-      st = vlmc_ref_fail(&ctx, VLMC_INTERNAL, "dispatch region %u produced no data", region->id);
-    if (st) {
-      vlmc_tensor_release(out);
-      return vlmc_ref_locate(&ctx, st);
-    }
-    if (is_static) statics_keep(ex, root, out);
-  }
-  if (ex->options.on_range) report_range(ex, root, 0, out);
-  if (ex->options.on_trace)
-    ex->options.on_trace(ex->options.trace_ctx, root, out, 1, now_seconds() - start);
-  if (plan->last_use[root->results[0].id] == UINT32_MAX) vlmc_tensor_release(out);
-  else values[root->results[0].id] = *out;
-  for (uint32_t i = 0; i < region->num_inputs; ++i)
-    if (plan->last_use[region->inputs[i]->id] == k) vlmc_tensor_release(in[i]);
-  return NULL;
-}
-
 /* ---- results ---- */
 
 static vlmc_status_t copy_tensor(const vlmc_tensor_t *src, vlmc_tensor_t *out) {
@@ -938,7 +819,7 @@ static vlmc_status_t get_plan(vlmc_executor_t *ex, const vlmc_func_t *func,
   assert(f < ex->module->num_funcs);
   if (!ex->plans[f])
     VLMC_RETURN_IF_ERROR(
-        plan_build(ex->module, func, ex->options.on_dispatch != NULL, &ex->plans[f]));
+        plan_build(ex->module, func, &ex->plans[f]));
   *out_plan = ex->plans[f];
   return NULL;
 }
@@ -969,18 +850,6 @@ static vlmc_status_t run_body(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan,
     if (op->kind == VLMC_OP_RETURN) {
       st = take_results(op, values, out_results);
       break;
-    }
-    if (ex->options.on_dispatch) {
-      if (plan->region_at[k]) {
-        st = run_region(ex, plan, k, plan->region_at[k], values, in, may_take, out);
-        continue;
-      }
-      if (plan->member[k]) continue; /* computed inside its region's kernel */
-      if (vlmc_dispatch_may_contain(op->kind)) {
-        vlmc_ref_ctx_t ctx = {ex, plan, op, k, in, may_take, out};
-        st = no_kernel(&ctx);
-        break;
-      }
     }
     st = run_op(ex, plan, k, values, in, may_take, out);
   }

@@ -85,19 +85,6 @@ typedef void (*vlmc_trace_fn)(void *ctx, const vlmc_op_t *op, const vlmc_tensor_
 void vlmc_executor_trace_print(void *file, const vlmc_op_t *op, const vlmc_tensor_t *results,
                                uint32_t num_results, double seconds);
 
-/* A dispatch region (ir/dispatch.h) run by a generated kernel in place of the reference
- * evaluation of its ops (the cpu backend). inputs[i] is the region's input i as the executor
- * holds it: F32 / I64 storage, except float parameters, which come in their own storage
- * (bf16, f16, f32) when on_dispatch is set. may_take[i]: this region is the input's last use
- * and it is owned, so its buffer may be taken (moved into *out, the input left empty).
- * `out` arrives with its storage dtype and shape set and no data: the callback allocates it
- * (vlmc_tensor_alloc) or takes an input's buffer, and fills it. `symbols` holds the values of
- * the module's symbols by index (sym - 1), all those the region's types use being bound. */
-typedef vlmc_status_t (*vlmc_dispatch_fn)(void *ctx, const vlmc_func_t *func, uint32_t region,
-                                          vlmc_tensor_t *const *inputs, const bool *may_take,
-                                          uint32_t num_inputs, const int64_t *symbols,
-                                          vlmc_tensor_t *out);
-
 typedef struct {
   vlmc_param_fn get_param; /* may be NULL when the functions run read no parameter */
   void *param_ctx;
@@ -114,12 +101,6 @@ typedef struct {
   /* 1 or 2 (0 means 1): linear, matmul and attention split their rows over this many threads.
    * Results are identical for every count. At most 16. */
   uint32_t threads;
-  /* Backend kernels: when set, every region (op->dispatch != 0) runs through on_dispatch at
-   * its root, and any other compute op (one ir/dispatch.h would allow in a region) is refused
-   * as "no kernel": the ops a backend runs are its kernels and host steps, never this
-   * interpreter. Taps, ranges and traces see region outputs only. */
-  vlmc_dispatch_fn on_dispatch;
-  void *dispatch_ctx;
   /* Refuse (with an error naming the op) any single value larger than this; 0: no limit
    * beyond what size_t and malloc allow. For fuzzing and hostile inputs. */
   size_t max_tensor_bytes;

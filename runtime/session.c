@@ -11,11 +11,11 @@
 #include "frontend/chat_template.h"
 #include "frontend/safetensors.h"
 #include "frontend/tokenizer.h"
-#include "reference/executor.h"
-#include "runtime/cpu_backend.h"
 #include "reference/mrope_positions.h"
 #include "runtime/artifact.h"
+#include "runtime/backend.h"
 #include "runtime/params.h"
+#include "runtime/program.h"
 #include "runtime/request.h"
 #include "support/file.h"
 #include "support/strbuf.h"
@@ -30,8 +30,13 @@ struct vlmc_session_s {
   vlmc_tokenizer_t *tokenizer;      /* NULL when the artifact has none */
   bool has_template;
   vlmc_chat_template_t chat_template;
-  vlmc_executor_t *executor;
-  vlmc_cpu_backend_t *cpu;          /* the cpu backend's kernels; NULL for ref */
+  vlmc_backend_t *backend;          /* runs the program's regions (or functions) */
+  vlmc_program_t *program;          /* walks the program on the backend */
+  /* The calling convention: which functions encode images, prefill and decode, and the
+   * positions they take (the manifest's, written by the model family). */
+  struct {
+    const char *encode_image, *prefill, *decode, *positions;
+  } convention;
   uint32_t num_layers;              /* KV cache pairs, from decode's signature */
   uint32_t threads;
   double open_ms;
@@ -123,22 +128,37 @@ static vlmc_status_t param_source(void *ctx, const char *name, const vlmc_type_t
   return NULL;
 }
 
+/* The functions the generation loop calls and their positions' layout. */
+static vlmc_status_t load_convention(vlmc_session_t *s) {
+  /* TODO(manifest): from the manifest's calling_convention. */
+  s->convention.encode_image = "encode_image";
+  s->convention.prefill = "prefill";
+  s->convention.decode = "decode";
+  s->convention.positions = "mrope";
+  if (strcmp(s->convention.positions, "mrope") != 0)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: manifest: calling_convention.positions '%s': "
+                            "this runtime computes only M-RoPE positions (mrope)",
+                            vlmc_artifact_path(s->artifact), s->convention.positions);
+  return NULL;
+}
+
 static vlmc_status_t check_signatures(vlmc_session_t *s) {
   const char *path = vlmc_artifact_path(s->artifact);
-  const vlmc_func_t *prefill = vlmc_module_func_find(s->module, "prefill");
-  const vlmc_func_t *decode = vlmc_module_func_find(s->module, "decode");
+  const char *pn = s->convention.prefill, *dn = s->convention.decode;
+  const vlmc_func_t *prefill = vlmc_module_func_find(s->module, pn);
+  const vlmc_func_t *decode = vlmc_module_func_find(s->module, dn);
   if (!prefill || !decode)
-    return vlmc_status_make(VLMC_NOT_FOUND, "%s: program: functions @prefill and @decode are "
-                            "required", path);
+    return vlmc_status_make(VLMC_NOT_FOUND, "%s: program: functions @%s and @%s are required",
+                            path, pn, dn);
   if (prefill->num_args != 3 || decode->num_args < 2 || prefill->num_results < 1 ||
       decode->num_results != decode->num_args - 1 || (decode->num_args - 2) % 2 != 0 ||
       prefill->num_results != decode->num_results)
     return vlmc_status_make(VLMC_PARSE_ERROR,
-                            "%s: program: @prefill(ids, image_embeds, positions) -> (logits, "
-                            "caches...) and @decode(token, position, caches...) -> (logits, "
+                            "%s: program: @%s(ids, image_embeds, positions) -> (logits, "
+                            "caches...) and @%s(token, position, caches...) -> (logits, "
                             "caches...) expected; got %u/%u and %u/%u arguments/results",
-                            path, prefill->num_args, prefill->num_results, decode->num_args,
-                            decode->num_results);
+                            path, pn, dn, prefill->num_args, prefill->num_results,
+                            decode->num_args, decode->num_results);
   s->num_layers = (decode->num_args - 2) / 2;
   return NULL;
 }
@@ -153,31 +173,38 @@ static vlmc_status_t verify_params_section(const vlmc_session_t *s) {
   return sec ? vlmc_artifact_section_verify(s->artifact, sec) : NULL;
 }
 
-/* The executor's options for this session's backend; taps as given. */
-static vlmc_executor_options_t executor_options(const vlmc_session_t *s) {
-  vlmc_executor_options_t eo = vlmc_executor_options_default();
-  eo.get_param = param_source;
-  eo.param_ctx = s->params;
-  eo.threads = s->threads;
-  if (s->cpu) {
-    eo.on_dispatch = vlmc_cpu_backend_dispatch;
-    eo.dispatch_ctx = s->cpu;
-  }
-  return eo;
+/* The artifact's sections, for the backends. */
+static const void *find_section(void *ctx, const char *name, size_t *out_size) {
+  const vlmc_artifact_section_t *sec = vlmc_artifact_find(ctx, name);
+  *out_size = sec ? (size_t)sec->size : 0;
+  return sec ? sec->data : NULL;
 }
 
-/* The backend to use: the one asked for, else "cpu" when the artifact carries cpu kernels,
- * else "ref". */
-static const char *pick_backend(const vlmc_session_t *s, const char *asked) {
-  if (asked) return asked;
-  return vlmc_artifact_find(s->artifact, "kernels.cpu") &&
-                 vlmc_artifact_find(s->artifact, "kernels.cpu.json")
-             ? "cpu"
-             : "ref";
+/* The backend asked for, else the registry's first choice for this artifact's sections. */
+static vlmc_status_t pick_backend(const vlmc_session_t *s, const char *asked,
+                                  const vlmc_backend_iface_t **out) {
+  char names[256];
+  vlmc_backend_names(names, sizeof names);
+  *out = asked ? vlmc_backend_find(asked)
+               : vlmc_backend_pick_default(find_section, (void *)s->artifact);
+  if (!*out && asked)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; backends: %s",
+                            asked, names);
+  if (!*out)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: no backend can run this artifact; backends: "
+                            "%s", vlmc_artifact_path(s->artifact), names);
+  if (!vlmc_backend_has_sections(*out, find_section, (void *)s->artifact))
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: --backend %s: the artifact lacks the sections "
+                            "it needs (compile it with --target ref,%s)",
+                            vlmc_artifact_path(s->artifact), (*out)->name, (*out)->name);
+  return NULL;
 }
 
-static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights, const char *backend) {
-  if (!weights) weights = strcmp(backend, "cpu") == 0 ? "resident" : "mapped";
+/* Backends that stream the weights through their kernels get them resident; the interpreter,
+ * which keeps converted copies of its own, reads them from the mapping. */
+static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights,
+                                 const vlmc_backend_iface_t *backend) {
+  if (!weights) weights = backend->caps & VLMC_BACKEND_STREAMS_WEIGHTS ? "resident" : "mapped";
   if (strcmp(weights, "resident") != 0 && strcmp(weights, "mapped") != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "--weights %s: expected resident or mapped",
                             weights);
@@ -185,35 +212,36 @@ static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights, const c
   return NULL;
 }
 
-static vlmc_status_t open_backend(vlmc_session_t *s, const char *backend) {
-  const vlmc_artifact_section_t *so = vlmc_artifact_find(s->artifact, "kernels.cpu");
-  const vlmc_artifact_section_t *table = vlmc_artifact_find(s->artifact, "kernels.cpu.json");
-  if (!strcmp(backend, "ref")) return NULL;
-  if (strcmp(backend, "cpu") != 0)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; available: ref%s",
-                            backend, so && table ? ", cpu" : "");
-  if (!so || !table)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: --backend cpu: the artifact has no cpu "
-                            "kernels (compile it with --target ref,cpu); available: ref",
-                            vlmc_artifact_path(s->artifact));
-  return vlmc_cpu_backend_create(vlmc_artifact_path(s->artifact), so->data, (size_t)so->size,
-                                 (const char *)table->data, (size_t)table->size, s->module,
-                                 s->threads, &s->cpu);
+static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t *backend) {
+  vlmc_backend_open_params_t bp = {.source = vlmc_artifact_path(s->artifact),
+                                   .module = s->module,
+                                   .section = find_section,
+                                   .section_ctx = s->artifact,
+                                   .get_param = param_source,
+                                   .param_ctx = s->params,
+                                   .threads = s->threads};
+  VLMC_RETURN_IF_ERROR(backend->open(&bp, &s->backend));
+  return vlmc_program_create(s->module, s->backend, param_source, s->params, &s->program);
 }
 
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
-  if (o->backend && strcmp(o->backend, "ref") != 0 && strcmp(o->backend, "cpu") != 0)
-    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; backends: ref, cpu",
-                            o->backend);
+  if (o->backend && !vlmc_backend_find(o->backend)) {
+    char names[256];
+    vlmc_backend_names(names, sizeof names);
+    return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s' is not available; backends: %s",
+                            o->backend, names);
+  }
   VLMC_RETURN_IF_ERROR(vlmc_artifact_open(o->artifact_path, &s->artifact));
   const vlmc_artifact_section_t *sec;
   VLMC_RETURN_IF_ERROR(vlmc_artifact_require(s->artifact, "manifest", "the runtime", &sec));
   VLMC_RETURN_IF_ERROR(vlmc_manifest_from_json(o->artifact_path, (const char *)sec->data,
                                                (size_t)sec->size, &s->manifest));
   VLMC_RETURN_IF_ERROR(load_program(s));
+  VLMC_RETURN_IF_ERROR(load_convention(s));
   VLMC_RETURN_IF_ERROR(check_signatures(s));
   VLMC_RETURN_IF_ERROR(vlmc_params_open(s->artifact, &s->manifest, o->params_dir, &s->params));
-  const char *backend = pick_backend(s, o->backend);
+  const vlmc_backend_iface_t *backend;
+  VLMC_RETURN_IF_ERROR(pick_backend(s, o->backend, &backend));
   VLMC_RETURN_IF_ERROR(set_weights(s, o->weights, backend));
   /* Resident weights are copied (and so checked) at open: load time, not the first prompt's. */
   if (o->verify_params || vlmc_params_resident(s->params)) {
@@ -223,9 +251,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
   s->threads = o->threads ? o->threads : 1;
-  VLMC_RETURN_IF_ERROR(open_backend(s, backend));
-  vlmc_executor_options_t eo = executor_options(s);
-  return vlmc_executor_create(s->module, &eo, &s->executor);
+  return open_backend(s, backend);
 }
 
 vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options, vlmc_session_t **out) {
@@ -246,8 +272,8 @@ vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options, vlmc_sess
 
 void vlmc_session_destroy(vlmc_session_t *s) {
   if (!s) return;
-  vlmc_executor_destroy(s->executor);
-  vlmc_cpu_backend_destroy(s->cpu);
+  vlmc_program_destroy(s->program);
+  if (s->backend) s->backend->iface->destroy(s->backend);
   vlmc_tokenizer_destroy(s->tokenizer);
   vlmc_params_destroy(s->params);
   vlmc_module_destroy(s->module);
@@ -257,8 +283,15 @@ void vlmc_session_destroy(vlmc_session_t *s) {
 }
 
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &s->manifest; }
-const char *vlmc_session_backend(const vlmc_session_t *s) { return s->cpu ? "cpu" : "ref"; }
-const vlmc_cpu_backend_t *vlmc_session_cpu_backend(const vlmc_session_t *s) { return s->cpu; }
+const char *vlmc_session_backend(const vlmc_session_t *s) { return s->backend->iface->name; }
+
+void vlmc_session_stats(const vlmc_session_t *s, vlmc_session_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  if (s->backend->iface->counters) s->backend->iface->counters(s->backend, &out->backend);
+  vlmc_program_memory(s->program, &out->memory);
+  out->transfers = vlmc_program_transfers(s->program, &out->num_transfers);
+  out->host_memory = (s->backend->iface->caps & VLMC_BACKEND_HOST_MEMORY) != 0;
+}
 double vlmc_session_open_ms(const vlmc_session_t *s) { return s->open_ms; }
 bool vlmc_session_has_tokenizer(const vlmc_session_t *s) { return s->tokenizer != NULL; }
 
@@ -291,8 +324,7 @@ static vlmc_status_t tap_add(tap_list_t *list, const char *name, const vlmc_tens
   return tap->name ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "taps: out of memory");
 }
 
-static vlmc_status_t on_tap(void *ctx, const char *name, const vlmc_op_t *op,
-                            const vlmc_tensor_t *tensor) {
+static vlmc_status_t on_tap(void *ctx, const char *name, const vlmc_tensor_t *tensor) {
   return tap_add(ctx, name, tensor);
 }
 
@@ -448,21 +480,16 @@ static vlmc_status_t tokenize_continuation(const vlmc_session_t *s, const char *
 
 /* ---- the conversation ---- */
 
-static vlmc_status_t set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
-  /* Taps are cheap to leave off; recreate the executor only when they are wanted. */
-  vlmc_executor_options_t eo = executor_options(s);
-  eo.on_tap = taps ? on_tap : NULL;
-  eo.tap_ctx = taps;
-  vlmc_executor_destroy(s->executor);
-  s->executor = NULL;
-  return vlmc_executor_create(s->module, &eo, &s->executor);
+static void set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
+  vlmc_program_set_tap(s->program, taps ? on_tap : NULL, taps);
 }
 
 struct vlmc_chat_s {
   vlmc_session_t *s;
   vlmc_chat_options_t options;
   vlmc_sampler_t sampler;
-  vlmc_tensor_t *state;       /* logits + 2L caches, as the last call returned them */
+  vlmc_rt_value_t *state;     /* logits + 2L caches, as the last call returned them */
+  vlmc_tensor_t logits;       /* state[0] on the host (a view, or a downloaded copy) */
   uint32_t state_count;
   bool started;               /* the first turn's prefill ran */
   bool failed;                /* a turn failed while running: the cache is gone */
@@ -520,8 +547,8 @@ vlmc_status_t vlmc_chat_create(vlmc_session_t *s, const vlmc_chat_options_t *opt
   }
   if (options->dump_taps_dir) {
     c->taps = calloc(1, sizeof *c->taps);
-    status = c->taps ? set_tap_callback(s, c->taps)
-                     : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    if (c->taps) set_tap_callback(s, c->taps);
+    else status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
   if (status) {
     vlmc_chat_destroy(c);
@@ -531,12 +558,10 @@ vlmc_status_t vlmc_chat_create(vlmc_session_t *s, const vlmc_chat_options_t *opt
   return NULL;
 }
 
-/* Writes the first turn's taps and goes back to an executor without them. */
+/* Writes the first turn's taps and turns taps off. */
 static vlmc_status_t taps_finish(vlmc_chat_t *c, bool write) {
   vlmc_status_t status = write ? taps_write(c->taps, c->options.dump_taps_dir) : NULL;
-  vlmc_status_t reset = set_tap_callback(c->s, NULL);
-  if (!status) status = reset;
-  else vlmc_status_free(reset);
+  set_tap_callback(c->s, NULL);
   tap_list_deinit(c->taps);
   free(c->taps);
   c->taps = NULL;
@@ -545,9 +570,10 @@ static vlmc_status_t taps_finish(vlmc_chat_t *c, bool write) {
 
 void vlmc_chat_destroy(vlmc_chat_t *c) {
   if (!c) return;
-  /* Only out of memory fails here; the session then refuses to run (no executor). */
   if (c->taps) vlmc_status_free(taps_finish(c, false));
-  for (uint32_t i = 0; i < c->state_count; ++i) vlmc_tensor_release(&c->state[i]);
+  vlmc_tensor_release(&c->logits);
+  for (uint32_t i = 0; c->state && i < c->state_count; ++i)
+    vlmc_program_release(c->s->program, &c->state[i]);
   free(c->state);
   free(c->tokens);
   vlmc_sampler_deinit(&c->sampler);
@@ -563,54 +589,83 @@ const int64_t *vlmc_chat_tokens(const vlmc_chat_t *c, size_t *out_count) {
 int64_t vlmc_chat_cache_length(const vlmc_chat_t *c) { return c->cache_len; }
 
 const float *vlmc_chat_logits(const vlmc_chat_t *c, size_t *out_count) {
-  bool ready = c->started && !c->failed && c->state[0].data;
-  *out_count = ready ? (size_t)vlmc_tensor_count(&c->state[0]) : 0;
-  return ready ? vlmc_tensor_f32(&c->state[0]) : NULL;
+  bool ready = c->started && !c->failed && c->logits.data;
+  *out_count = ready ? (size_t)vlmc_tensor_count(&c->logits) : 0;
+  return ready ? vlmc_tensor_f32(&c->logits) : NULL;
 }
 
 /* ---- running ---- */
 
+/* The logits of the last call on the host: the only value a generation step reads back. */
+static vlmc_status_t read_logits(vlmc_chat_t *c) {
+  vlmc_tensor_release(&c->logits);
+  return vlmc_program_read(c->s->program, &c->state[0], &c->logits);
+}
+
+/* Host data as a program argument (borrowed: it must outlive the call). */
+static vlmc_status_t import(vlmc_chat_t *c, vlmc_dtype_t dtype, uint32_t rank,
+                            const int64_t *shape, const void *data, vlmc_rt_value_t *out) {
+  vlmc_tensor_t host = vlmc_tensor_view(dtype, rank, shape, data);
+  return vlmc_program_import(c->s->program, &host, out);
+}
+
+static void release_values(vlmc_chat_t *c, vlmc_rt_value_t *values, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) vlmc_program_release(c->s->program, &values[i]);
+}
+
 static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_t *px,
-                                   vlmc_tensor_t *out_embeds) {
+                                   vlmc_rt_value_t *out_embeds) {
   vlmc_session_t *s = c->s;
   if (px->num_images == 0) {
     /* A text-only prompt scatters no image rows: an empty [0, H] embedding matrix. */
-    const vlmc_func_t *prefill = vlmc_module_func_find(s->module, "prefill");
+    const vlmc_func_t *prefill = vlmc_module_func_find(s->module, s->convention.prefill);
     const vlmc_type_t *t = &prefill->args[1].type;
     if (t->rank != 2 || !vlmc_dim_is_static(t->dims[1]))
-      return vlmc_status_make(VLMC_PARSE_ERROR, "@prefill: image_embeds must be [M, H] with a "
-                              "static H");
+      return vlmc_status_make(VLMC_PARSE_ERROR, "@%s: image_embeds must be [M, H] with a "
+                              "static H", prefill->name);
     int64_t shape[2] = {0, t->dims[1].off};
-    return vlmc_tensor_alloc(VLMC_DTYPE_F32, 2, shape, out_embeds);
+    static const float none;
+    return import(c, VLMC_DTYPE_F32, 2, shape, &none, out_embeds);
   }
   int64_t pv_shape[2] = {px->num_rows, px->row_width};
   int64_t grid_shape[2] = {(int64_t)px->num_images, 3};
-  vlmc_tensor_t args[2] = {vlmc_tensor_view(VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values),
-                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw)};
   if (c->taps) {
-    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "pixel_values", &args[0]));
-    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "image_grid_thw", &args[1]));
+    vlmc_tensor_t pv = vlmc_tensor_view(VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values);
+    vlmc_tensor_t grid = vlmc_tensor_view(VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw);
+    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "pixel_values", &pv));
+    VLMC_RETURN_IF_ERROR(tap_add(c->taps, "image_grid_thw", &grid));
   }
-  return vlmc_executor_run(s->executor, "encode_image", args, 2, out_embeds, 1);
+  vlmc_rt_value_t args[2] = {{0}};
+  vlmc_status_t st = import(c, VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values, &args[0]);
+  if (!st) st = import(c, VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw, &args[1]);
+  if (!st) return vlmc_program_run(s->program, s->convention.encode_image, args, 2, out_embeds, 1);
+  release_values(c, args, 2);
+  return st;
 }
 
-static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_tensor_t *embeds) {
+static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_rt_value_t *embeds) {
   int64_t s_shape[1] = {(int64_t)r->seq_len}, p_shape[2] = {3, (int64_t)r->seq_len};
-  vlmc_tensor_t args[3] = {vlmc_tensor_view(VLMC_DTYPE_I64, 1, s_shape, r->input_ids), *embeds,
-                           vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, r->positions)};
-  *embeds = (vlmc_tensor_t){0}; /* taken by the executor */
-  vlmc_status_t status = NULL;
-  if (c->taps) {
+  vlmc_rt_value_t args[3] = {{0}, *embeds, {0}};
+  memset(embeds, 0, sizeof *embeds); /* taken by the call */
+  vlmc_status_t status = import(c, VLMC_DTYPE_I64, 1, s_shape, r->input_ids, &args[0]);
+  if (!status) status = import(c, VLMC_DTYPE_I64, 2, p_shape, r->positions, &args[2]);
+  if (!status && c->taps) {
     int64_t one = 1;
+    vlmc_tensor_t ids = vlmc_tensor_view(VLMC_DTYPE_I64, 1, s_shape, r->input_ids);
+    vlmc_tensor_t positions = vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, r->positions);
     vlmc_tensor_t delta = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &r->rope_delta);
-    status = tap_add(c->taps, "input_ids", &args[0]);
-    if (!status) status = tap_add(c->taps, "position_ids", &args[2]);
+    status = tap_add(c->taps, "input_ids", &ids);
+    if (!status) status = tap_add(c->taps, "position_ids", &positions);
     if (!status) status = tap_add(c->taps, "rope_deltas", &delta);
   }
-  if (!status)
-    status = vlmc_executor_run(c->s->executor, "prefill", args, 3, c->state, c->state_count);
-  vlmc_tensor_release(&args[1]);
-  if (!status && c->taps) status = tap_add(c->taps, "logits_last", &c->state[0]);
+  if (status) {
+    release_values(c, args, 3);
+    return status;
+  }
+  status = vlmc_program_run(c->s->program, c->s->convention.prefill, args, 3, c->state,
+                            c->state_count);
+  if (!status) status = read_logits(c);
+  if (!status && c->taps) status = tap_add(c->taps, "logits_last", &c->logits);
   return status;
 }
 
@@ -618,20 +673,23 @@ static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_tensor_t *e
  * as M-RoPE gives every text token after the prompt's images. */
 static vlmc_status_t decode_step(vlmc_chat_t *c, int64_t token) {
   uint32_t n = c->state_count;
-  vlmc_tensor_t *args = calloc(n + 1, sizeof *args);
+  vlmc_rt_value_t *args = calloc(n + 1, sizeof *args);
   if (!args) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   int64_t position = c->cache_len + c->rope_delta;
   int64_t one = 1, p_shape[2] = {3, 1}, pos[3] = {position, position, position};
-  args[0] = vlmc_tensor_view(VLMC_DTYPE_I64, 1, &one, &token);
-  args[1] = vlmc_tensor_view(VLMC_DTYPE_I64, 2, p_shape, pos);
-  vlmc_tensor_release(&c->state[0]); /* the old logits */
+  vlmc_status_t status = import(c, VLMC_DTYPE_I64, 1, &one, &token, &args[0]);
+  if (!status) status = import(c, VLMC_DTYPE_I64, 2, p_shape, pos, &args[1]);
+  vlmc_tensor_release(&c->logits);
+  vlmc_program_release(c->s->program, &c->state[0]); /* the old logits */
   for (uint32_t i = 1; i < n; ++i) {
     args[i + 1] = c->state[i]; /* the caches are taken and grown in place */
-    c->state[i] = (vlmc_tensor_t){0};
+    memset(&c->state[i], 0, sizeof c->state[i]);
   }
-  vlmc_status_t status = vlmc_executor_run(c->s->executor, "decode", args, n + 1, c->state, n);
-  for (uint32_t i = 0; i < n + 1; ++i) vlmc_tensor_release(&args[i]);
+  if (!status)
+    status = vlmc_program_run(c->s->program, c->s->convention.decode, args, n + 1, c->state, n);
+  else release_values(c, args, n + 1);
   free(args);
+  if (!status) status = read_logits(c);
   if (!status) ++c->cache_len;
   return status;
 }
@@ -718,11 +776,11 @@ static vlmc_status_t run_first_prompt(vlmc_chat_t *c, vlmc_request_t *r,
                                       vlmc_generate_result_t *res) {
   VLMC_RETURN_IF_ERROR(verify_params_section(c->s));
   double t0 = now_ms();
-  vlmc_tensor_t embeds = {0};
+  vlmc_rt_value_t embeds = {0};
   vlmc_status_t status = encode_images(c, &r->pixels, &embeds);
   double t1 = now_ms();
   if (!status) status = prefill(c, r, &embeds);
-  vlmc_tensor_release(&embeds);
+  vlmc_program_release(c->s->program, &embeds);
   res->encode_ms = t1 - t0;
   res->prefill_ms = now_ms() - t1;
   VLMC_RETURN_IF_ERROR(status);
@@ -755,11 +813,11 @@ static vlmc_status_t answer(vlmc_chat_t *c, int max_new, vlmc_generate_result_t 
   res->tokens = calloc((size_t)max_new + 1, sizeof *res->tokens);
   if (!res->tokens) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   for (int step = 0; step < max_new; ++step) {
-    if (vlmc_tensor_count(&c->state[0]) != m->vocab_size)
+    if (vlmc_tensor_count(&c->logits) != m->vocab_size || c->logits.dtype != VLMC_DTYPE_F32)
       return vlmc_status_make(VLMC_INTERNAL, "logits have %lld entries, the vocabulary %lld",
-                              (long long)vlmc_tensor_count(&c->state[0]),
+                              (long long)vlmc_tensor_count(&c->logits),
                               (long long)m->vocab_size);
-    int64_t id = vlmc_sampler_next(&c->sampler, vlmc_tensor_f32(&c->state[0]));
+    int64_t id = vlmc_sampler_next(&c->sampler, vlmc_tensor_f32(&c->logits));
     res->tokens[res->generated_tokens++] = id;
     if (is_eos(m, id)) {
       res->stopped_on_eos = true;
@@ -796,8 +854,6 @@ vlmc_status_t vlmc_chat_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t *o,
   if (c->failed)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "the conversation ended with an error in an "
                             "earlier turn; start a new one");
-  if (!c->s->executor)
-    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "the session lost its executor (out of memory)");
   int max_new = o->max_new_tokens > 0 ? o->max_new_tokens : 128;
   c->turn = o;
   c->stop_requested = false;

@@ -1,15 +1,17 @@
 /* A loaded artifact ready to generate: the program (parsed from the artifact's IR), its
  * parameters (mapped, verified on first use), the tokenizer and chat template, and a backend
- * that runs the three functions of a vision-language model:
+ * (runtime/backend.h, through the program walker runtime/program.h) that runs the three
+ * functions of a vision-language model's calling convention (the manifest's):
  *   encode_image(pixel_values f32[P,1176], grid i64[G,3]) -> image_embeds f32[P/4, H]
  *   prefill(input_ids i64[S], image_embeds f32[M,H], positions i64[3,S])
  *       -> (logits f32[V], k_0, v_0, ..., k_{L-1}, v_{L-1})
  *   decode(token i64[1], position i64[3,1], k_0, v_0, ...) -> (logits f32[V], k_0', v_0', ...)
- * The KV caches are values handed from one call to the next (kv_cache_append grows them);
- * a chat (below) keeps them between turns. Backends: `ref` (the reference executor) and
- * `cpu` (the artifact's generated kernels, runtime/cpu_backend.h; the default when the
- * artifact carries them). Opening maps the artifact and checks every eagerly verified section; the
- * parameters are checked lazily, once, before the first forward pass (see docs/artifact.md). */
+ * The KV caches are values handed from one call to the next (kv_cache_append grows them); they
+ * stay in the backend's memory, and only the logits come back to the host each step. A chat
+ * (below) keeps them between turns. The backend is the one asked for, or the registry's first
+ * choice among those whose sections the artifact carries (`vlmc-run --backend help`). Opening
+ * maps the artifact and checks every eagerly verified section; the parameters are checked
+ * lazily, once, before the first forward pass (see docs/artifact.md). */
 #ifndef VLMC_RUNTIME_SESSION_H
 #define VLMC_RUNTIME_SESSION_H
 
@@ -17,19 +19,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/backend.h"
 #include "runtime/manifest.h"
+#include "runtime/program.h"
 #include "runtime/sampler.h"
 #include "support/status.h"
 
 typedef struct {
   const char *artifact_path;
   const char *params_dir; /* for artifacts compiled with --params external */
-  const char *backend;    /* "ref" or "cpu"; NULL: cpu when the artifact has its kernels */
+  const char *backend;    /* a registered backend's name; NULL: the registry's pick */
   uint32_t threads;       /* 0: 1 */
   bool verify_params;     /* check every parameter's checksum at open, not on first use */
   /* "resident": copy the weights into memory on first use (runtime/params.h); "mapped":
-   * read them from the file mapping. NULL: resident on the cpu backend, mapped on ref (whose
-   * executor keeps its own packed copies). */
+   * read them from the file mapping. NULL: resident on backends whose kernels stream the
+   * weights (VLMC_BACKEND_STREAMS_WEIGHTS), mapped on the interpreter (which keeps its own
+   * packed copies). */
   const char *weights;
 } vlmc_session_options_t;
 
@@ -39,10 +44,18 @@ vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options,
                                 vlmc_session_t **out_session);
 void vlmc_session_destroy(vlmc_session_t *session);
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *session);
-/* "ref" or "cpu": the backend the session runs on. */
+/* The name of the backend the session runs on. */
 const char *vlmc_session_backend(const vlmc_session_t *session);
-/* The cpu backend's kernels and memory (runtime/cpu_backend.h); NULL on the ref backend. */
-const struct vlmc_cpu_backend_s *vlmc_session_cpu_backend(const vlmc_session_t *session);
+
+/* What the backend and the walker counted, for --stats. */
+typedef struct {
+  vlmc_backend_counters_t backend;
+  vlmc_program_memory_t memory;
+  const vlmc_program_transfers_t *transfers; /* per function, borrowed */
+  size_t num_transfers;
+  bool host_memory; /* the backend's memory is the host's: nothing is ever copied */
+} vlmc_session_stats_t;
+void vlmc_session_stats(const vlmc_session_t *session, vlmc_session_stats_t *out);
 /* Milliseconds vlmc_session_open took (mapping, parsing, verifying the program). */
 double vlmc_session_open_ms(const vlmc_session_t *session);
 /* Whether prompts can be text (the artifact has a tokenizer), or only token ids. */
@@ -122,7 +135,7 @@ typedef struct {
 typedef struct vlmc_chat_s vlmc_chat_t;
 
 /* The session must outlive the chat; so must the strings of `options`. A session runs one
- * chat at a time (they share its executor). */
+ * chat at a time (they share its backend and its buffers). */
 vlmc_status_t vlmc_chat_create(vlmc_session_t *session, const vlmc_chat_options_t *options,
                                vlmc_chat_t **out_chat);
 void vlmc_chat_destroy(vlmc_chat_t *chat);

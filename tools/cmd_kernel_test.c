@@ -4,10 +4,9 @@
  * Each file is a module whose first function is the test; `$N` in its text is replaced by each
  * size in turn (default 3420, 176, 172, 1, 37: awkward on purpose). Per size: parse, run the
  * target's pipeline tail (fuse, memory-plan), generate its kernels through the target
- * interface (codegen/target.h, sections kept in memory), load them like the runtime does, run
- * the function on random inputs with both backends, compare every result. The run side is the
- * cpu backend's for now: a target whose sections it cannot load fails every case, by name.
- * Directives (comment lines):
+ * interface (codegen/target.h, sections kept in memory), load them into the runtime backend of
+ * the same name like the runtime does, run the function on random inputs there and on the
+ * reference executor, compare every result. Directives (comment lines):
  *
  *   // sizes: 5,64            replace the default sizes
  *   // sym S = 7              a symbol's value (default: the size N); `$N` works here too
@@ -31,7 +30,8 @@
 #include "ir/ir.h"
 #include "passes/pass.h"
 #include "reference/executor.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/backend.h"
+#include "runtime/program.h"
 #include "support/file.h"
 #include "support/float16.h"
 #include "support/strbuf.h"
@@ -329,16 +329,65 @@ static vlmc_status_t target_config(vlmc_target_config_t *config) {
   return vlmc_target_config_set_options(config, option);
 }
 
-/* The generated code and its table, as the cpu backend loads them. */
-static vlmc_status_t kernel_sections(const vlmc_target_output_t *code,
-                                     const vlmc_target_section_t **so,
-                                     const vlmc_target_section_t **table) {
-  *so = vlmc_target_output_section(code, "kernels.cpu");
-  *table = vlmc_target_output_section(code, "kernels.cpu.json");
-  if (*so && *table) return NULL;
-  return vlmc_status_make(VLMC_UNSUPPORTED, "target %s made no kernels.cpu and kernels.cpu.json "
-                          "sections; kernel-test runs kernels on the cpu backend only (so far)",
-                          code->target->name);
+/* The generated sections, as the backend finds them in an artifact. */
+static const void *find_section(void *ctx, const char *name, size_t *out_size) {
+  const vlmc_target_section_t *s = vlmc_target_output_section(ctx, name);
+  *out_size = s ? s->len : 0;
+  return s ? s->data : NULL;
+}
+
+/* The templates the target's kernel table names ("kernels.<target>.json"; none without one). */
+static vlmc_status_t table_templates(const vlmc_target_output_t *code, char *out, size_t size) {
+  char name[80];
+  snprintf(name, sizeof name, "kernels.%s.json", code->target->name);
+  const vlmc_target_section_t *table = vlmc_target_output_section(code, name);
+  out[0] = '\0';
+  if (!table) return NULL;
+  char *text = strndup(table->data, table->len); /* a section is not NUL-terminated */
+  if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  templates_of(text, out, size);
+  free(text);
+  return NULL;
+}
+
+/* Runs @f on the backend through the program walker, as the runtime does. */
+static vlmc_status_t run_on_backend(const char *backend_name, const char *path,
+                                    const vlmc_module_t *m, const vlmc_func_t *f,
+                                    const vlmc_target_output_t *code, params_t *params,
+                                    vlmc_tensor_t *args, vlmc_tensor_t *results) {
+  const vlmc_backend_iface_t *iface = vlmc_backend_find(backend_name);
+  if (!iface) return vlmc_status_make(VLMC_NOT_FOUND, "no backend '%s'", backend_name);
+  vlmc_backend_open_params_t bp = {.source = path, .module = m, .section = find_section,
+                                   .section_ctx = (void *)code, .get_param = get_param,
+                                   .param_ctx = params, .threads = 2};
+  vlmc_backend_t *backend = NULL;
+  vlmc_program_t *program = NULL;
+  vlmc_rt_value_t in[MAX_ARGS], out[MAX_ARGS];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  vlmc_status_t st = iface->open(&bp, &backend);
+  if (!st) st = vlmc_program_create(m, backend, get_param, params, &program);
+  for (uint32_t i = 0; !st && i < f->num_args; ++i) st = vlmc_program_import(program, &args[i], &in[i]);
+  if (!st) st = vlmc_program_run(program, f->name, in, f->num_args, out, f->num_results);
+  for (uint32_t i = 0; !st && i < f->num_results; ++i) {
+    vlmc_tensor_t host;
+    st = vlmc_program_read(program, &out[i], &host);
+    if (!st) {
+      vlmc_tensor_t *r = &results[i];
+      st = vlmc_tensor_alloc(host.dtype, host.rank, host.shape, r);
+      size_t bytes = 0;
+      vlmc_tensor_byte_size(host.dtype, host.rank, host.shape, &bytes);
+      if (!st && bytes) memcpy(r->data, host.data, bytes);
+      vlmc_tensor_release(&host);
+    }
+  }
+  for (uint32_t i = 0; program && i < MAX_ARGS; ++i) {
+    vlmc_program_release(program, &in[i]);
+    vlmc_program_release(program, &out[i]);
+  }
+  vlmc_program_destroy(program);
+  if (backend) backend->iface->destroy(backend);
+  return st;
 }
 
 static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, const char *text,
@@ -353,17 +402,7 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   memset(&code, 0, sizeof code);
   if (!st) st = target_config(&config);
   if (!st) st = vlmc_target_generate(target, m, &config, &code);
-  const vlmc_target_section_t *so = NULL, *table = NULL;
-  if (!st) st = kernel_sections(&code, &so, &table);
-  vlmc_cpu_backend_t *backend = NULL;
-  if (!st)
-    st = vlmc_cpu_backend_create(path, so->data, so->len, table->data, table->len, m, 2,
-                                 &backend);
-  /* The table is not NUL-terminated in the section; templates_of reads it as a string. */
-  char *table_text = table ? strndup(table->data, table->len) : NULL;
-  if (!st && !table_text) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  if (!st) templates_of(table_text, o->templates, sizeof o->templates);
-  free(table_text);
+  if (!st) st = table_templates(&code, o->templates, sizeof o->templates);
   if (!st && s->required_template[0] && !strstr(o->templates, s->required_template))
     st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "expected a '%s' kernel, got %s",
                           s->required_template, o->templates);
@@ -383,18 +422,16 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   if (!st) st = symbol_values(m, s, n, syms);
   if (!st) st = make_args(f, s, syms, m->num_symbols, args_ref);
   if (!st) st = copy_args(args_ref, f->num_args, args_cpu);
-  vlmc_executor_t *ref = NULL, *cpu = NULL;
+  vlmc_executor_t *ref = NULL;
   vlmc_executor_options_t eo = vlmc_executor_options_default();
   eo.get_param = get_param;
   eo.param_ctx = &params;
   if (!st) st = vlmc_executor_create(m, &eo, &ref);
-  eo.on_dispatch = vlmc_cpu_backend_dispatch;
-  eo.dispatch_ctx = backend;
-  if (!st) st = vlmc_executor_create(m, &eo, &cpu);
   if (!st) st = vlmc_executor_run(ref, f->name, args_ref, f->num_args, res_ref, f->num_results);
-  if (!st) st = vlmc_status_annotate(
-                   vlmc_executor_run(cpu, f->name, args_cpu, f->num_args, res_cpu, f->num_results),
-                   "cpu backend: ");
+  /* The backend of the target's name runs its kernels (vlmc-run picks it the same way). */
+  if (!st) st = vlmc_status_annotate(run_on_backend(target->name, path, m, f, &code, &params,
+                                                    args_cpu, res_cpu),
+                                     "%s backend: ", target->name);
   for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res_cpu[i], o);
   for (uint32_t i = 0; f && i < f->num_results && i < MAX_ARGS; ++i) {
     vlmc_tensor_release(&res_ref[i]);
@@ -406,8 +443,6 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   }
   for (uint32_t i = 0; i < MAX_PARAMS; ++i) vlmc_tensor_release(&params.params[i]);
   vlmc_executor_destroy(ref);
-  vlmc_executor_destroy(cpu);
-  vlmc_cpu_backend_destroy(backend);
   vlmc_target_output_free(&code);
   vlmc_module_destroy(m);
   return st;
@@ -461,11 +496,12 @@ static int test_file(const vlmc_target_t *target, const char *path) {
 static void print_help(FILE *out) {
   fprintf(out,
           "usage: vlmc kernel-test [--target T] FILE.vir...\n"
-          "  checks every kernel target T (default cpu; vlmc compile --target help lists them)\n"
-          "  generates for each file's first function against the reference executor on random\n"
-          "  inputs; `$N` in the file takes each size (default 3420, 176, 172, 1, 37).\n"
-          "  Directives: see tools/cmd_kernel_test.c. VLMC_KERNEL_TEST_CPU=native|x86-64-v3|...\n"
-          "  sets the cpu target's cpu option, VLMC_KERNEL_TEST_DUMP=DIR dumps the kernels.\n");
+          "  checks the kernels target T (default cpu; vlmc compile --target help lists them)\n"
+          "  generates for each file's first function, run on the backend of the same name,\n"
+          "  against the reference executor on random inputs; `$N` in the file takes each size\n"
+          "  (default 3420, 176, 172, 1, 37). Directives: see tools/cmd_kernel_test.c.\n"
+          "  VLMC_KERNEL_TEST_CPU=native|x86-64-v3|... sets the cpu target's cpu option,\n"
+          "  VLMC_KERNEL_TEST_DUMP=DIR dumps the kernels.\n");
 }
 
 int vlmc_cmd_kernel_test(int argc, char **argv) {

@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "runtime/cpu_backend.h"
+#include "runtime/backend.h"
 #include "runtime/session.h"
 #include "support/file.h"
 
@@ -49,8 +49,9 @@ static void print_usage(FILE *out) {
           "  --seed S               sampling seed (default 0): same seed, same text\n"
           "  --max-context N        refuse a prompt (or chat turn) that would need more than N\n"
           "                         positions, counting the -n new tokens\n"
-          "  --backend ref|cpu      ref (the reference interpreter) or cpu (the generated\n"
-          "                         kernels; the default when the artifact carries them)\n"
+          "  --backend NAME         cpu (the generated kernels; the default when the artifact\n"
+          "                         carries them), ref (the reference interpreter); `--backend\n"
+          "                         help` lists every registered backend\n"
           "  --threads N            threads (default 1)\n"
           "  --weights MODE         resident: copy the weights into memory on first use (the\n"
           "                         cpu backend's default: faster passes); mapped: read them\n"
@@ -133,7 +134,17 @@ static int parse_sampling(const char *a, const char *v, run_options_t *o) {
   return 0;
 }
 
-/* Flags with a value; returns 0 when handled, 2 on a usage error. */
+/* `--backend help`: the registry, in order of preference. */
+static void print_backends(void) {
+  printf("backends (in order of preference when --backend is not given):\n");
+  for (size_t i = 0; i < vlmc_backend_count(); ++i) {
+    const vlmc_backend_iface_t *b = vlmc_backend_at(i);
+    printf("  %-6s %s%s\n", b->name, b->summary,
+           b->caps & VLMC_BACKEND_EXPLICIT_ONLY ? " [only when asked for]" : "");
+  }
+}
+
+/* Flags with a value; returns 0 when handled, 1 after a help request, 2 on a usage error. */
 static int parse_valued(const char *a, const char *v, run_options_t *o) {
   long long n;
   int rc = parse_sampling(a, v, o);
@@ -143,7 +154,13 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   else if (!strcmp(a, "--image")) {
     if (o->chat.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
     o->images[o->chat.num_images++] = v;
-  } else if (!strcmp(a, "--backend")) o->session.backend = v;
+  } else if (!strcmp(a, "--backend")) {
+    if (!strcmp(v, "help")) {
+      print_backends();
+      return 1;
+    }
+    o->session.backend = v;
+  }
   else if (!strcmp(a, "--weights")) o->session.weights = v;
   else if (!strcmp(a, "--threads")) {
     if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
@@ -180,7 +197,7 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
       return 2;
     }
     int rc = parse_valued(a, argv[++i], o);
-    if (rc) return rc;
+    if (rc) return rc; /* 1: a help request answered */
   }
   if (!o->session.artifact_path) {
     print_usage(stderr);
@@ -244,6 +261,20 @@ static bool write_text(void *ctx, const char *text, size_t len) {
   return true;
 }
 
+/* Bytes moved between host and backend memory, per call of each function run so far. */
+static void print_transfers(const vlmc_session_stats_t *st) {
+  fprintf(stderr, "stats: host<->device per call:");
+  for (size_t i = 0; i < st->num_transfers; ++i) {
+    const vlmc_program_transfers_t *t = &st->transfers[i];
+    if (!t->calls) continue;
+    fprintf(stderr, " @%s %llu B to device, %llu B to host (%llu calls) |", t->func,
+            (unsigned long long)(t->bytes_to_device / t->calls),
+            (unsigned long long)(t->bytes_to_host / t->calls), (unsigned long long)t->calls);
+  }
+  fprintf(stderr, "%s\n", st->host_memory ? " the backend's memory is the host's: nothing copied"
+                                            : "");
+}
+
 static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_result_t *r) {
   double prefill_tps = r->prefill_ms > 0 ? 1e3 * (double)r->prompt_tokens / r->prefill_ms : 0;
   int64_t decoded = r->generated_tokens > 1 ? r->generated_tokens - 1 : 0;
@@ -256,17 +287,15 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
           "(%.1f tokens/s) | decode %lld tokens in %.1f ms (%.1f tokens/s) | peak memory %.1f MB\n",
           vlmc_session_open_ms(s), r->encode_ms, (long long)r->prompt_tokens, r->prefill_ms,
           prefill_tps, (long long)decoded, r->decode_ms, decode_tps, r->peak_rss_kb / 1024.0);
-  const vlmc_cpu_backend_t *cpu = vlmc_session_cpu_backend(s);
-  if (cpu) {
-    vlmc_cpu_memory_t m;
-    vlmc_cpu_backend_memory(cpu, &m);
-    uint64_t calls;
-    double seconds;
-    vlmc_cpu_backend_counters(cpu, &calls, &seconds);
-    fprintf(stderr, "stats: cpu: %llu kernel calls, %.1f ms in kernels | activations %.2f MB in "
-            "%u slots (largest live set %.2f MB)\n", (unsigned long long)calls, seconds * 1e3,
-            (double)m.slot_bytes / 1e6, m.slots, (double)m.largest_live_set / 1e6);
-  }
+  vlmc_session_stats_t st;
+  vlmc_session_stats(s, &st);
+  if (st.backend.num_kernels)
+    fprintf(stderr, "stats: %s: %llu kernel calls, %.1f ms in kernels | activations %.2f MB in "
+            "%u slots (largest live set %.2f MB)\n", vlmc_session_backend(s),
+            (unsigned long long)st.backend.kernel_calls, st.backend.kernel_seconds * 1e3,
+            (double)st.memory.slot_bytes / 1e6, st.memory.slots,
+            (double)st.memory.largest_live_set / 1e6);
+  print_transfers(&st);
   if (!r->stopped_on_eos)
     fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/backends/cpu/cpu_backend.h"
 #include "tests/unit/cpu_table_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,7 +1,7 @@
-/* The persistent thread pool (runtime/thread_pool.h): one job at a time, chunks handed out
+/* The persistent thread pool (runtime/backends/cpu/thread_pool.h): one job at a time, chunks handed out
  * through a counter under the pool's mutex (jobs are ~10 us to seconds; the lock is not the
  * bottleneck). */
-#include "runtime/thread_pool.h"
+#include "runtime/backends/cpu/thread_pool.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
 /* A small persistent thread pool: the cpu backend splits each kernel's work range over it,
  * hundreds of times per decoded token, so workers are started once and wait between jobs
  * (a thread start per dispatch would cost more than a small kernel). */
-#ifndef VLMC_RUNTIME_THREAD_POOL_H
-#define VLMC_RUNTIME_THREAD_POOL_H
+#ifndef VLMC_RUNTIME_BACKENDS_CPU_THREAD_POOL_H
+#define VLMC_RUNTIME_BACKENDS_CPU_THREAD_POOL_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
-/* The cpu backend (runtime/cpu_backend.h): load the kernels' shared object from memory, read
- * the table, and run dispatches on the thread pool. */
+/* The `cpu` backend (runtime/backends/cpu/cpu_backend.h): load the kernels' shared object
+ * from memory, read the table, and run dispatch regions on the thread pool, in host memory. */
 #define _GNU_SOURCE
-#include "runtime/cpu_backend.h"
+#include "runtime/backends/cpu/cpu_backend.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -14,7 +14,8 @@
 
 #include "frontend/config_json.h"
 #include "ir/dispatch.h"
-#include "runtime/thread_pool.h"
+#include "runtime/backend.h"
+#include "runtime/backends/cpu/thread_pool.h"
 #include "support/strbuf.h"
 
 enum { MAX_KERNEL_SYMS = 16, MAX_KERNEL_BUFFERS = 256 };
@@ -45,29 +46,24 @@ typedef struct {
   /* A lone kv_cache_append whose cache (input 0) dies here: the cache's buffer is grown in
    * place and only the new rows are written (O(new rows) per decode step, not O(cache)). */
   bool append_in_place;
-  uint32_t slot;       /* the memory plan's activation buffer for the output; 0: none */
-  uint32_t index;      /* of the region in the function's set */
 } dispatch_t;
-
-typedef struct {
-  void *data;
-  size_t capacity;
-} slot_t;
 
 typedef struct {
   const vlmc_func_t *func;
   vlmc_dispatch_set_t regions;
   dispatch_t *by_id; /* indexed by region id */
   uint32_t max_id;
-  uint32_t num_slots; /* the memory plan's slots in this function */
-  /* Liveness of each region's output (ir/dispatch.h) and its size at the last call: for the
-   * largest-live-set figure that --stats compares the slots with. */
-  uint32_t *first, *last;
-  bool *escapes;
-  size_t *bytes;
 } func_table_t;
 
+/* Host memory: malloc'd, or wrapped (parameters, the caller's arguments). */
+struct vlmc_buffer_s {
+  void *data;
+  size_t capacity;
+  bool owns_data;
+};
+
 struct vlmc_cpu_backend_s {
+  vlmc_backend_t base;
   const char *source;
   const vlmc_module_t *module;
   void *handle;
@@ -75,16 +71,14 @@ struct vlmc_cpu_backend_s {
   size_t num_kernels, num_dispatches;
   func_table_t *funcs;
   vlmc_thread_pool_t *pool;
-  /* Activation buffers by slot number (1-based), kept for the backend's lifetime and shared
-   * by all functions: one function runs at a time, so slot k of @encode_image and slot k of
-   * @decode can be the same buffer. */
-  slot_t *slots;
-  uint32_t num_slots;
   bool poison;  /* VLMC_CPU_POISON=1: fill outputs with 0xFF before each kernel (tests) */
   bool profile; /* VLMC_CPU_PROFILE=1: time per kernel, printed to stderr at the end */
   uint64_t calls;
   double seconds;
 };
+
+extern const vlmc_backend_iface_t vlmc_backend_cpu;
+static void cpu_destroy(vlmc_backend_t *base);
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -274,8 +268,6 @@ static vlmc_status_t parse_dispatch(vlmc_cpu_backend_t *b, const vlmc_json_ref_t
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 0, (int64_t)b->num_kernels - 1, &kernel));
   dispatch_t *d = &t->by_id[id];
   d->kernel = &b->kernels[kernel];
-  d->slot = region->ops[region->num_ops - 1]->slot;
-  d->index = (uint32_t)(region - t->regions.regions);
   const vlmc_op_t *anchor = region->ops[0];
   d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
                        region->inputs[0] == anchor->operands[0] &&
@@ -298,23 +290,8 @@ static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
     for (uint32_t r = 0; r < t->regions.num_regions; ++r)
       if (t->regions.regions[r].id > t->max_id) t->max_id = t->regions.regions[r].id;
     t->by_id = calloc(t->max_id + 1, sizeof *t->by_id);
-    uint32_t n = t->regions.num_regions;
-    t->first = calloc(n + 1, sizeof *t->first);
-    t->last = calloc(n + 1, sizeof *t->last);
-    t->escapes = calloc(n + 1, sizeof *t->escapes);
-    t->bytes = calloc(n + 1, sizeof *t->bytes);
-    for (uint32_t r = 0; r < n; ++r) {
-      uint32_t slot = t->regions.regions[r].ops[t->regions.regions[r].num_ops - 1]->slot;
-      if (slot > t->num_slots) t->num_slots = slot;
-    }
-    if (t->num_slots > b->num_slots) b->num_slots = t->num_slots;
-    if (!t->by_id || !t->first || !t->last || !t->escapes || !t->bytes)
-      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-    VLMC_RETURN_IF_ERROR(vlmc_dispatch_intervals(t->func, &t->regions, t->first, t->last,
-                                                 t->escapes));
+    if (!t->by_id) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
-  b->slots = calloc(b->num_slots + 1, sizeof *b->slots);
-  if (!b->slots) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   return NULL;
 }
 
@@ -367,27 +344,39 @@ static vlmc_status_t parse_table(vlmc_cpu_backend_t *b, const char *text, size_t
   return st;
 }
 
-/* ---- create / destroy ---- */
+/* ---- open / destroy ---- */
 
-vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *so, size_t so_len,
-                                      const char *table_json, size_t table_len,
-                                      const vlmc_module_t *module, uint32_t threads,
-                                      vlmc_cpu_backend_t **out) {
+static vlmc_status_t get_sections(const vlmc_backend_open_params_t *p, const void **so,
+                                  size_t *so_len, const char **table, size_t *table_len) {
+  *so = p->section(p->section_ctx, "kernels.cpu", so_len);
+  *table = p->section(p->section_ctx, "kernels.cpu.json", table_len);
+  if (!*so || !*table)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: backend cpu: the artifact has no cpu kernels "
+                            "(compile it with --target ref,cpu)", p->source);
+  return NULL;
+}
+
+static vlmc_status_t cpu_open(const vlmc_backend_open_params_t *p, vlmc_backend_t **out) {
+  const void *so;
+  const char *table;
+  size_t so_len, table_len;
+  VLMC_RETURN_IF_ERROR(get_sections(p, &so, &so_len, &table, &table_len));
   vlmc_cpu_backend_t *b = calloc(1, sizeof *b);
   if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  b->source = source;
-  b->module = module;
+  b->base.iface = &vlmc_backend_cpu;
+  b->source = p->source;
+  b->module = p->module;
   const char *poison = getenv("VLMC_CPU_POISON"), *profile = getenv("VLMC_CPU_PROFILE");
   b->poison = poison && *poison && strcmp(poison, "0") != 0;
   b->profile = profile && *profile && strcmp(profile, "0") != 0;
   vlmc_status_t st = open_shared_object(b, so, so_len);
-  if (!st) st = parse_table(b, table_json, table_len);
-  if (!st) st = vlmc_thread_pool_create(threads ? threads : 1, &b->pool);
+  if (!st) st = parse_table(b, table, table_len);
+  if (!st) st = vlmc_thread_pool_create(p->threads ? p->threads : 1, &b->pool);
   if (st) {
-    vlmc_cpu_backend_destroy(b);
+    cpu_destroy(&b->base);
     return st;
   }
-  *out = b;
+  *out = &b->base;
   return NULL;
 }
 
@@ -401,11 +390,8 @@ static void print_profile(const vlmc_cpu_backend_t *b) {
   if (!order) return;
   for (size_t i = 0; i < b->num_kernels; ++i) order[i] = &b->kernels[i];
   qsort(order, b->num_kernels, sizeof *order, by_seconds);
-  fprintf(stderr, "cpu profile: %.1f ms in %llu kernel calls; activation slots (KB):",
-          b->seconds * 1e3, (unsigned long long)b->calls);
-  for (uint32_t s = 1; s <= b->num_slots; ++s)
-    fprintf(stderr, " %.0f", (double)b->slots[s].capacity / 1e3);
-  fprintf(stderr, "\n");
+  fprintf(stderr, "cpu profile: %.1f ms in %llu kernel calls\n", b->seconds * 1e3,
+          (unsigned long long)b->calls);
   for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i)
     fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%\n", order[i]->symbol,
             order[i]->template_name, (unsigned long long)order[i]->calls,
@@ -417,29 +403,33 @@ vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, s
                                    const vlmc_module_t *module) {
   vlmc_cpu_backend_t *b = calloc(1, sizeof *b);
   if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  b->base.iface = &vlmc_backend_cpu;
   b->source = source;
   b->module = module;
   vlmc_status_t st = parse_table(b, table_json, table_len);
-  vlmc_cpu_backend_destroy(b);
+  cpu_destroy(&b->base);
   return st;
 }
 
-void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
+/* The table against the program, without loading the kernels' code. */
+static vlmc_status_t cpu_check(const vlmc_backend_open_params_t *p) {
+  const void *so;
+  const char *table;
+  size_t so_len, table_len;
+  VLMC_RETURN_IF_ERROR(get_sections(p, &so, &so_len, &table, &table_len));
+  return vlmc_cpu_table_check(p->source, table, table_len, p->module);
+}
+
+static void cpu_destroy(vlmc_backend_t *base) {
+  vlmc_cpu_backend_t *b = (vlmc_cpu_backend_t *)base;
   if (!b) return;
   if (b->profile) print_profile(b);
   vlmc_thread_pool_destroy(b->pool);
   for (uint32_t i = 0; b->funcs && i < b->module->num_funcs; ++i) {
-    func_table_t *t = &b->funcs[i];
-    vlmc_dispatch_set_free(&t->regions);
-    free(t->by_id);
-    free(t->first);
-    free(t->last);
-    free(t->escapes);
-    free(t->bytes);
+    vlmc_dispatch_set_free(&b->funcs[i].regions);
+    free(b->funcs[i].by_id);
   }
   free(b->funcs);
-  for (uint32_t s = 0; b->slots && s <= b->num_slots; ++s) free(b->slots[s].data);
-  free(b->slots);
   for (size_t i = 0; b->kernels && i < b->num_kernels; ++i) {
     free(b->kernels[i].symbol);
     free(b->kernels[i].template_name);
@@ -450,37 +440,49 @@ void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *b) {
   free(b);
 }
 
-size_t vlmc_cpu_backend_num_kernels(const vlmc_cpu_backend_t *b) { return b->num_kernels; }
-size_t vlmc_cpu_backend_num_dispatches(const vlmc_cpu_backend_t *b) { return b->num_dispatches; }
-void vlmc_cpu_backend_counters(const vlmc_cpu_backend_t *b, uint64_t *calls, double *seconds) {
-  *calls = b->calls;
-  *seconds = b->seconds;
-}
-
-/* The most bytes of region outputs live at one position of the function's last call. */
-static size_t largest_live_set(const func_table_t *t) {
-  uint32_t n = t->regions.num_regions;
-  size_t best = 0;
-  for (uint32_t r = 0; r < n; ++r) { /* a maximum is reached where some output starts */
-    size_t live = 0;
-    for (uint32_t q = 0; q < n; ++q)
-      if (t->first[q] <= t->first[r] && t->last[q] >= t->first[r] && !t->escapes[q])
-        live += t->bytes[q];
-    if (live > best) best = live;
-  }
-  return best;
-}
-
-void vlmc_cpu_backend_memory(const vlmc_cpu_backend_t *b, vlmc_cpu_memory_t *out) {
+static void cpu_counters(const vlmc_backend_t *base, vlmc_backend_counters_t *out) {
+  const vlmc_cpu_backend_t *b = (const vlmc_cpu_backend_t *)base;
   memset(out, 0, sizeof *out);
-  out->slots = b->num_slots;
-  for (uint32_t s = 1; s <= b->num_slots; ++s) out->slot_bytes += b->slots[s].capacity;
-  for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
-    const func_table_t *t = &b->funcs[i];
-    size_t live = largest_live_set(t);
-    if (live > out->largest_live_set) out->largest_live_set = live;
-  }
+  out->kernel_calls = b->calls;
+  out->kernel_seconds = b->seconds;
+  out->num_kernels = b->num_kernels;
+  out->num_dispatches = b->num_dispatches;
 }
+
+/* ---- memory: the host's ---- */
+
+static vlmc_status_t cpu_buffer_alloc(vlmc_backend_t *b, size_t bytes, vlmc_buffer_t **out) {
+  vlmc_buffer_t *buf = malloc(sizeof *buf);
+  void *data = buf ? malloc(bytes ? bytes : 1) : NULL;
+  if (!data) {
+    free(buf);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory for a %zu-byte activation", bytes);
+  }
+  *buf = (vlmc_buffer_t){data, bytes, true};
+  *out = buf;
+  return NULL;
+}
+
+static vlmc_status_t cpu_buffer_wrap(vlmc_backend_t *b, void *host, size_t bytes,
+                                     vlmc_buffer_t **out) {
+  vlmc_buffer_t *buf = malloc(sizeof *buf);
+  if (!buf) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  *buf = (vlmc_buffer_t){host, bytes, false};
+  *out = buf;
+  return NULL;
+}
+
+static void cpu_buffer_free(vlmc_backend_t *b, vlmc_buffer_t *buf) {
+  if (!buf) return;
+  if (buf->owns_data) free(buf->data);
+  free(buf);
+}
+
+static size_t cpu_buffer_size(const vlmc_backend_t *b, const vlmc_buffer_t *buf) {
+  return buf->capacity;
+}
+
+static void *cpu_buffer_host(vlmc_backend_t *b, vlmc_buffer_t *buf) { return buf->data; }
 
 /* ---- dispatch ---- */
 
@@ -498,94 +500,89 @@ static void run_chunk(void *arg, int64_t begin, int64_t end) {
 
 static const char *storage_name(vlmc_dtype_t d) { return vlmc_dtype_info(d)->name; }
 
-/* Points *out at the slot's buffer (borrowed: the executor never frees it), growing it first
- * when this value is the biggest the slot has held. Its old contents are dead (the memory
- * plan guarantees it), so growing does not copy. */
-static vlmc_status_t use_slot(slot_t *slot, size_t bytes, vlmc_tensor_t *out) {
-  if (slot->capacity < bytes) {
-    free(slot->data);
-    slot->data = malloc(bytes);
-    slot->capacity = slot->data ? bytes : 0;
-    if (!slot->data)
-      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory for a %zu-byte activation", bytes);
-  }
-  out->data = slot->data;
-  out->owned = false;
-  out->capacity = 0;
-  return NULL;
+static int64_t value_count(const vlmc_rt_value_t *v) {
+  int64_t n = 1;
+  for (uint32_t d = 0; d < v->rank; ++d) n *= v->shape[d];
+  return n;
 }
 
 /* Moves the cache's buffer into *out, grown (by doubling) to hold out's shape; returns the
  * number of leading elements already in place, or -1 when the buffer cannot be taken. */
-static int64_t take_grown_cache(vlmc_tensor_t *cache, vlmc_tensor_t *out) {
+static int64_t take_grown_cache(vlmc_rt_value_t *cache, vlmc_rt_value_t *out) {
+  vlmc_buffer_t *buf = cache->buffer;
   size_t elem = vlmc_dtype_info(cache->dtype)->bits / 8;
-  int64_t have = vlmc_tensor_count(cache), need = vlmc_tensor_count(out);
-  if (!cache->owned || cache->dtype != out->dtype || have > need) return -1;
+  int64_t have = value_count(cache), need = value_count(out);
+  if (!cache->owned || !buf || !buf->owns_data || cache->dtype != out->dtype || have > need)
+    return -1;
   size_t bytes = (size_t)need * elem;
-  void *data = cache->data;
-  size_t capacity = cache->capacity;
-  if (capacity < bytes) {
-    size_t grown = capacity * 2 > bytes ? capacity * 2 : bytes;
-    data = realloc(data, grown ? grown : 1);
+  if (buf->capacity < bytes) {
+    size_t grown = buf->capacity * 2 > bytes ? buf->capacity * 2 : bytes;
+    void *data = realloc(buf->data, grown ? grown : 1);
     if (!data) return -1;
-    capacity = grown;
+    buf->data = data;
+    buf->capacity = grown;
   }
-  out->data = data;
-  out->capacity = capacity;
+  out->buffer = buf;
   out->owned = true;
-  memset(cache, 0, sizeof *cache);
+  cache->buffer = NULL;
+  cache->owned = false;
   return have;
 }
 
-vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint32_t region,
-                                        vlmc_tensor_t *const *inputs, const bool *may_take,
-                                        uint32_t num_inputs, const int64_t *symbols,
-                                        vlmc_tensor_t *out) {
-  vlmc_cpu_backend_t *b = ctx;
+/* Kernels form pointers into every buffer, empty ones too. */
+static void *data_of(const vlmc_rt_value_t *v) {
+  static int64_t no_elements;
+  return v->buffer && v->buffer->data ? v->buffer->data : &no_elements;
+}
+
+static vlmc_status_t cpu_run_region(vlmc_backend_t *base, const vlmc_region_call_t *c) {
+  vlmc_cpu_backend_t *b = (vlmc_cpu_backend_t *)base;
+  const vlmc_func_t *func = c->func;
   func_table_t *t = func_table(b, func);
-  const dispatch_t *d = t && region <= t->max_id ? &t->by_id[region] : NULL;
+  const dispatch_t *d = t && c->region <= t->max_id ? &t->by_id[c->region] : NULL;
   if (!d || !d->kernel)
-    return vlmc_status_make(VLMC_NOT_FOUND, "no cpu kernel for @%s dispatch %u", func->name, region);
+    return vlmc_status_make(VLMC_NOT_FOUND, "no cpu kernel for @%s dispatch %u", func->name,
+                            c->region);
   const kernel_t *k = d->kernel;
+  uint32_t num_inputs = c->num_inputs;
   if (num_inputs != k->num_inputs || num_inputs + 2 > MAX_KERNEL_BUFFERS)
     return vlmc_status_make(VLMC_INTERNAL, "kernel %s takes %u inputs, got %u", k->symbol,
                             k->num_inputs, num_inputs);
   void *buffers[MAX_KERNEL_BUFFERS];
   int64_t counts[MAX_KERNEL_BUFFERS];
   for (uint32_t i = 0; i < num_inputs; ++i) {
-    if (inputs[i]->dtype != k->inputs[i])
+    if (c->inputs[i]->dtype != k->inputs[i])
       return vlmc_status_make(VLMC_INTERNAL, "kernel %s (%s): input %u is %s, the kernel reads %s",
-                              k->symbol, k->template_name, i, storage_name(inputs[i]->dtype),
+                              k->symbol, k->template_name, i, storage_name(c->inputs[i]->dtype),
                               storage_name(k->inputs[i]));
-    buffers[i] = inputs[i]->data;
-    counts[i] = vlmc_tensor_count(inputs[i]);
+    buffers[i] = data_of(c->inputs[i]);
+    counts[i] = value_count(c->inputs[i]);
   }
+  vlmc_rt_value_t *out = c->out;
   if (out->dtype != k->output)
     return vlmc_status_make(VLMC_INTERNAL, "kernel %s (%s) writes %s, the program expects %s",
                             k->symbol, k->template_name, storage_name(k->output),
                             storage_name(out->dtype));
-  int64_t in_place = d->append_in_place && may_take[0] ? take_grown_cache(inputs[0], out) : -1;
-  size_t out_bytes = (size_t)vlmc_tensor_count(out) * (vlmc_dtype_info(out->dtype)->bits / 8);
+  int64_t in_place = d->append_in_place && c->may_take[0] && !out->buffer
+                         ? take_grown_cache(c->inputs[0], out)
+                         : -1;
+  size_t out_bytes = (size_t)value_count(out) * (vlmc_dtype_info(out->dtype)->bits / 8);
   if (in_place >= 0) {
-    buffers[0] = out->data; /* the kernel reads rows below in_place only, and skips them */
-  } else if (d->slot) {
-    VLMC_RETURN_IF_ERROR(use_slot(&b->slots[d->slot], out_bytes, out));
-  } else {
-    VLMC_RETURN_IF_ERROR(vlmc_tensor_alloc(out->dtype, out->rank, out->shape, out));
+    buffers[0] = out->buffer->data; /* the kernel reads rows below in_place only, and skips them */
+  } else if (!out->buffer) {
+    VLMC_RETURN_IF_ERROR(cpu_buffer_alloc(base, out_bytes, &out->buffer));
+    out->owned = true;
   }
-  t->bytes[d->index] = out_bytes;
-  if (b->poison && in_place < 0 && out_bytes) memset(out->data, 0xFF, out_bytes);
+  if (b->poison && in_place < 0 && out_bytes) memset(out->buffer->data, 0xFF, out_bytes);
   int64_t syms[MAX_KERNEL_SYMS];
-  for (uint32_t i = 0; i < k->num_syms; ++i) syms[i] = symbols[k->syms[i] - 1];
-  buffers[num_inputs] = out->data;
-  counts[num_inputs] = vlmc_tensor_count(out);
+  for (uint32_t i = 0; i < k->num_syms; ++i) syms[i] = c->symbols[k->syms[i] - 1];
+  buffers[num_inputs] = data_of(out);
+  counts[num_inputs] = value_count(out);
   buffers[num_inputs + 1] = syms;
   counts[num_inputs + 1] = k->num_syms;
   int64_t units = d->work.off;
-  if (!vlmc_dim_is_static(d->work)) {
-    vlmc_status_t st = vlmc_dim_eval(d->work, symbols, b->module->num_symbols, &units);
-    if (st) return st;
-  }
+  if (!vlmc_dim_is_static(d->work))
+    VLMC_RETURN_IF_ERROR(vlmc_dim_eval(d->work, c->symbols, b->module->num_symbols, &units));
   int64_t work = units * d->scale, first = 0;
   if (in_place > 0) {
     /* Work units are spread evenly over the output's elements (rows of the cache). */
@@ -608,3 +605,24 @@ vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint
   }
   return NULL;
 }
+
+static const vlmc_dtype_t kComputeDtypes[] = {VLMC_DTYPE_F32, VLMC_DTYPE_I64, VLMC_DTYPE_COUNT};
+static const char *const kSections[] = {"program", "kernels.cpu", "kernels.cpu.json", NULL};
+
+const vlmc_backend_iface_t vlmc_backend_cpu = {
+    .name = "cpu",
+    .summary = "the artifact's generated cpu kernels (f32 compute, bf16/f16 weights read in place)",
+    .caps = VLMC_BACKEND_HOST_MEMORY | VLMC_BACKEND_STREAMS_WEIGHTS,
+    .compute_dtypes = kComputeDtypes,
+    .sections = kSections,
+    .check = cpu_check,
+    .open = cpu_open,
+    .destroy = cpu_destroy,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_wrap = cpu_buffer_wrap,
+    .buffer_free = cpu_buffer_free,
+    .buffer_size = cpu_buffer_size,
+    .buffer_host = cpu_buffer_host,
+    .run_region = cpu_run_region,
+    .counters = cpu_counters,
+};

@@ -1,0 +1,74 @@
+/* The registry of runtime backends (runtime/backend.h). The one place that names them: each
+ * backend's folder under runtime/backends/ defines its interface table, declared here by its
+ * symbol alone (no backend header is included outside its folder). */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/backend.h"
+
+extern const vlmc_backend_iface_t vlmc_backend_cpu;
+extern const vlmc_backend_iface_t vlmc_backend_ref;
+extern const vlmc_backend_iface_t vlmc_backend_null;
+
+/* In order of preference: the generated kernels when the artifact has them, else the
+ * interpreter. */
+static const vlmc_backend_iface_t *const kBackends[] = {&vlmc_backend_cpu, &vlmc_backend_ref,
+                                                        &vlmc_backend_null};
+enum { NUM_BACKENDS = sizeof kBackends / sizeof kBackends[0] };
+
+size_t vlmc_backend_count(void) { return NUM_BACKENDS; }
+
+const vlmc_backend_iface_t *vlmc_backend_at(size_t index) {
+  return index < NUM_BACKENDS ? kBackends[index] : NULL;
+}
+
+const vlmc_backend_iface_t *vlmc_backend_find(const char *name) {
+  for (size_t i = 0; name && i < NUM_BACKENDS; ++i)
+    if (!strcmp(kBackends[i]->name, name)) return kBackends[i];
+  return NULL;
+}
+
+void vlmc_backend_names(char *out, size_t size) {
+  size_t used = 0;
+  if (size) out[0] = '\0';
+  for (size_t i = 0; i < NUM_BACKENDS && used < size; ++i) {
+    int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", kBackends[i]->name);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+}
+
+bool vlmc_backend_has_sections(const vlmc_backend_iface_t *backend,
+                               vlmc_backend_section_fn section, void *section_ctx) {
+  for (const char *const *name = backend->sections; name && *name; ++name) {
+    size_t size = 0;
+    if (!section(section_ctx, *name, &size)) return false;
+  }
+  return true;
+}
+
+const vlmc_backend_iface_t *vlmc_backend_pick_default(vlmc_backend_section_fn section,
+                                                      void *section_ctx) {
+  for (size_t i = 0; i < NUM_BACKENDS; ++i)
+    if (!(kBackends[i]->caps & VLMC_BACKEND_EXPLICIT_ONLY) &&
+        vlmc_backend_has_sections(kBackends[i], section, section_ctx))
+      return kBackends[i];
+  return NULL;
+}
+
+/* ---- values ---- */
+
+bool vlmc_rt_value_bytes(const vlmc_rt_value_t *v, size_t *out_bytes) {
+  return vlmc_tensor_byte_size(v->dtype, v->rank, v->shape, out_bytes);
+}
+
+void vlmc_rt_value_release(vlmc_backend_t *b, vlmc_rt_value_t *v) {
+  if (v->owned && v->buffer) b->iface->buffer_free(b, v->buffer);
+  v->buffer = NULL;
+  v->owned = false;
+}
+
+vlmc_tensor_t vlmc_rt_value_host_view(vlmc_backend_t *b, const vlmc_rt_value_t *v) {
+  void *data = v->buffer ? b->iface->buffer_host(b, v->buffer) : NULL;
+  return vlmc_tensor_view(v->dtype, v->rank, v->shape, data);
+}

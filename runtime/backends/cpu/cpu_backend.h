@@ -1,0 +1,28 @@
+/* The `cpu` backend: the generated kernels of an artifact (sections "kernels.cpu", a shared
+ * object, and "kernels.cpu.json", its table; docs/artifact.md) loaded without LLVM or MLIR:
+ * the shared object is written to an anonymous memory file (memfd) and dlopen'ed from there,
+ * so nothing touches the disk. Registered as `vlmc_backend_cpu` (runtime/backend.h); the
+ * program walker (runtime/program.h) calls it for every dispatch region.
+ *
+ * Each region call: check the inputs' storage against the kernel's signature, place the
+ * output (the walker's memory-plan slot, a grown KV cache, or a fresh buffer), evaluate the
+ * work count from the bound symbols, and split it over the thread pool (small work runs on
+ * the calling thread). Kernels write every output element: with VLMC_CPU_POISON=1 in the
+ * environment outputs are filled with 0xFF first (kernel tests). VLMC_CPU_PROFILE=1 prints
+ * the time per kernel when the backend is destroyed. */
+#ifndef VLMC_RUNTIME_BACKENDS_CPU_BACKEND_H
+#define VLMC_RUNTIME_BACKENDS_CPU_BACKEND_H
+
+#include <stddef.h>
+
+#include "ir/ir.h"
+#include "support/status.h"
+
+typedef struct vlmc_cpu_backend_s vlmc_cpu_backend_t;
+
+/* Checks a kernel table against `module` without loading any code: every field, every
+ * dispatch covered, input counts (the kernels' symbols are not looked up). */
+vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
+                                   const vlmc_module_t *module);
+
+#endif
