@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (data[0] % 5) {
     case 0: {
       vlmc_model_config_t c;
-      status = vlmc_model_config_parse(text, len, "config.json", &c);
+      status = vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c);
       if (!status) check_model(&c);
       check_status(status, "config.json");
       break;
