@@ -155,6 +155,37 @@ vlmc_status_t vlmc_model_layer_norm(vlmc_model_builder_t *m, vlmc_value_t *x,
   return NULL;
 }
 
+vlmc_status_t vlmc_model_embedding(vlmc_model_builder_t *m, const char *table_name, int64_t vocab,
+                                   int64_t hidden, vlmc_value_t *ids, const char *name,
+                                   vlmc_value_t **out_value) {
+  int64_t shape[2] = {vocab, hidden};
+  vlmc_value_t *table, *rows;
+  VLMC_RETURN_IF_ERROR(vlmc_model_param(m, table_name, 2, shape, &table));
+  vlmc_value_t *operands[2] = {table, ids};
+  VLMC_RETURN_IF_ERROR(vlmc_builder_simple(&m->b, VLMC_OP_EMBEDDING, 2, operands, name, &rows));
+  if (rows->type.dtype == VLMC_DTYPE_F32) {
+    *out_value = rows;
+    return NULL;
+  }
+  char f32_name[VLMC_MODEL_NAME_MAX];
+  if (name) vlmc_model_name(f32_name, "%s_f32", name);
+  return vlmc_builder_cast(&m->b, rows, VLMC_DTYPE_F32, name ? f32_name : NULL, out_value);
+}
+
+vlmc_status_t vlmc_model_attention(vlmc_model_builder_t *m, vlmc_value_t *q, vlmc_value_t *k,
+                                   vlmc_value_t *v, vlmc_value_t *segments, double scale,
+                                   bool causal, const char *name, vlmc_value_t **out_value) {
+  /* `causal` is written only when set, so a non-causal attention prints as it always did. */
+  vlmc_named_attr_t attrs[2] = {{"scale", vlmc_attr_float(scale)},
+                                {"causal", vlmc_attr_bool(true)}};
+  vlmc_value_t *operands[4] = {q, k, v, segments};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&m->b, VLMC_OP_ATTENTION, segments ? 4 : 3, operands,
+                                       causal ? 2 : 1, attrs, NULL, name, &op));
+  *out_value = &op->results[0];
+  return NULL;
+}
+
 /* ---- shapes and small ops --------------------------------------------------------------- */
 
 vlmc_status_t vlmc_model_reshape(vlmc_model_builder_t *m, vlmc_value_t *x, uint32_t rank,

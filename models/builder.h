@@ -88,6 +88,19 @@ vlmc_status_t vlmc_model_layer_norm(vlmc_model_builder_t *m, vlmc_value_t *x,
                                     const char *prefix, int64_t dim, double eps, bool bias,
                                     const char *name, vlmc_value_t **out_value);
 
+/* Rows `ids` of the table `table_name` [vocab, hidden], in f32: the rows are gathered in the
+ * checkpoint dtype and only they are cast (the table itself is vocab x hidden). `name` names
+ * the gathered rows; their f32 copy, when one is needed, is `name`_f32. */
+vlmc_status_t vlmc_model_embedding(vlmc_model_builder_t *m, const char *table_name, int64_t vocab,
+                                   int64_t hidden, vlmc_value_t *ids, const char *name,
+                                   vlmc_value_t **out_value);
+/* softmax(q·kᵀ·scale)·v over q/k/v [rows, heads, head_dim] (GQA when k/v have fewer heads);
+ * `segments` (i64 cumulative row offsets) restricts attention to blocks, NULL for none;
+ * `causal` by cache index (query i of S sees keys up to T - S + i). */
+vlmc_status_t vlmc_model_attention(vlmc_model_builder_t *m, vlmc_value_t *q, vlmc_value_t *k,
+                                   vlmc_value_t *v, vlmc_value_t *segments, double scale,
+                                   bool causal, const char *name, vlmc_value_t **out_value);
+
 /* x viewed with a new shape (same dtype). */
 vlmc_status_t vlmc_model_reshape(vlmc_model_builder_t *m, vlmc_value_t *x, uint32_t rank,
                                  const vlmc_dim_t *dims, const char *name,

@@ -95,14 +95,9 @@ static vlmc_status_t layer_attention(qwen_ctx_t *ctx, const decoder_t *d, int64_
   vlmc_model_name(name, "L%lld.v_cache", (long long)j);
   VLMC_RETURN_IF_ERROR(cache_append(ctx, cache->v_cache, v, name, &cache->v_out));
   /* Causal by cache index: query i of S sits at position T - S + i of the T keys (spec §4.6). */
-  vlmc_named_attr_t attrs[2] = {{"scale", vlmc_attr_float(1.0 / sqrt((double)d->head_dim))},
-                                {"causal", vlmc_attr_bool(true)}};
-  vlmc_value_t *operands[3] = {q, cache->k_out, cache->v_out};
-  vlmc_op_t *op;
   vlmc_model_name(name, "L%lld.attn", (long long)j);
-  VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->m.b, VLMC_OP_ATTENTION, 3, operands, 2, attrs, NULL, name, &op));
-  attn = &op->results[0];
+  VLMC_RETURN_IF_ERROR(vlmc_model_attention(&ctx->m, q, cache->k_out, cache->v_out, NULL,
+                                            1.0 / sqrt((double)d->head_dim), true, name, &attn));
   vlmc_dim_t dims[2] = {d->tokens, vlmc_dim_static(d->heads * d->head_dim)};
   VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, attn, 2, dims, NULL, &flat));
   vlmc_model_name(sub, "%s.self_attn.o_proj", prefix);
@@ -129,22 +124,6 @@ static vlmc_status_t decoder_layer(qwen_ctx_t *ctx, const decoder_t *d, int64_t 
 }
 
 /* ---- embedding and head ------------------------------------------------------------------ */
-
-static vlmc_status_t embed(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *ids,
-                           vlmc_value_t **out_x) {
-  int64_t shape[2] = {d->vocab, d->hidden};
-  vlmc_value_t *table, *rows;
-  VLMC_RETURN_IF_ERROR(vlmc_model_param(&ctx->m, "model.embed_tokens.weight", 2, shape, &table));
-  vlmc_value_t *operands[2] = {table, ids};
-  /* Gather the rows first and cast only those: the table itself is vocab x hidden. */
-  VLMC_RETURN_IF_ERROR(
-      vlmc_builder_simple(&ctx->m.b, VLMC_OP_EMBEDDING, 2, operands, "embeds", &rows));
-  if (rows->type.dtype == VLMC_DTYPE_F32) {
-    *out_x = rows;
-    return NULL;
-  }
-  return vlmc_builder_cast(&ctx->m.b, rows, VLMC_DTYPE_F32, "embeds_f32", out_x);
-}
 
 /* Final norm and the head on the last position: logits f32[V]. */
 static vlmc_status_t head(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
@@ -229,7 +208,8 @@ vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx) {
   vlmc_builder_init(&ctx->m.b, func);
   d.positions = &func->args[2];
   vlmc_value_t *x, *where;
-  VLMC_RETURN_IF_ERROR(embed(ctx, &d, &func->args[0], &x));
+  VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "model.embed_tokens.weight", d.vocab,
+                                            d.hidden, &func->args[0], "embeds", &x));
   /* Image rows replace the embeddings of the image pad tokens, in order (spec §4.1). */
   vlmc_named_attr_t token = {"token", vlmc_attr_int(ctx->config->image_token_id)};
   vlmc_type_t where_type = {VLMC_DTYPE_I64, 1, {image_tokens}};
@@ -280,6 +260,7 @@ vlmc_status_t qwen_build_decode(qwen_ctx_t *ctx) {
   vlmc_builder_init(&ctx->m.b, func);
   d.positions = &func->args[1];
   vlmc_value_t *x;
-  VLMC_RETURN_IF_ERROR(embed(ctx, &d, &func->args[0], &x));
+  VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "model.embed_tokens.weight", d.vocab,
+                                            d.hidden, &func->args[0], "embeds", &x));
   return finish(ctx, &d, x, &func->args[2], num_results);
 }

@@ -129,21 +129,15 @@ static vlmc_status_t vision_rope(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
 static vlmc_status_t block_attention(qwen_ctx_t *ctx, const tower_t *t, bool full,
                                      vlmc_value_t *q, vlmc_value_t *k, vlmc_value_t *v,
                                      const char *name, vlmc_value_t **out) {
-  const vlmc_vision_config_t *vc = &ctx->config->vision;
   double scale = 1.0 / sqrt((double)t->head_dim);
+  if (full) return vlmc_model_attention(&ctx->m, q, k, v, t->full_cu, scale, false, name, out);
   vlmc_named_attr_t attrs[4];
-  vlmc_value_t *operands[4] = {q, k, v, full ? t->full_cu : t->grid};
+  window_attrs(&ctx->config->vision, attrs);
+  attrs[3] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
+  vlmc_value_t *operands[4] = {q, k, v, t->grid};
   vlmc_op_t *op;
-  if (full) {
-    attrs[0] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
-    VLMC_RETURN_IF_ERROR(
-        vlmc_builder_op(&ctx->m.b, VLMC_OP_ATTENTION, 4, operands, 1, attrs, NULL, name, &op));
-  } else {
-    window_attrs(vc, attrs);
-    attrs[3] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
-    VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_WINDOW_ATTENTION, 4, operands, 4,
-                                         attrs, NULL, name, &op));
-  }
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_WINDOW_ATTENTION, 4, operands, 4, attrs,
+                                       NULL, name, &op));
   *out = &op->results[0];
   return NULL;
 }
