@@ -42,7 +42,9 @@ typedef struct {
    * no taps). The tensor table is a checkpoint's or any other (random-checkpoint's plan). */
   vlmc_status_t (*build)(const vlmc_model_config_t *config, const vlmc_model_tensors_t *tensors,
                          const vlmc_model_build_options_t *options, vlmc_module_t **out_module);
-  /* The same from an open checkpoint (its config and its tensors). */
+  /* The same from an open checkpoint (its config and its tensors). A per-family entry for
+   * now: the checkpoint's tensor table needs the safetensors -> IR dtype mapping, which is
+   * moving into frontend/safetensors.h; then one generic function here can replace it. */
   vlmc_status_t (*build_from_checkpoint)(const vlmc_checkpoint_t *checkpoint,
                                          const vlmc_model_build_options_t *options,
                                          vlmc_module_t **out_module);

@@ -6,6 +6,25 @@
 #include "models/qwen2_5_vl_internal.h"
 #include "support/checked_math.h"
 
+/* ---- the family entry ------------------------------------------------------------------- */
+
+static const char *const kModelTypes[] = {"qwen2_5_vl", NULL};
+
+const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
+    .name = "qwen2_5_vl",
+    .display_name = "Qwen2.5-VL",
+    .model_types = kModelTypes,
+    .parse_config = vlmc_qwen2_5_vl_config_parse,
+    .build = vlmc_qwen2_5_vl_build,
+    .build_from_checkpoint = vlmc_qwen2_5_vl_build_from_checkpoint,
+    /* The functions of models/qwen2_5_vl.h; M-RoPE ids (t, h, w) per token with the rope
+     * delta for decode positions (reference/mrope_positions.c, spec §4.4). */
+    .convention = {.encode_image = "encode_image",
+                   .prefill = "prefill",
+                   .decode = "decode",
+                   .positions = VLMC_POSITIONS_MROPE},
+};
+
 /* ---- checks of the config and the options ----------------------------------------------- */
 
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
@@ -137,22 +156,3 @@ vlmc_status_t vlmc_qwen2_5_vl_build_from_checkpoint(const vlmc_checkpoint_t *che
                                   vlmc_checkpoint_dir(checkpoint)};
   return vlmc_qwen2_5_vl_build(vlmc_checkpoint_config(checkpoint), &tensors, options, out_module);
 }
-
-/* ---- the family entry ------------------------------------------------------------------- */
-
-static const char *const kModelTypes[] = {"qwen2_5_vl", NULL};
-
-const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
-    .name = "qwen2_5_vl",
-    .display_name = "Qwen2.5-VL",
-    .model_types = kModelTypes,
-    .parse_config = vlmc_qwen2_5_vl_config_parse,
-    .build = vlmc_qwen2_5_vl_build,
-    .build_from_checkpoint = vlmc_qwen2_5_vl_build_from_checkpoint,
-    /* The functions of models/qwen2_5_vl.h; M-RoPE ids (t, h, w) per token with the rope
-     * delta for decode positions (reference/mrope_positions.c, spec §4.4). */
-    .convention = {.encode_image = "encode_image",
-                   .prefill = "prefill",
-                   .decode = "decode",
-                   .positions = VLMC_POSITIONS_MROPE},
-};
