@@ -12,7 +12,7 @@
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
 #include "codegen/target.h"
-#include "models/qwen2_5_vl.h"
+#include "models/family.h"
 #include "runtime/artifact.h"
 #include "runtime/manifest.h"
 #include "runtime/params.h"
@@ -25,6 +25,7 @@
 typedef struct {
   const vlmc_compile_options_t *o;
   vlmc_checkpoint_t *checkpoint;
+  const vlmc_model_family_t *family; /* the checkpoint's, by its config.json model_type */
   vlmc_module_t *module;
   vlmc_manifest_t manifest;
   vlmc_chat_template_source_t chat_template;
@@ -77,9 +78,9 @@ static vlmc_status_t build_and_lower(compile_t *c) {
     VLMC_RETURN_IF_ERROR(read_program(c));
     if (!pipeline_text) return NULL;
   } else {
-    vlmc_qwen2_5_vl_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
-                                     .taps = true};
-    VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(c->checkpoint, &mo, &c->module));
+    vlmc_model_build_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
+                                      .taps = true};
+    VLMC_RETURN_IF_ERROR(c->family->build_from_checkpoint(c->checkpoint, &mo, &c->module));
   }
   vlmc_strbuf_t default_pipeline;
   vlmc_strbuf_init(&default_pipeline);
@@ -291,7 +292,9 @@ static vlmc_status_t fill_preprocess(const vlmc_preprocessor_config_t *pc,
 static vlmc_status_t fill_manifest(compile_t *c) {
   const vlmc_model_config_t *cfg = vlmc_checkpoint_config(c->checkpoint);
   vlmc_manifest_t *m = &c->manifest;
-  m->model_family = dup("qwen2_5_vl");
+  m->model_family = dup(c->family->name);
+  /* TODO(manifest convention): copy c->family->convention (encode_image, prefill, decode,
+   * positions) into m->convention once the manifest has that field. */
   m->producer = dup(VLMC_PRODUCER);
   m->compile_options = dup(c->o->command_line);
   m->targets = dup(c->o->target ? c->o->target : "ref");
@@ -354,7 +357,8 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   memset(&c, 0, sizeof c);
   c.o = o;
   vlmc_manifest_init(&c.manifest);
-  vlmc_status_t status = vlmc_checkpoint_open(o->checkpoint_dir, &c.checkpoint);
+  vlmc_status_t status = vlmc_model_family_open_checkpoint(o->checkpoint_dir, &c.family,
+                                                           &c.checkpoint);
   if (!status) status = read_tokenizer(&c);
   if (!status) status = read_chat_template(&c);
   if (!status) status = configure_targets(&c);

@@ -206,25 +206,39 @@ static vlmc_status_t load_optional_configs(vlmc_checkpoint_t *checkpoint) {
   return NULL;
 }
 
-static vlmc_status_t checkpoint_load(vlmc_checkpoint_t *checkpoint) {
-  VLMC_RETURN_IF_ERROR(vlmc_model_config_load(checkpoint->dir, &checkpoint->config));
+static vlmc_status_t checkpoint_load(vlmc_checkpoint_t *checkpoint,
+                                     vlmc_model_config_parser_t parse_config) {
+  VLMC_RETURN_IF_ERROR(vlmc_model_config_load(checkpoint->dir, parse_config, &checkpoint->config));
   VLMC_RETURN_IF_ERROR(vlmc_st_archive_open(checkpoint->dir, &checkpoint->archive));
   VLMC_RETURN_IF_ERROR(check_single_spelling(checkpoint->archive));
   return load_optional_configs(checkpoint);
 }
 
-vlmc_status_t vlmc_checkpoint_open(const char *dir, vlmc_checkpoint_t **out_checkpoint) {
-  *out_checkpoint = NULL;
+/* A file path would be read as config.json itself; a checkpoint is always a folder. */
+static vlmc_status_t check_folder(const char *dir) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return vlmc_status_make(VLMC_IO_ERROR, "%s: not a checkpoint folder", dir);
+  return NULL;
+}
+
+vlmc_status_t vlmc_checkpoint_model_type(const char *dir, char out[VLMC_MODEL_TYPE_MAX]) {
+  out[0] = '\0';
+  VLMC_RETURN_IF_ERROR(check_folder(dir));
+  return vlmc_model_type_load(dir, out);
+}
+
+vlmc_status_t vlmc_checkpoint_open(const char *dir, vlmc_model_config_parser_t parse_config,
+                                   vlmc_checkpoint_t **out_checkpoint) {
+  *out_checkpoint = NULL;
+  VLMC_RETURN_IF_ERROR(check_folder(dir));
   vlmc_checkpoint_t *checkpoint = calloc(1, sizeof *checkpoint);
   if (checkpoint) checkpoint->dir = strdup(dir);
   if (!checkpoint || !checkpoint->dir) {
     free(checkpoint);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", dir);
   }
-  vlmc_status_t status = checkpoint_load(checkpoint);
+  vlmc_status_t status = checkpoint_load(checkpoint, parse_config);
   if (status) {
     vlmc_checkpoint_destroy(checkpoint);
     return status;

@@ -22,10 +22,17 @@
 
 typedef struct vlmc_checkpoint_s vlmc_checkpoint_t;
 
-/* Opens `dir`: config.json is required, and so are model.safetensors or
- * model.safetensors.index.json; processor_config.json / preprocessor_config.json and
- * generation_config.json are read when present. */
-vlmc_status_t vlmc_checkpoint_open(const char *dir, vlmc_checkpoint_t **out_checkpoint);
+/* config.json's model_type of the checkpoint folder `dir`: what picks the model family, and
+ * with it the parser vlmc_checkpoint_open needs (models/family.h does both steps:
+ * vlmc_model_family_open_checkpoint). */
+vlmc_status_t vlmc_checkpoint_model_type(const char *dir, char out[VLMC_MODEL_TYPE_MAX]);
+
+/* Opens `dir`: config.json is required, read with `parse_config` (the model family's parser),
+ * and so are model.safetensors or model.safetensors.index.json;
+ * processor_config.json / preprocessor_config.json and generation_config.json are read when
+ * present. */
+vlmc_status_t vlmc_checkpoint_open(const char *dir, vlmc_model_config_parser_t parse_config,
+                                   vlmc_checkpoint_t **out_checkpoint);
 void vlmc_checkpoint_destroy(vlmc_checkpoint_t *checkpoint);
 
 const char *vlmc_checkpoint_dir(const vlmc_checkpoint_t *checkpoint);

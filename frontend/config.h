@@ -1,5 +1,6 @@
 /* Checkpoint configuration files, parsed with cJSON into typed structs:
- *   config.json                       -> vlmc_model_config_t
+ *   config.json                       -> model_type, then the family's config
+ *                                        (vlmc_model_config_t for Qwen2.5-VL)
  *   preprocessor_config.json or
  *   processor_config.json (5.x)       -> vlmc_preprocessor_config_t
  *   generation_config.json            -> vlmc_generation_config_t
@@ -28,12 +29,20 @@
 
 /* ---- config.json ------------------------------------------------------------------------- */
 
-typedef enum {
-  VLMC_MODEL_QWEN2_5_VL = 1, /* model_type "qwen2_5_vl" */
-} vlmc_model_family_t;
+/* config.json is read in two steps. First its `model_type`, which picks the model family
+ * (models/family.h: the registry of families lives above the frontend, which knows none);
+ * then the family's own parser. The frontend provides the parsers; which model_type goes to
+ * which parser is the family's decision, so the parsers below do not refuse a model_type. */
 
 /* Upper bounds that keep the structs fixed-size; real models are far below them. */
-enum { VLMC_CONFIG_MAX_DEPTH = 256, VLMC_CONFIG_MAX_EOS = 8 };
+enum { VLMC_CONFIG_MAX_DEPTH = 256, VLMC_CONFIG_MAX_EOS = 8, VLMC_MODEL_TYPE_MAX = 64 };
+
+/* config.json's model_type (a required string, shorter than VLMC_MODEL_TYPE_MAX) into `out`.
+ * Only the JSON and that key are checked. */
+vlmc_status_t vlmc_model_type_parse(const char *text, size_t len, const char *file,
+                                    char out[VLMC_MODEL_TYPE_MAX]);
+/* `path` is a config.json file or a folder holding one. */
+vlmc_status_t vlmc_model_type_load(const char *path, char out[VLMC_MODEL_TYPE_MAX]);
 
 /* Text decoder. Layout: keys under `text_config` (nested, transformers >= 4.5x and 5.x) or at
  * the top level (legacy flat, the original hub uploads); text_config.X wins over X, as in
@@ -77,9 +86,14 @@ typedef struct {
   int64_t fullatt_block_indexes[VLMC_CONFIG_MAX_DEPTH];
 } vlmc_vision_config_t;
 
+/* The parsed config.json of a Qwen2.5-VL checkpoint: the config struct of the qwen2_5_vl
+ * family (models/qwen2_5_vl.c), the only family so far. It is Qwen2.5-VL-shaped (a vision
+ * tower with windows and full-attention blocks, an M-RoPE text decoder); a family whose
+ * config.json has other keys gets a parser of its own, and a struct of its own where these
+ * fields do not describe it. */
 typedef struct {
-  vlmc_model_family_t family; /* model_type */
-  bool nested;                /* the text keys came from text_config */
+  char model_type[VLMC_MODEL_TYPE_MAX]; /* model_type, as written */
+  bool nested;                          /* the text keys came from text_config */
   vlmc_text_config_t text;
   vlmc_vision_config_t vision;
   /* tie_word_embeddings | text_config.tie_word_embeddings (5.x decides by the top level and
@@ -95,10 +109,18 @@ typedef struct {
   char weights_dtype[16];
 } vlmc_model_config_t;
 
-vlmc_status_t vlmc_model_config_parse(const char *text, size_t len, const char *file,
-                                      vlmc_model_config_t *out_config);
-/* `path` is a config.json file or a folder holding one. */
-vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_t *out_config);
+/* A family's config.json parser: what a model family names (models/family.h) and what a
+ * checkpoint reads its config.json with (frontend/checkpoint.h). */
+typedef vlmc_status_t (*vlmc_model_config_parser_t)(const char *text, size_t len,
+                                                    const char *file,
+                                                    vlmc_model_config_t *out_config);
+
+/* The Qwen2.5-VL parser (the qwen2_5_vl family's): every key listed above. */
+vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
+                                           vlmc_model_config_t *out_config);
+/* `path` is a config.json file or a folder holding one; `parse` is the family's parser. */
+vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,
+                                     vlmc_model_config_t *out_config);
 
 /* ---- preprocessor_config.json / processor_config.json -------------------------------------- */
 

@@ -1,6 +1,7 @@
-/* config.json for Qwen2.5-VL, legacy flat and nested layouts (spec §1.2); see config.h for
- * where each field comes from. Reading and checking are separate steps: first every value is
- * read with its type and range, then the values are checked against each other. */
+/* config.json: its model_type (every family's first step), and the Qwen2.5-VL parser, legacy
+ * flat and nested layouts (spec §1.2); see config.h for where each field comes from. Reading
+ * and checking are separate steps: first every value is read with its type and range, then
+ * the values are checked against each other. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,25 +88,42 @@ static vlmc_status_t require_silu(const vlmc_json_ref_t *ref) {
 
 /* ---- model_type -------------------------------------------------------------------------- */
 
-static vlmc_status_t parse_family(const model_doc_t *doc, vlmc_model_family_t *out) {
-  vlmc_json_ref_t ref = vlmc_json_ref(doc->file, doc->root, "", "model_type");
+/* Reads model_type only: which family it names, and whether that family exists, is decided by
+ * the family registry (models/family.c), not here. */
+static vlmc_status_t read_model_type(const char *file, const cJSON *root,
+                                     char out[VLMC_MODEL_TYPE_MAX]) {
+  vlmc_json_ref_t ref = vlmc_json_ref(file, root, "", "model_type");
   const char *type;
   VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&ref, &type));
-  if (strcmp(type, "qwen2_5_vl") == 0) {
-    *out = VLMC_MODEL_QWEN2_5_VL;
-    return NULL;
-  }
-  static const struct {
-    const char *type, *name;
-  } later[] = {
-      {"qwen2_vl", "Qwen2-VL"}, {"qwen3_vl", "Qwen3-VL"}, {"qwen3_vl_moe", "Qwen3-VL-MoE"}};
-  for (size_t i = 0; i < sizeof later / sizeof later[0]; ++i)
-    if (strcmp(type, later[i].type) == 0)
-      return vlmc_json_error(&ref, VLMC_UNSUPPORTED,
-                             "'%s' (%s) is not supported yet; vlmc reads qwen2_5_vl (Qwen2.5-VL)",
-                             type, later[i].name);
-  return vlmc_json_error(&ref, VLMC_UNSUPPORTED,
-                         "'%.60s' is not a model family vlmc knows; it reads qwen2_5_vl", type);
+  size_t len = strlen(type);
+  if (len == 0 || len >= VLMC_MODEL_TYPE_MAX)
+    return vlmc_json_error(&ref, VLMC_INVALID_ARGUMENT,
+                           "'%.60s' is not a model type name (1 to %d characters)", type,
+                           VLMC_MODEL_TYPE_MAX - 1);
+  memcpy(out, type, len + 1);
+  return NULL;
+}
+
+vlmc_status_t vlmc_model_type_parse(const char *text, size_t len, const char *file,
+                                    char out[VLMC_MODEL_TYPE_MAX]) {
+  out[0] = '\0';
+  cJSON *root = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
+  vlmc_status_t status = read_model_type(file, root, out);
+  cJSON_Delete(root);
+  if (status) out[0] = '\0';
+  return status;
+}
+
+vlmc_status_t vlmc_model_type_load(const char *path, char out[VLMC_MODEL_TYPE_MAX]) {
+  char *text, *file;
+  size_t len;
+  out[0] = '\0';
+  VLMC_RETURN_IF_ERROR(vlmc_json_read_config_file(path, "config.json", &text, &len, &file));
+  vlmc_status_t status = vlmc_model_type_parse(text, len, file, out);
+  free(text);
+  free(file);
+  return status;
 }
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -402,16 +420,15 @@ static vlmc_status_t open_sections(model_doc_t *doc) {
   return NULL;
 }
 
-vlmc_status_t vlmc_model_config_parse(const char *text, size_t len, const char *file,
-                                      vlmc_model_config_t *out_config) {
+vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
+                                           vlmc_model_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   model_doc_t doc = {.file = file};
   cJSON *root = NULL;
   VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
   doc.root = root;
   vlmc_status_t status = open_sections(&doc);
-  /* model_type comes first so that a Qwen3-VL config is named as such, not as a missing key. */
-  if (!status) status = parse_family(&doc, &out_config->family);
+  if (!status) status = read_model_type(file, root, out_config->model_type);
   if (!status && !doc.vision) {
     vlmc_json_ref_t vision = vlmc_json_ref(file, root, "", "vision_config");
     status = vlmc_json_missing(&vision);
@@ -423,11 +440,12 @@ vlmc_status_t vlmc_model_config_parse(const char *text, size_t len, const char *
   return status;
 }
 
-vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_t *out_config) {
+vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,
+                                     vlmc_model_config_t *out_config) {
   char *text, *file;
   size_t len;
   VLMC_RETURN_IF_ERROR(vlmc_json_read_config_file(path, "config.json", &text, &len, &file));
-  vlmc_status_t status = vlmc_model_config_parse(text, len, file, out_config);
+  vlmc_status_t status = parse(text, len, file, out_config);
   free(text);
   free(file);
   return status;

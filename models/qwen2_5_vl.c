@@ -1,166 +1,35 @@
-/* Qwen2.5-VL: the entry points, the checks of config against itself and of the tensor table
- * against the config, and the graph helpers shared by the vision tower
- * (qwen2_5_vl_vision.c) and the text decoder (qwen2_5_vl_text.c). Semantics: the model spec,
- * sections 1, 3, 4 and 8. */
-#include <assert.h>
-#include <stdarg.h>
-#include <stdio.h>
+/* Qwen2.5-VL: the family entry, the entry points and the checks of the config against itself
+ * and of the options against the config; the vision tower is qwen2_5_vl_vision.c, the text
+ * decoder qwen2_5_vl_text.c. Semantics: the model spec, sections 1, 3, 4 and 8. */
 #include <string.h>
 
 #include "models/qwen2_5_vl_internal.h"
 #include "support/checked_math.h"
 
-void qwen_name(char *out, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(out, QWEN_NAME_MAX, fmt, ap);
-  va_end(ap);
-  assert(n >= 0 && n < QWEN_NAME_MAX && "tensor and value names are short");
-  (void)n;
-}
+/* ---- the family entry ------------------------------------------------------------------- */
 
-/* ---- tensors ---------------------------------------------------------------------------- */
+static const char *const kModelTypes[] = {"qwen2_5_vl", NULL};
 
-static void shape_print(char *out, size_t size, uint32_t rank, const int64_t *shape) {
-  size_t n = (size_t)snprintf(out, size, "[");
-  for (uint32_t i = 0; i < rank && n < size; ++i)
-    n += (size_t)snprintf(out + n, size - n, i ? ",%lld" : "%lld", (long long)shape[i]);
-  if (n < size) snprintf(out + n, size - n, "]");
-}
-
-/* Looks the tensor up under its hub name, then under the other spelling. */
-static vlmc_status_t tensor_find(const qwen_ctx_t *ctx, const char *name,
-                                 vlmc_model_tensor_info_t *out_info) {
-  const vlmc_model_tensors_t *t = ctx->tensors;
-  memset(out_info, 0, sizeof *out_info);
-  if (t->find(t->user, name, out_info)) return NULL;
-  char other[QWEN_NAME_MAX + 32];
-  bool has_other = vlmc_checkpoint_alternate_name(name, other, sizeof other);
-  if (has_other && t->find(t->user, other, out_info)) return NULL;
-  if (has_other)
-    return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found (also tried '%s') in %s", name,
-                            other, t->source ? t->source : "the tensor table");
-  return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found in %s", name,
-                          t->source ? t->source : "the tensor table");
-}
-
-static vlmc_status_t tensor_check(const qwen_ctx_t *ctx, const char *name,
-                                  const vlmc_model_tensor_info_t *info, uint32_t rank,
-                                  const int64_t *shape) {
-  const char *source = ctx->tensors->source ? ctx->tensors->source : "the tensor table";
-  if (info->dtype < 0 || info->dtype >= VLMC_DTYPE_COUNT || !vlmc_dtype_info(info->dtype)->is_float)
-    return vlmc_status_make(VLMC_UNSUPPORTED,
-                            "%s: tensor '%s' has dtype %s; expected f32, f16 or bf16", source, name,
-                            info->dtype >= 0 && info->dtype < VLMC_DTYPE_COUNT
-                                ? vlmc_dtype_info(info->dtype)->name
-                                : "(one vlmc does not read)");
-  bool same = info->rank == rank;
-  for (uint32_t i = 0; same && i < rank; ++i) same = info->shape[i] == shape[i];
-  if (same) return NULL;
-  char got[160], want[160];
-  shape_print(got, sizeof got, info->rank < VLMC_IR_MAX_RANK ? info->rank : VLMC_IR_MAX_RANK,
-              info->shape);
-  shape_print(want, sizeof want, rank, shape);
-  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                          "%s: tensor '%s' has shape %s, config.json implies %s", source, name, got,
-                          want);
-}
-
-vlmc_status_t qwen_param(qwen_ctx_t *ctx, const char *name, uint32_t rank, const int64_t *shape,
-                         vlmc_value_t **out_value) {
-  assert(rank <= VLMC_IR_MAX_RANK);
-  if (!vlmc_module_param_find(ctx->module, name)) {
-    vlmc_model_tensor_info_t info;
-    VLMC_RETURN_IF_ERROR(tensor_find(ctx, name, &info));
-    VLMC_RETURN_IF_ERROR(tensor_check(ctx, name, &info, rank, shape));
-    vlmc_type_t type = vlmc_type_make(info.dtype, rank, shape);
-    VLMC_RETURN_IF_ERROR(vlmc_module_param_add(ctx->module, name, &type, NULL));
-  }
-  return vlmc_builder_param(&ctx->b, name, NULL, out_value);
-}
-
-vlmc_status_t qwen_weight(qwen_ctx_t *ctx, const char *name, uint32_t rank, const int64_t *shape,
-                          vlmc_value_t **out_value) {
-  vlmc_value_t *raw;
-  VLMC_RETURN_IF_ERROR(qwen_param(ctx, name, rank, shape, &raw));
-  if (raw->type.dtype == VLMC_DTYPE_F32) {
-    *out_value = raw;
-    return NULL;
-  }
-  return vlmc_builder_cast(&ctx->b, raw, VLMC_DTYPE_F32, NULL, out_value);
-}
-
-/* ---- graph helpers ---------------------------------------------------------------------- */
-
-vlmc_status_t qwen_linear(qwen_ctx_t *ctx, vlmc_value_t *x, const char *prefix, int64_t out,
-                          int64_t in, bool bias, const char *name, vlmc_value_t **out_value) {
-  char wname[QWEN_NAME_MAX];
-  int64_t wshape[2] = {out, in};
-  vlmc_value_t *w, *b = NULL;
-  qwen_name(wname, "%s.weight", prefix);
-  VLMC_RETURN_IF_ERROR(qwen_weight(ctx, wname, 2, wshape, &w));
-  if (bias) {
-    qwen_name(wname, "%s.bias", prefix);
-    VLMC_RETURN_IF_ERROR(qwen_weight(ctx, wname, 1, &out, &b));
-  }
-  return vlmc_builder_linear(&ctx->b, x, w, b, name, out_value);
-}
-
-vlmc_status_t qwen_rms_norm(qwen_ctx_t *ctx, vlmc_value_t *x, const char *weight_name,
-                            int64_t dim, double eps, const char *name, vlmc_value_t **out_value) {
-  vlmc_value_t *w;
-  VLMC_RETURN_IF_ERROR(qwen_weight(ctx, weight_name, 1, &dim, &w));
-  return vlmc_builder_rms_norm(&ctx->b, x, w, eps, name, out_value);
-}
-
-vlmc_status_t qwen_binary(qwen_ctx_t *ctx, vlmc_op_kind_t kind, vlmc_value_t *a, vlmc_value_t *b,
-                          const char *name, vlmc_value_t **out_value) {
-  vlmc_value_t *operands[2] = {a, b};
-  return vlmc_builder_simple(&ctx->b, kind, 2, operands, name, out_value);
-}
-
-vlmc_status_t qwen_swiglu(qwen_ctx_t *ctx, vlmc_value_t *x, const char *prefix, int64_t hidden,
-                          int64_t inner, bool bias, const char *name, vlmc_value_t **out_value) {
-  char sub[QWEN_NAME_MAX];
-  vlmc_value_t *gate, *up, *act, *prod;
-  qwen_name(sub, "%s.gate_proj", prefix);
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, x, sub, inner, hidden, bias, NULL, &gate));
-  qwen_name(sub, "%s.up_proj", prefix);
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, x, sub, inner, hidden, bias, NULL, &up));
-  VLMC_RETURN_IF_ERROR(vlmc_builder_simple(&ctx->b, VLMC_OP_SILU, 1, &gate, NULL, &act));
-  VLMC_RETURN_IF_ERROR(qwen_binary(ctx, VLMC_OP_MUL, act, up, NULL, &prod));
-  qwen_name(sub, "%s.down_proj", prefix);
-  return qwen_linear(ctx, prod, sub, hidden, inner, bias, name, out_value);
-}
-
-vlmc_status_t qwen_reshape(qwen_ctx_t *ctx, vlmc_value_t *x, uint32_t rank, const vlmc_dim_t *dims,
-                           const char *name, vlmc_value_t **out_value) {
-  vlmc_type_t type = {x->type.dtype, rank, {{0}}};
-  memcpy(type.dims, dims, rank * sizeof *dims);
-  return vlmc_builder_reshape(&ctx->b, x, &type, name, out_value);
-}
-
-vlmc_status_t qwen_slice(qwen_ctx_t *ctx, vlmc_value_t *x, int64_t axis, int64_t start,
-                         int64_t end, const char *name, vlmc_value_t **out_value) {
-  vlmc_named_attr_t attrs[3] = {{"axis", vlmc_attr_int(axis)},
-                                {"start", vlmc_attr_int(start)},
-                                {"end", vlmc_attr_int(end)}};
-  vlmc_op_t *op;
-  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_SLICE, 1, &x, 3, attrs, NULL, name, &op));
-  *out_value = &op->results[0];
-  return NULL;
-}
-
-vlmc_status_t qwen_tap(qwen_ctx_t *ctx, const char *stage, vlmc_value_t *x) {
-  if (!ctx->options->taps) return NULL;
-  vlmc_named_attr_t attr = {"name", vlmc_attr_symbol(stage)};
-  return vlmc_builder_op(&ctx->b, VLMC_OP_TAP, 1, &x, 1, &attr, NULL, NULL, NULL);
-}
+const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
+    .name = "qwen2_5_vl",
+    .display_name = "Qwen2.5-VL",
+    .model_types = kModelTypes,
+    .parse_config = vlmc_qwen2_5_vl_config_parse,
+    .build = vlmc_qwen2_5_vl_build,
+    .build_from_checkpoint = vlmc_qwen2_5_vl_build_from_checkpoint,
+    /* The functions of models/qwen2_5_vl.h; M-RoPE ids (t, h, w) per token with the rope
+     * delta for decode positions (reference/mrope_positions.c, spec §4.4). */
+    .convention = {.encode_image = "encode_image",
+                   .prefill = "prefill",
+                   .decode = "decode",
+                   .positions = VLMC_POSITIONS_MROPE},
+};
 
 /* ---- checks of the config and the options ----------------------------------------------- */
 
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
-  if (c->family != VLMC_MODEL_QWEN2_5_VL)
+  /* A config another family's parser read may not describe this model. */
+  if (!vlmc_model_family_accepts(&vlmc_qwen2_5_vl_family, c->model_type))
     return vlmc_status_make(VLMC_UNSUPPORTED, "config.json: model_type is not qwen2_5_vl");
   const vlmc_text_config_t *t = &c->text;
   const vlmc_vision_config_t *v = &c->vision;
@@ -192,7 +61,7 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
 }
 
 static vlmc_status_t check_grid(const vlmc_model_config_t *c,
-                                const vlmc_qwen2_5_vl_options_t *options, int64_t *out_patches) {
+                                const vlmc_model_build_options_t *options, int64_t *out_patches) {
   int64_t m = c->vision.spatial_merge_size, total = 0;
   if (options->num_images == 0 || options->num_images > INT32_MAX)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "fixed grid: expected at least one image");
@@ -215,11 +84,11 @@ static vlmc_status_t check_grid(const vlmc_model_config_t *c,
 /* ---- entry points ----------------------------------------------------------------------- */
 
 static vlmc_status_t add_symbols(qwen_ctx_t *ctx) {
-  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->module, "P", &ctx->sym_patches));
-  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->module, "G", &ctx->sym_images));
-  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->module, "S", &ctx->sym_tokens));
-  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->module, "M", &ctx->sym_image_tokens));
-  return vlmc_module_symbol(ctx->module, "C", &ctx->sym_cache);
+  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->m.module, "P", &ctx->sym_patches));
+  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->m.module, "G", &ctx->sym_images));
+  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->m.module, "S", &ctx->sym_tokens));
+  VLMC_RETURN_IF_ERROR(vlmc_module_symbol(ctx->m.module, "M", &ctx->sym_image_tokens));
+  return vlmc_module_symbol(ctx->m.module, "C", &ctx->sym_cache);
 }
 
 static vlmc_status_t build_all(qwen_ctx_t *ctx) {
@@ -227,14 +96,15 @@ static vlmc_status_t build_all(qwen_ctx_t *ctx) {
   VLMC_RETURN_IF_ERROR(qwen_build_encode_image(ctx));
   VLMC_RETURN_IF_ERROR(qwen_build_prefill(ctx));
   VLMC_RETURN_IF_ERROR(qwen_build_decode(ctx));
-  return vlmc_status_annotate(vlmc_module_verify(ctx->module), "qwen2_5_vl: the built module: ");
+  return vlmc_status_annotate(vlmc_module_verify(ctx->m.module),
+                              "qwen2_5_vl: the built module: ");
 }
 
 vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
                                     const vlmc_model_tensors_t *tensors,
-                                    const vlmc_qwen2_5_vl_options_t *options,
+                                    const vlmc_model_build_options_t *options,
                                     vlmc_module_t **out_module) {
-  static const vlmc_qwen2_5_vl_options_t defaults = {NULL, 0, false};
+  static const vlmc_model_build_options_t defaults = {NULL, 0, false};
   if (!options) options = &defaults;
   VLMC_RETURN_IF_ERROR(check_config(config));
   int64_t patches = 0;
@@ -242,15 +112,16 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
   qwen_ctx_t ctx;
   memset(&ctx, 0, sizeof ctx);
   ctx.config = config;
-  ctx.tensors = tensors;
   ctx.options = options;
-  VLMC_RETURN_IF_ERROR(vlmc_module_create(&ctx.module));
+  ctx.m.tensors = tensors;
+  ctx.m.taps = options->taps;
+  VLMC_RETURN_IF_ERROR(vlmc_module_create(&ctx.m.module));
   vlmc_status_t st = build_all(&ctx);
   if (st) {
-    vlmc_module_destroy(ctx.module);
+    vlmc_module_destroy(ctx.m.module);
     return st;
   }
-  *out_module = ctx.module;
+  *out_module = ctx.m.module;
   return NULL;
 }
 
@@ -279,7 +150,7 @@ static bool checkpoint_find(void *user, const char *name, vlmc_model_tensor_info
 }
 
 vlmc_status_t vlmc_qwen2_5_vl_build_from_checkpoint(const vlmc_checkpoint_t *checkpoint,
-                                                    const vlmc_qwen2_5_vl_options_t *options,
+                                                    const vlmc_model_build_options_t *options,
                                                     vlmc_module_t **out_module) {
   vlmc_model_tensors_t tensors = {checkpoint_find, (void *)checkpoint,
                                   vlmc_checkpoint_dir(checkpoint)};

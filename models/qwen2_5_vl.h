@@ -40,32 +40,14 @@
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
 #include "ir/ir.h"
+#include "models/builder.h"
+#include "models/family.h"
 #include "support/status.h"
 
-/* What the builder needs to know of one checkpoint tensor. */
-typedef struct {
-  vlmc_dtype_t dtype;
-  uint32_t rank;
-  int64_t shape[VLMC_IR_MAX_RANK];
-} vlmc_model_tensor_info_t;
-
-/* A tensor table: `find` answers for a name (false when absent). The builder asks by hub name
- * and then by the name's other spelling (`visual.X` <-> `model.visual.X`, `model.X` <->
- * `model.language_model.X`), so tables in either layout work. `source` names the table in
- * messages (a file or folder). */
-typedef struct {
-  bool (*find)(void *user, const char *name, vlmc_model_tensor_info_t *out_info);
-  void *user;
-  const char *source;
-} vlmc_model_tensors_t;
-
-typedef struct {
-  /* Fixed grid: num_images rows of (t, h, w) in patches; NULL for a symbolic grid. */
-  const int64_t *grid;
-  size_t num_images;
-  /* Emit `tap` ops for the stage taps listed above. */
-  bool taps;
-} vlmc_qwen2_5_vl_options_t;
+/* The qwen2_5_vl family (models/family.h): model_type "qwen2_5_vl", the config parser
+ * vlmc_qwen2_5_vl_config_parse, the builders below, and the convention {encode_image,
+ * prefill, decode, positions "mrope"}. */
+extern const vlmc_model_family_t vlmc_qwen2_5_vl_family;
 
 /* Builds the module. Errors name the tensor ("tensor 'visual.merger.mlp.0.bias' not found
  * (also tried 'model.visual.merger.mlp.0.bias') in DIR"), the shape the config implies, or the
@@ -73,12 +55,12 @@ typedef struct {
  * verified before it is returned. */
 vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
                                     const vlmc_model_tensors_t *tensors,
-                                    const vlmc_qwen2_5_vl_options_t *options,
+                                    const vlmc_model_build_options_t *options,
                                     vlmc_module_t **out_module);
 
 /* Same, reading config and tensors from an open checkpoint. */
 vlmc_status_t vlmc_qwen2_5_vl_build_from_checkpoint(const vlmc_checkpoint_t *checkpoint,
-                                                    const vlmc_qwen2_5_vl_options_t *options,
+                                                    const vlmc_model_build_options_t *options,
                                                     vlmc_module_t **out_module);
 
 #endif

@@ -35,12 +35,13 @@ static vlmc_type_t cache_type(const decoder_t *d, vlmc_dim_t length) {
 static vlmc_status_t projection(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *a,
                                 const char *prefix, const char *which, int64_t heads, bool bias,
                                 vlmc_value_t **out) {
-  char sub[QWEN_NAME_MAX];
+  char sub[VLMC_MODEL_NAME_MAX];
   vlmc_value_t *y;
-  qwen_name(sub, "%s.self_attn.%s_proj", prefix, which);
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, a, sub, heads * d->head_dim, d->hidden, bias, NULL, &y));
+  vlmc_model_name(sub, "%s.self_attn.%s_proj", prefix, which);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_linear(&ctx->m, a, sub, heads * d->head_dim, d->hidden, bias, NULL, &y));
   vlmc_dim_t dims[3] = {d->tokens, vlmc_dim_static(heads), vlmc_dim_static(d->head_dim)};
-  return qwen_reshape(ctx, y, 3, dims, NULL, out);
+  return vlmc_model_reshape(&ctx->m, y, 3, dims, NULL, out);
 }
 
 static vlmc_status_t text_rope(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
@@ -52,7 +53,7 @@ static vlmc_status_t text_rope(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t
   vlmc_value_t *operands[2] = {x, d->positions};
   vlmc_op_t *op;
   VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->b, VLMC_OP_ROPE, 2, operands, 3, attrs, NULL, name, &op));
+      vlmc_builder_op(&ctx->m.b, VLMC_OP_ROPE, 2, operands, 3, attrs, NULL, name, &op));
   *out = &op->results[0];
   return NULL;
 }
@@ -64,7 +65,7 @@ static vlmc_status_t cache_append(qwen_ctx_t *ctx, vlmc_value_t *cache, vlmc_val
     return NULL;
   }
   vlmc_value_t *operands[2] = {cache, rows};
-  return vlmc_builder_simple(&ctx->b, VLMC_OP_KV_CACHE_APPEND, 2, operands, name, out);
+  return vlmc_builder_simple(&ctx->m.b, VLMC_OP_KV_CACHE_APPEND, 2, operands, name, out);
 }
 
 typedef struct {
@@ -75,94 +76,73 @@ typedef struct {
 static vlmc_status_t layer_attention(qwen_ctx_t *ctx, const decoder_t *d, int64_t j,
                                      vlmc_value_t *x, layer_cache_t *cache,
                                      vlmc_value_t **out_x) {
-  char prefix[QWEN_NAME_MAX], sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
-  qwen_name(prefix, "model.layers.%lld", (long long)j);
+  char prefix[VLMC_MODEL_NAME_MAX], sub[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(prefix, "model.layers.%lld", (long long)j);
   vlmc_value_t *a, *q, *k, *v, *attn, *flat, *o;
-  qwen_name(sub, "%s.input_layernorm.weight", prefix);
-  qwen_name(name, "L%lld.norm1", (long long)j);
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, d->hidden, ctx->config->text.rms_norm_eps,
-                                     name, &a));
+  vlmc_model_name(sub, "%s.input_layernorm.weight", prefix);
+  vlmc_model_name(name, "L%lld.norm1", (long long)j);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_rms_norm(&ctx->m, x, sub, d->hidden, ctx->config->text.rms_norm_eps, name, &a));
   VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "q", d->heads, true, &q));
   VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "k", d->kv_heads, true, &k));
   VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "v", d->kv_heads, true, &v));
-  qwen_name(name, "L%lld.q", (long long)j);
+  vlmc_model_name(name, "L%lld.q", (long long)j);
   VLMC_RETURN_IF_ERROR(text_rope(ctx, d, q, name, &q));
-  qwen_name(name, "L%lld.k", (long long)j);
+  vlmc_model_name(name, "L%lld.k", (long long)j);
   VLMC_RETURN_IF_ERROR(text_rope(ctx, d, k, name, &k));
-  qwen_name(name, "L%lld.k_cache", (long long)j);
+  vlmc_model_name(name, "L%lld.k_cache", (long long)j);
   VLMC_RETURN_IF_ERROR(cache_append(ctx, cache->k_cache, k, name, &cache->k_out));
-  qwen_name(name, "L%lld.v_cache", (long long)j);
+  vlmc_model_name(name, "L%lld.v_cache", (long long)j);
   VLMC_RETURN_IF_ERROR(cache_append(ctx, cache->v_cache, v, name, &cache->v_out));
   /* Causal by cache index: query i of S sits at position T - S + i of the T keys (spec §4.6). */
-  vlmc_named_attr_t attrs[2] = {{"scale", vlmc_attr_float(1.0 / sqrt((double)d->head_dim))},
-                                {"causal", vlmc_attr_bool(true)}};
-  vlmc_value_t *operands[3] = {q, cache->k_out, cache->v_out};
-  vlmc_op_t *op;
-  qwen_name(name, "L%lld.attn", (long long)j);
-  VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->b, VLMC_OP_ATTENTION, 3, operands, 2, attrs, NULL, name, &op));
-  attn = &op->results[0];
+  vlmc_model_name(name, "L%lld.attn", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_model_attention(&ctx->m, q, cache->k_out, cache->v_out, NULL,
+                                            1.0 / sqrt((double)d->head_dim), true, name, &attn));
   vlmc_dim_t dims[2] = {d->tokens, vlmc_dim_static(d->heads * d->head_dim)};
-  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, attn, 2, dims, NULL, &flat));
-  qwen_name(sub, "%s.self_attn.o_proj", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, attn, 2, dims, NULL, &flat));
+  vlmc_model_name(sub, "%s.self_attn.o_proj", prefix);
   VLMC_RETURN_IF_ERROR(
-      qwen_linear(ctx, flat, sub, d->hidden, d->heads * d->head_dim, false, NULL, &o));
-  qwen_name(name, "L%lld.x_attn", (long long)j);
-  return qwen_binary(ctx, VLMC_OP_ADD, x, o, name, out_x);
+      vlmc_model_linear(&ctx->m, flat, sub, d->hidden, d->heads * d->head_dim, false, NULL, &o));
+  vlmc_model_name(name, "L%lld.x_attn", (long long)j);
+  return vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, o, name, out_x);
 }
 
 static vlmc_status_t decoder_layer(qwen_ctx_t *ctx, const decoder_t *d, int64_t j,
                                    vlmc_value_t *x, layer_cache_t *cache, vlmc_value_t **out_x) {
-  char sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
+  char sub[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
   vlmc_value_t *b, *mlp;
   VLMC_RETURN_IF_ERROR(layer_attention(ctx, d, j, x, cache, &x));
-  qwen_name(sub, "model.layers.%lld.post_attention_layernorm.weight", (long long)j);
-  qwen_name(name, "L%lld.norm2", (long long)j);
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, d->hidden, ctx->config->text.rms_norm_eps,
-                                     name, &b));
-  qwen_name(sub, "model.layers.%lld.mlp", (long long)j);
-  qwen_name(name, "L%lld.mlp", (long long)j);
-  VLMC_RETURN_IF_ERROR(qwen_swiglu(ctx, b, sub, d->hidden, d->inner, false, name, &mlp));
-  qwen_name(name, "L%lld.out", (long long)j);
-  return qwen_binary(ctx, VLMC_OP_ADD, x, mlp, name, out_x);
+  vlmc_model_name(sub, "model.layers.%lld.post_attention_layernorm.weight", (long long)j);
+  vlmc_model_name(name, "L%lld.norm2", (long long)j);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_rms_norm(&ctx->m, x, sub, d->hidden, ctx->config->text.rms_norm_eps, name, &b));
+  vlmc_model_name(sub, "model.layers.%lld.mlp", (long long)j);
+  vlmc_model_name(name, "L%lld.mlp", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_model_swiglu(&ctx->m, b, sub, d->hidden, d->inner, false, name, &mlp));
+  vlmc_model_name(name, "L%lld.out", (long long)j);
+  return vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, mlp, name, out_x);
 }
 
 /* ---- embedding and head ------------------------------------------------------------------ */
-
-static vlmc_status_t embed(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *ids,
-                           vlmc_value_t **out_x) {
-  int64_t shape[2] = {d->vocab, d->hidden};
-  vlmc_value_t *table, *rows;
-  VLMC_RETURN_IF_ERROR(qwen_param(ctx, "model.embed_tokens.weight", 2, shape, &table));
-  vlmc_value_t *operands[2] = {table, ids};
-  /* Gather the rows first and cast only those: the table itself is vocab x hidden. */
-  VLMC_RETURN_IF_ERROR(
-      vlmc_builder_simple(&ctx->b, VLMC_OP_EMBEDDING, 2, operands, "embeds", &rows));
-  if (rows->type.dtype == VLMC_DTYPE_F32) {
-    *out_x = rows;
-    return NULL;
-  }
-  return vlmc_builder_cast(&ctx->b, rows, VLMC_DTYPE_F32, "embeds_f32", out_x);
-}
 
 /* Final norm and the head on the last position: logits f32[V]. */
 static vlmc_status_t head(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
                           const char *name, vlmc_value_t **out_logits) {
   vlmc_named_attr_t attrs[2] = {{"axis", vlmc_attr_int(0)}, {"start", vlmc_attr_int(-1)}};
   vlmc_op_t *op;
-  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_SLICE, 1, &x, 2, attrs, NULL, "last",
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_SLICE, 1, &x, 2, attrs, NULL, "last",
                                        &op));
   vlmc_value_t *h, *w, *logits;
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, &op->results[0], "model.norm.weight", d->hidden,
+  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, &op->results[0], "model.norm.weight", d->hidden,
                                      ctx->config->text.rms_norm_eps, "final_norm", &h));
   /* Tied (the 3B checkpoint has no lm_head tensor): the head is the embedding table. */
   const char *head_name =
       ctx->config->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   int64_t shape[2] = {d->vocab, d->hidden};
-  VLMC_RETURN_IF_ERROR(qwen_weight(ctx, head_name, 2, shape, &w));
-  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->b, h, w, NULL, NULL, &logits));
+  VLMC_RETURN_IF_ERROR(vlmc_model_weight(&ctx->m, head_name, 2, shape, &w));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->m.b, h, w, NULL, NULL, &logits));
   vlmc_dim_t dims[1] = {vlmc_dim_static(d->vocab)};
-  return qwen_reshape(ctx, logits, 1, dims, name, out_logits);
+  return vlmc_model_reshape(&ctx->m, logits, 1, dims, name, out_logits);
 }
 
 /* ---- the functions ----------------------------------------------------------------------- */
@@ -187,7 +167,7 @@ static vlmc_status_t run_layers(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_
 static vlmc_type_t *result_types(const qwen_ctx_t *ctx, const decoder_t *d, vlmc_dim_t length,
                                  uint32_t *out_count) {
   uint32_t n = 1 + 2 * (uint32_t)ctx->config->text.num_hidden_layers;
-  vlmc_type_t *types = vlmc_arena_alloc(&ctx->module->arena, n * sizeof *types,
+  vlmc_type_t *types = vlmc_arena_alloc(&ctx->m.module->arena, n * sizeof *types,
                                         _Alignof(vlmc_type_t));
   if (!types) return NULL;
   int64_t vocab = d->vocab;
@@ -200,13 +180,13 @@ static vlmc_type_t *result_types(const qwen_ctx_t *ctx, const decoder_t *d, vlmc
 static vlmc_status_t finish(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
                             vlmc_value_t *cache_args, uint32_t num_results) {
   vlmc_value_t **results =
-      vlmc_arena_alloc(&ctx->module->arena, num_results * sizeof *results, _Alignof(void *));
+      vlmc_arena_alloc(&ctx->m.module->arena, num_results * sizeof *results, _Alignof(void *));
   if (!results) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   VLMC_RETURN_IF_ERROR(run_layers(ctx, d, x, cache_args, results, &x));
   bool prefill = cache_args == NULL;
   VLMC_RETURN_IF_ERROR(head(ctx, d, x, prefill ? "logits_last" : "logits", &results[0]));
-  if (prefill) VLMC_RETURN_IF_ERROR(qwen_tap(ctx, "logits_last", results[0]));
-  return vlmc_builder_return(&ctx->b, num_results, results);
+  if (prefill) VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "logits_last", results[0]));
+  return vlmc_builder_return(&ctx->m.b, num_results, results);
 }
 
 vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx) {
@@ -223,24 +203,25 @@ vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx) {
   vlmc_type_t *results = result_types(ctx, &d, tokens, &num_results);
   if (!results) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_func_t *func;
-  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->module, "prefill", 3, args, names, num_results,
+  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->m.module, "prefill", 3, args, names, num_results,
                                             results, &func));
-  vlmc_builder_init(&ctx->b, func);
+  vlmc_builder_init(&ctx->m.b, func);
   d.positions = &func->args[2];
   vlmc_value_t *x, *where;
-  VLMC_RETURN_IF_ERROR(embed(ctx, &d, &func->args[0], &x));
+  VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "model.embed_tokens.weight", d.vocab,
+                                            d.hidden, &func->args[0], "embeds", &x));
   /* Image rows replace the embeddings of the image pad tokens, in order (spec §4.1). */
   vlmc_named_attr_t token = {"token", vlmc_attr_int(ctx->config->image_token_id)};
   vlmc_type_t where_type = {VLMC_DTYPE_I64, 1, {image_tokens}};
   vlmc_value_t *ids = &func->args[0];
   vlmc_op_t *op;
-  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_TOKEN_POSITIONS, 1, &ids, 1, &token,
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_TOKEN_POSITIONS, 1, &ids, 1, &token,
                                        &where_type, "image_rows_at", &op));
   where = &op->results[0];
   vlmc_value_t *operands[3] = {x, &func->args[1], where};
   VLMC_RETURN_IF_ERROR(
-      vlmc_builder_simple(&ctx->b, VLMC_OP_SCATTER_ROWS, 3, operands, "inputs_embeds", &x));
-  VLMC_RETURN_IF_ERROR(qwen_tap(ctx, "inputs_embeds", x));
+      vlmc_builder_simple(&ctx->m.b, VLMC_OP_SCATTER_ROWS, 3, operands, "inputs_embeds", &x));
+  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "inputs_embeds", x));
   return finish(ctx, &d, x, NULL, num_results);
 }
 
@@ -251,9 +232,9 @@ vlmc_status_t qwen_build_decode(qwen_ctx_t *ctx) {
   decoder_t d;
   decoder_init(ctx, &d, vlmc_dim_static(1));
   uint32_t layers = (uint32_t)ctx->config->text.num_hidden_layers, num_args = 2 + 2 * layers;
-  vlmc_type_t *args = vlmc_arena_alloc(&ctx->module->arena, num_args * sizeof *args,
+  vlmc_type_t *args = vlmc_arena_alloc(&ctx->m.module->arena, num_args * sizeof *args,
                                        _Alignof(vlmc_type_t));
-  const char **names = vlmc_arena_alloc(&ctx->module->arena, num_args * sizeof *names,
+  const char **names = vlmc_arena_alloc(&ctx->m.module->arena, num_args * sizeof *names,
                                         _Alignof(char *));
   if (!args || !names) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   args[0] = (vlmc_type_t){VLMC_DTYPE_I64, 1, {vlmc_dim_static(1)}};
@@ -261,12 +242,12 @@ vlmc_status_t qwen_build_decode(qwen_ctx_t *ctx) {
   names[0] = "token";
   names[1] = "position";
   for (uint32_t j = 0; j < layers; ++j) {
-    char name[QWEN_NAME_MAX];
+    char name[VLMC_MODEL_NAME_MAX];
     args[2 + 2 * j] = args[3 + 2 * j] = cache_type(&d, cache_len);
-    qwen_name(name, "k_cache.%u", j);
-    names[2 + 2 * j] = vlmc_arena_strdup(&ctx->module->arena, name);
-    qwen_name(name, "v_cache.%u", j);
-    names[3 + 2 * j] = vlmc_arena_strdup(&ctx->module->arena, name);
+    vlmc_model_name(name, "k_cache.%u", j);
+    names[2 + 2 * j] = vlmc_arena_strdup(&ctx->m.module->arena, name);
+    vlmc_model_name(name, "v_cache.%u", j);
+    names[3 + 2 * j] = vlmc_arena_strdup(&ctx->m.module->arena, name);
     if (!names[2 + 2 * j] || !names[3 + 2 * j])
       return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
@@ -274,11 +255,12 @@ vlmc_status_t qwen_build_decode(qwen_ctx_t *ctx) {
   vlmc_type_t *results = result_types(ctx, &d, grown, &num_results);
   if (!results) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_func_t *func;
-  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->module, "decode", num_args, args, names,
+  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->m.module, "decode", num_args, args, names,
                                             num_results, results, &func));
-  vlmc_builder_init(&ctx->b, func);
+  vlmc_builder_init(&ctx->m.b, func);
   d.positions = &func->args[1];
   vlmc_value_t *x;
-  VLMC_RETURN_IF_ERROR(embed(ctx, &d, &func->args[0], &x));
+  VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "model.embed_tokens.weight", d.vocab,
+                                            d.hidden, &func->args[0], "embeds", &x));
   return finish(ctx, &d, x, &func->args[2], num_results);
 }

@@ -41,7 +41,7 @@ static vlmc_status_t grid_value(qwen_ctx_t *ctx, vlmc_value_t *arg, vlmc_value_t
   }
   int64_t sizes[2] = {(int64_t)ctx->options->num_images, 3};
   vlmc_type_t type = vlmc_type_make(VLMC_DTYPE_I64, 2, sizes);
-  return vlmc_builder_constant_ints(&ctx->b, &type, ctx->options->grid,
+  return vlmc_builder_constant_ints(&ctx->m.b, &type, ctx->options->grid,
                                     3 * ctx->options->num_images, "grid_fixed", out_grid);
 }
 
@@ -50,7 +50,7 @@ static vlmc_status_t index_op(qwen_ctx_t *ctx, vlmc_op_kind_t kind, vlmc_value_t
                               const vlmc_type_t *type, const char *name, vlmc_value_t **out) {
   vlmc_op_t *op;
   VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->b, kind, 1, &grid, num_attrs, attrs, type, name, &op));
+      vlmc_builder_op(&ctx->m.b, kind, 1, &grid, num_attrs, attrs, type, name, &op));
   *out = &op->results[0];
   return NULL;
 }
@@ -92,14 +92,14 @@ static vlmc_status_t tap_window_order(qwen_ctx_t *ctx, const tower_t *t, const c
   vlmc_value_t *rows = x, *gathered;
   if (patch_rows) {
     vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(width * t->merge2)};
-    VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, x, 2, dims, NULL, &rows));
+    VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, x, 2, dims, NULL, &rows));
   }
-  VLMC_RETURN_IF_ERROR(vlmc_builder_gather(&ctx->b, rows, t->order, 0, NULL, &gathered));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_gather(&ctx->m.b, rows, t->order, 0, NULL, &gathered));
   if (patch_rows) {
     vlmc_dim_t dims[2] = {t->patches, vlmc_dim_static(width)};
-    VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, gathered, 2, dims, NULL, &gathered));
+    VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, gathered, 2, dims, NULL, &gathered));
   }
-  return qwen_tap(ctx, stage, gathered);
+  return vlmc_model_tap(&ctx->m, stage, gathered);
 }
 
 /* ---- one block ----------------------------------------------------------------------------- */
@@ -107,10 +107,10 @@ static vlmc_status_t tap_window_order(qwen_ctx_t *ctx, const tower_t *t, const c
 static vlmc_status_t head_split(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *qkv, int part,
                                 const char *name, vlmc_value_t **out) {
   vlmc_value_t *cols;
-  VLMC_RETURN_IF_ERROR(qwen_slice(ctx, qkv, 1, part * t->width, (part + 1) * t->width, NULL,
-                                  &cols));
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_slice(&ctx->m, qkv, 1, part * t->width, (part + 1) * t->width, NULL, &cols));
   vlmc_dim_t dims[3] = {t->patches, vlmc_dim_static(t->heads), vlmc_dim_static(t->head_dim)};
-  return qwen_reshape(ctx, cols, 3, dims, name, out);
+  return vlmc_model_reshape(&ctx->m, cols, 3, dims, name, out);
 }
 
 static vlmc_status_t vision_rope(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
@@ -120,7 +120,7 @@ static vlmc_status_t vision_rope(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
   vlmc_value_t *operands[2] = {x, t->positions};
   vlmc_op_t *op;
   VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->b, VLMC_OP_ROPE, 2, operands, 2, attrs, NULL, name, &op));
+      vlmc_builder_op(&ctx->m.b, VLMC_OP_ROPE, 2, operands, 2, attrs, NULL, name, &op));
   *out = &op->results[0];
   return NULL;
 }
@@ -129,70 +129,66 @@ static vlmc_status_t vision_rope(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
 static vlmc_status_t block_attention(qwen_ctx_t *ctx, const tower_t *t, bool full,
                                      vlmc_value_t *q, vlmc_value_t *k, vlmc_value_t *v,
                                      const char *name, vlmc_value_t **out) {
-  const vlmc_vision_config_t *vc = &ctx->config->vision;
   double scale = 1.0 / sqrt((double)t->head_dim);
+  if (full) return vlmc_model_attention(&ctx->m, q, k, v, t->full_cu, scale, false, name, out);
   vlmc_named_attr_t attrs[4];
-  vlmc_value_t *operands[4] = {q, k, v, full ? t->full_cu : t->grid};
+  window_attrs(&ctx->config->vision, attrs);
+  attrs[3] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
+  vlmc_value_t *operands[4] = {q, k, v, t->grid};
   vlmc_op_t *op;
-  if (full) {
-    attrs[0] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
-    VLMC_RETURN_IF_ERROR(
-        vlmc_builder_op(&ctx->b, VLMC_OP_ATTENTION, 4, operands, 1, attrs, NULL, name, &op));
-  } else {
-    window_attrs(vc, attrs);
-    attrs[3] = (vlmc_named_attr_t){"scale", vlmc_attr_float(scale)};
-    VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_WINDOW_ATTENTION, 4, operands, 4,
-                                         attrs, NULL, name, &op));
-  }
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_WINDOW_ATTENTION, 4, operands, 4, attrs,
+                                       NULL, name, &op));
   *out = &op->results[0];
   return NULL;
 }
 
 static vlmc_status_t block_attn_part(qwen_ctx_t *ctx, const tower_t *t, int64_t i,
                                      vlmc_value_t *x, vlmc_value_t **out_x) {
-  char prefix[QWEN_NAME_MAX], sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
-  qwen_name(prefix, "visual.blocks.%lld", (long long)i);
+  char prefix[VLMC_MODEL_NAME_MAX], sub[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(prefix, "visual.blocks.%lld", (long long)i);
   vlmc_value_t *a, *qkv, *q, *k, *v, *attn, *flat, *proj;
-  qwen_name(sub, "%s.norm1.weight", prefix);
-  qwen_name(name, "vb%lld.norm1", (long long)i);
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, t->width, VISION_NORM_EPS, name, &a));
-  qwen_name(sub, "%s.attn.qkv", prefix);
-  qwen_name(name, "vb%lld.qkv", (long long)i);
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, a, sub, 3 * t->width, t->width, true, name, &qkv));
-  qwen_name(name, "vb%lld.q", (long long)i);
+  vlmc_model_name(sub, "%s.norm1.weight", prefix);
+  vlmc_model_name(name, "vb%lld.norm1", (long long)i);
+  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, sub, t->width, VISION_NORM_EPS, name, &a));
+  vlmc_model_name(sub, "%s.attn.qkv", prefix);
+  vlmc_model_name(name, "vb%lld.qkv", (long long)i);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_linear(&ctx->m, a, sub, 3 * t->width, t->width, true, name, &qkv));
+  vlmc_model_name(name, "vb%lld.q", (long long)i);
   VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 0, NULL, &q));
   VLMC_RETURN_IF_ERROR(vision_rope(ctx, t, q, name, &q));
-  qwen_name(name, "vb%lld.k", (long long)i);
+  vlmc_model_name(name, "vb%lld.k", (long long)i);
   VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 1, NULL, &k));
   VLMC_RETURN_IF_ERROR(vision_rope(ctx, t, k, name, &k));
-  qwen_name(name, "vb%lld.v", (long long)i);
+  vlmc_model_name(name, "vb%lld.v", (long long)i);
   VLMC_RETURN_IF_ERROR(head_split(ctx, t, qkv, 2, name, &v));
-  qwen_name(name, "vb%lld.attn", (long long)i);
+  vlmc_model_name(name, "vb%lld.attn", (long long)i);
   bool full = is_full_block(&ctx->config->vision, i);
   VLMC_RETURN_IF_ERROR(block_attention(ctx, t, full, q, k, v, name, &attn));
   vlmc_dim_t dims[2] = {t->patches, vlmc_dim_static(t->width)};
-  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, attn, 2, dims, NULL, &flat));
-  qwen_name(sub, "%s.attn.proj", prefix);
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, flat, sub, t->width, t->width, true, NULL, &proj));
-  qwen_name(name, "vb%lld.x_attn", (long long)i);
-  return qwen_binary(ctx, VLMC_OP_ADD, x, proj, name, out_x);
+  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, attn, 2, dims, NULL, &flat));
+  vlmc_model_name(sub, "%s.attn.proj", prefix);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_linear(&ctx->m, flat, sub, t->width, t->width, true, NULL, &proj));
+  vlmc_model_name(name, "vb%lld.x_attn", (long long)i);
+  return vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, proj, name, out_x);
 }
 
 static vlmc_status_t vision_block(qwen_ctx_t *ctx, const tower_t *t, int64_t i, vlmc_value_t *x,
                                   vlmc_value_t **out_x) {
-  char prefix[QWEN_NAME_MAX], sub[QWEN_NAME_MAX], name[QWEN_NAME_MAX];
+  char prefix[VLMC_MODEL_NAME_MAX], sub[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
   vlmc_value_t *b, *mlp;
   VLMC_RETURN_IF_ERROR(block_attn_part(ctx, t, i, x, &x));
-  qwen_name(prefix, "visual.blocks.%lld", (long long)i);
-  qwen_name(sub, "%s.norm2.weight", prefix);
-  qwen_name(name, "vb%lld.norm2", (long long)i);
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, sub, t->width, VISION_NORM_EPS, name, &b));
-  qwen_name(sub, "%s.mlp", prefix);
-  qwen_name(name, "vb%lld.mlp", (long long)i);
-  VLMC_RETURN_IF_ERROR(qwen_swiglu(ctx, b, sub, t->width, t->inner, true, name, &mlp));
-  qwen_name(name, "vb%lld.out", (long long)i);
-  VLMC_RETURN_IF_ERROR(qwen_binary(ctx, VLMC_OP_ADD, x, mlp, name, out_x));
-  qwen_name(name, "vision_block.%lld", (long long)i);
+  vlmc_model_name(prefix, "visual.blocks.%lld", (long long)i);
+  vlmc_model_name(sub, "%s.norm2.weight", prefix);
+  vlmc_model_name(name, "vb%lld.norm2", (long long)i);
+  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, sub, t->width, VISION_NORM_EPS, name, &b));
+  vlmc_model_name(sub, "%s.mlp", prefix);
+  vlmc_model_name(name, "vb%lld.mlp", (long long)i);
+  VLMC_RETURN_IF_ERROR(vlmc_model_swiglu(&ctx->m, b, sub, t->width, t->inner, true, name, &mlp));
+  vlmc_model_name(name, "vb%lld.out", (long long)i);
+  VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, mlp, name, out_x));
+  vlmc_model_name(name, "vision_block.%lld", (long long)i);
   return tap_window_order(ctx, t, name, *out_x);
 }
 
@@ -207,31 +203,33 @@ static vlmc_status_t patch_embed(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
   int64_t shape[5] = {t->width, v->in_channels, v->temporal_patch_size, v->patch_size,
                       v->patch_size};
   vlmc_value_t *w, *w2d;
-  VLMC_RETURN_IF_ERROR(qwen_param(ctx, "visual.patch_embed.proj.weight", 5, shape, &w));
+  VLMC_RETURN_IF_ERROR(vlmc_model_param(&ctx->m, "visual.patch_embed.proj.weight", 5, shape, &w));
   vlmc_dim_t dims[2] = {vlmc_dim_static(t->width), vlmc_dim_static(features)};
-  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, w, 2, dims, NULL, &w2d));
+  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, w, 2, dims, NULL, &w2d));
   if (w2d->type.dtype != VLMC_DTYPE_F32)
-    VLMC_RETURN_IF_ERROR(vlmc_builder_cast(&ctx->b, w2d, VLMC_DTYPE_F32, NULL, &w2d));
-  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->b, pixels, w2d, NULL, "patch_embed", out_x));
-  return qwen_tap(ctx, "patch_embed", *out_x);
+    VLMC_RETURN_IF_ERROR(vlmc_builder_cast(&ctx->m.b, w2d, VLMC_DTYPE_F32, NULL, &w2d));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->m.b, pixels, w2d, NULL, "patch_embed", out_x));
+  return vlmc_model_tap(&ctx->m, "patch_embed", *out_x);
 }
 
 static vlmc_status_t merger(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
                             vlmc_value_t **out) {
   int64_t wide = t->width * t->merge2;
   vlmc_value_t *y, *h, *act;
-  VLMC_RETURN_IF_ERROR(qwen_rms_norm(ctx, x, "visual.merger.ln_q.weight", t->width,
+  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, "visual.merger.ln_q.weight", t->width,
                                      VISION_NORM_EPS, "merger.norm", &y));
   /* Rows 4j..4j+3 are the 2x2 patches of merged token j (spec §2.4): one row of 4·D. */
   vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(wide)};
-  VLMC_RETURN_IF_ERROR(qwen_reshape(ctx, y, 2, dims, "merger.rows", &y));
-  VLMC_RETURN_IF_ERROR(qwen_linear(ctx, y, "visual.merger.mlp.0", wide, wide, true, NULL, &h));
+  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, y, 2, dims, "merger.rows", &y));
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_linear(&ctx->m, y, "visual.merger.mlp.0", wide, wide, true, NULL, &h));
   vlmc_named_attr_t approx = {"approx", vlmc_attr_enum("erf")};
   vlmc_op_t *op;
-  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->b, VLMC_OP_GELU, 1, &h, 1, &approx, NULL, NULL, &op));
-  act = &op->results[0];
   VLMC_RETURN_IF_ERROR(
-      qwen_linear(ctx, act, "visual.merger.mlp.2", t->out, wide, true, "image_embeds", out));
+      vlmc_builder_op(&ctx->m.b, VLMC_OP_GELU, 1, &h, 1, &approx, NULL, NULL, &op));
+  act = &op->results[0];
+  VLMC_RETURN_IF_ERROR(vlmc_model_linear(&ctx->m, act, "visual.merger.mlp.2", t->out, wide, true,
+                                         "image_embeds", out));
   return tap_window_order(ctx, t, "merger", *out);
 }
 
@@ -273,14 +271,14 @@ vlmc_status_t qwen_build_encode_image(qwen_ctx_t *ctx) {
   const char *names[2] = {"pixel_values", "grid"};
   vlmc_func_t *func;
   VLMC_RETURN_IF_ERROR(
-      vlmc_module_func_add(ctx->module, "encode_image", 2, args, names, 1, &result, &func));
-  vlmc_builder_init(&ctx->b, func);
+      vlmc_module_func_add(ctx->m.module, "encode_image", 2, args, names, 1, &result, &func));
+  vlmc_builder_init(&ctx->m.b, func);
   vlmc_value_t *x;
   VLMC_RETURN_IF_ERROR(grid_value(ctx, &func->args[1], &t.grid));
   VLMC_RETURN_IF_ERROR(tower_indices(ctx, &t, images));
   VLMC_RETURN_IF_ERROR(patch_embed(ctx, &t, &func->args[0], &x));
   for (int64_t i = 0; i < v->depth; ++i) VLMC_RETURN_IF_ERROR(vision_block(ctx, &t, i, x, &x));
   VLMC_RETURN_IF_ERROR(merger(ctx, &t, x, &x));
-  VLMC_RETURN_IF_ERROR(qwen_tap(ctx, "image_embeds", x));
-  return vlmc_builder_return(&ctx->b, 1, &x);
+  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "image_embeds", x));
+  return vlmc_builder_return(&ctx->m.b, 1, &x);
 }

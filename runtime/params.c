@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "frontend/checkpoint.h"
+#include "support/file.h"
 #include "support/hash.h"
 
 struct vlmc_params_s {
@@ -139,8 +140,13 @@ static void populate_mapped(const void *data, size_t bytes) {
  * there is no file or it cannot be read; the caller then copies from the mapping. */
 static bool read_from_file(const char *path, uint64_t offset, void *out, size_t bytes) {
   if (!path) return false;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  int fd;
+  uint64_t size;
+  vlmc_status_t st = vlmc_file_open_regular(path, &fd, &size); /* never blocks on a FIFO */
+  if (st) {
+    vlmc_status_free(st);
+    return false;
+  }
   size_t done = 0;
   while (done < bytes) {
     ssize_t n = pread(fd, (char *)out + done, bytes - done, (off_t)(offset + done));

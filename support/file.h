@@ -4,8 +4,13 @@
 #define VLMC_SUPPORT_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "support/status.h"
+
+/* Opens `path` for reading if it is a regular file, without blocking on a FIFO or a device:
+ * anything else is refused by name ("x: not a regular file (a FIFO)"). *out_size: its size. */
+vlmc_status_t vlmc_file_open_regular(const char *path, int *out_fd, uint64_t *out_size);
 
 /* Reads all of `path` ("-" = stdin) into a malloc'd, NUL-terminated buffer. The caller
  * frees *out_data. Embedded NULs are kept; *out_len excludes the terminator. */

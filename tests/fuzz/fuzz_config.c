@@ -9,6 +9,7 @@
 #include "frontend/config.h"
 
 static void check_model(const vlmc_model_config_t *c) {
+  assert(c->model_type[0] && strlen(c->model_type) < VLMC_MODEL_TYPE_MAX);
   assert(c->text.head_dim * c->text.num_attention_heads == c->text.hidden_size);
   assert(c->text.num_attention_heads % c->text.num_key_value_heads == 0);
   assert(2 * (c->text.mrope_section[0] + c->text.mrope_section[1] + c->text.mrope_section[2]) ==
@@ -41,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (data[0] % 5) {
     case 0: {
       vlmc_model_config_t c;
-      status = vlmc_model_config_parse(text, len, "config.json", &c);
+      status = vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c);
       if (!status) check_model(&c);
       check_status(status, "config.json");
       break;

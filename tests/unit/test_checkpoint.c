@@ -44,7 +44,7 @@ static void make_checkpoint(char *dir, size_t size, const char *config_fixture,
 
 static vlmc_status_t open_and_close(const char *dir) {
   vlmc_checkpoint_t *checkpoint = NULL;
-  vlmc_status_t status = vlmc_checkpoint_open(dir, &checkpoint);
+  vlmc_status_t status = vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint);
   vlmc_checkpoint_destroy(checkpoint);
   return status;
 }
@@ -87,7 +87,7 @@ static void test_hub_names(void) {
   char dir[256];
   make_checkpoint(dir, sizeof dir, FIXTURES "tiny_nested_config.json", false, true);
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint) {
     check_lookups(checkpoint);
     EXPECT_STREQ(vlmc_checkpoint_dir(checkpoint), dir);
@@ -106,7 +106,7 @@ static void test_in_memory_names(void) {
   char dir[256];
   make_checkpoint(dir, sizeof dir, FIXTURES "tiny_nested_config.json", true, true);
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint) check_lookups(checkpoint);
   vlmc_checkpoint_destroy(checkpoint);
   scratch_dir_remove(dir);
@@ -117,7 +117,7 @@ static void test_tied_lm_head(void) {
   /* tiny_5x_config.json ties the embeddings and the file has no lm_head.weight (as the 3B). */
   make_checkpoint(dir, sizeof dir, FIXTURES "tiny_5x_config.json", true, false);
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint) {
     const vlmc_st_tensor_t *head = vlmc_checkpoint_find(checkpoint, "lm_head.weight");
     EXPECT_TRUE(head && strcmp(head->name, "model.language_model.embed_tokens.weight") == 0);
@@ -130,7 +130,7 @@ static void test_missing_tensors_are_named(void) {
   char dir[256];
   make_checkpoint(dir, sizeof dir, FIXTURES "tiny_nested_config.json", false, false);
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (!checkpoint) return;
   const vlmc_st_tensor_t *tensor = NULL;
   char expected[1024];
@@ -168,7 +168,7 @@ static void test_missing_tensors_are_named(void) {
   char path[512];
   path_join_buf(path, sizeof path, dir, "model.safetensors");
   EXPECT_OK(vlmc_st_write_file(path, &only, 1));
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint)
     EXPECT_ERROR(vlmc_checkpoint_get(checkpoint, "lm_head.weight", &tensor),
                  "tensor 'lm_head.weight' not found, nor model.embed_tokens.weight that "
@@ -198,7 +198,7 @@ static void test_sharded_checkpoint(void) {
       "\"visual.patch_embed.proj.weight\":\"model-00001-of-00002.safetensors\"}}";
   write_bytes(dir, "model.safetensors.index.json", index, strlen(index));
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint) {
     check_lookups(checkpoint);
     const vlmc_st_tensor_t *tensor = NULL;
@@ -236,7 +236,7 @@ static void test_configs_bundled_and_cross_checked(void) {
   copy_fixture(FIXTURES "preprocessor_config.json", dir, "preprocessor_config.json");
   copy_fixture(FIXTURES "generation_config.json", dir, "generation_config.json");
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint) {
     const vlmc_preprocessor_config_t *pre = vlmc_checkpoint_preprocessor(checkpoint);
     const vlmc_generation_config_t *gen = vlmc_checkpoint_generation(checkpoint);
@@ -279,15 +279,23 @@ static void test_incomplete_folders(void) {
   copy_fixture(FIXTURES "tiny_nested_config.json", dir, "config.json");
   EXPECT_ERROR(open_and_close(dir),
                "holds neither model.safetensors nor model.safetensors.index.json");
+  /* The frontend reads model_type without judging it (the family registry does, see
+   * test_model_family); the parser it is given reads the rest. */
   write_bytes(dir, "config.json", "{\"model_type\":\"qwen2_vl\"}", 25);
   write_model(dir, "model.safetensors", false, true);
-  EXPECT_ERROR(open_and_close(dir),
-               "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not "
-               "supported yet");
+  char model_type[VLMC_MODEL_TYPE_MAX];
+  EXPECT_OK(vlmc_checkpoint_model_type(dir, model_type));
+  EXPECT_STREQ(model_type, "qwen2_vl");
+  EXPECT_ERROR(open_and_close(dir), "config.json: required key vision_config is missing");
+  write_bytes(dir, "config.json", "{\"model_type\":1}", 16);
+  EXPECT_ERROR(vlmc_checkpoint_model_type(dir, model_type),
+               "config.json: model_type: expected a string, got a number");
   scratch_dir_remove(dir);
   EXPECT_ERROR(open_and_close("/nonexistent/checkpoint"),
                "/nonexistent/checkpoint: not a checkpoint folder");
   EXPECT_ERROR(open_and_close(FIXTURES "tiny_nested_config.json"), "not a checkpoint folder");
+  EXPECT_ERROR(vlmc_checkpoint_model_type(FIXTURES "tiny_nested_config.json", model_type),
+               "not a checkpoint folder");
 }
 
 int main(void) {

@@ -18,13 +18,13 @@ static const char *const kTinyConfig = "tests/fixtures/configs/tiny_nested_confi
 static vlmc_model_config_t tiny_config(void) {
   vlmc_model_config_t config;
   memset(&config, 0, sizeof config);
-  EXPECT_OK(vlmc_model_config_load(kTinyConfig, &config));
+  EXPECT_OK(vlmc_model_config_load(kTinyConfig, vlmc_qwen2_5_vl_config_parse, &config));
   return config;
 }
 
 /* Builds with the fake table; the caller destroys the module. */
 static vlmc_status_t build(const vlmc_model_config_t *config, fake_table_t *table,
-                           const vlmc_qwen2_5_vl_options_t *options, vlmc_module_t **out) {
+                           const vlmc_model_build_options_t *options, vlmc_module_t **out) {
   vlmc_model_tensors_t tensors = fake_tensors(table);
   return vlmc_qwen2_5_vl_build(config, &tensors, options, out);
 }
@@ -132,7 +132,7 @@ static void test_print_parse_roundtrip(void) {
   fake_table_t table = {0};
   fake_fill(&table, &config, true);
   int64_t grid[6] = {1, 12, 20, 1, 8, 8};
-  vlmc_qwen2_5_vl_options_t variants[3] = {{NULL, 0, false}, {NULL, 0, true}, {grid, 2, true}};
+  vlmc_model_build_options_t variants[3] = {{NULL, 0, false}, {NULL, 0, true}, {grid, 2, true}};
   for (int i = 0; i < 3; ++i) {
     vlmc_module_t *module = NULL;
     EXPECT_OK(build(&config, &table, &variants[i], &module));
@@ -235,7 +235,7 @@ static void test_fixed_grid(void) {
   fake_table_t table = {0};
   fake_fill(&table, &config, true);
   int64_t grid[6] = {1, 12, 20, 1, 8, 8};
-  vlmc_qwen2_5_vl_options_t options = {grid, 2, false};
+  vlmc_model_build_options_t options = {grid, 2, false};
   vlmc_module_t *module = NULL;
   EXPECT_OK(build(&config, &table, &options, &module));
   if (!module) return;
@@ -271,7 +271,7 @@ static void test_taps(void) {
   vlmc_model_config_t config = tiny_config();
   fake_table_t table = {0};
   fake_fill(&table, &config, true);
-  vlmc_qwen2_5_vl_options_t options = {NULL, 0, true};
+  vlmc_model_build_options_t options = {NULL, 0, true};
   vlmc_module_t *module = NULL;
   EXPECT_OK(build(&config, &table, &options, &module));
   if (!module) return;
@@ -305,12 +305,16 @@ static void test_config_disagreements(void) {
   EXPECT_ERROR(build(&bad, &table, NULL, &module),
                "vision_config.window_size 100 is not a multiple of patch_size * "
                "spatial_merge_size = 28");
+  bad = config; /* a config another family's parser read */
+  snprintf(bad.model_type, sizeof bad.model_type, "qwen3_vl");
+  EXPECT_ERROR(build(&bad, &table, NULL, &module), "config.json: model_type is not qwen2_5_vl");
   fake_free(&table);
 }
 
 static void test_from_checkpoint(void) {
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open("tests/fixtures/parity/tiny-vocab512", &checkpoint));
+  EXPECT_OK(
+      vlmc_model_family_open_checkpoint("tests/fixtures/parity/tiny-vocab512", NULL, &checkpoint));
   if (!checkpoint) return;
   vlmc_module_t *module = NULL;
   EXPECT_OK(vlmc_qwen2_5_vl_build_from_checkpoint(checkpoint, NULL, &module));
@@ -332,7 +336,7 @@ static void test_domain_pipeline(void) {
   fake_table_t table = {0};
   fake_fill(&table, &config, true);
   int64_t grid[6] = {1, 12, 20, 1, 8, 8};
-  vlmc_qwen2_5_vl_options_t variants[4] = {
+  vlmc_model_build_options_t variants[4] = {
       {NULL, 0, false}, {NULL, 0, true}, {grid, 2, false}, {grid, 2, true}};
   for (int i = 0; i < 4; ++i) {
     vlmc_module_t *module = NULL;

@@ -113,7 +113,7 @@ static vlmc_status_t runner_init(runner_t *r, vlmc_checkpoint_t *checkpoint,
   r->taps.expected = expected;
   r->taps.tolerance[0] = 1e-5;
   r->taps.tolerance[1] = 1e-4;
-  vlmc_qwen2_5_vl_options_t options = {NULL, 0, true};
+  vlmc_model_build_options_t options = {NULL, 0, true};
   VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(checkpoint, &options, &r->module));
   VLMC_RETURN_IF_ERROR(run_passes(r->module, pipeline, NULL));
   vlmc_executor_options_t ex = vlmc_executor_options_default();
@@ -283,7 +283,7 @@ static const parity_case_t kCases[] = {
 
 static void test_parity_cases(void) {
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(kCheckpoint, &checkpoint));
+  EXPECT_OK(vlmc_model_family_open_checkpoint(kCheckpoint, NULL, &checkpoint));
   if (!checkpoint) return;
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i)
     if (!(kCases[i].slow && UNDER_SANITIZER)) run_case(checkpoint, &kCases[i]);

@@ -194,7 +194,7 @@ static void test_f16_overflow_is_upcast_by_calibration(void) {
   }
   EXPECT_OK(write_scaled_checkpoint(dir));
   vlmc_checkpoint_t *checkpoint = NULL;
-  EXPECT_OK(vlmc_checkpoint_open(dir, &checkpoint));
+  EXPECT_OK(vlmc_model_family_open_checkpoint(dir, NULL, &checkpoint));
   vlmc_module_t *module = NULL;
   if (checkpoint) EXPECT_OK(vlmc_qwen2_5_vl_build_from_checkpoint(checkpoint, NULL, &module));
   if (module)

@@ -102,7 +102,7 @@ typedef struct {
 
 static vlmc_status_t reference_init(reference_t *r) {
   memset(r, 0, sizeof *r);
-  VLMC_RETURN_IF_ERROR(vlmc_checkpoint_open(kCheckpoint, &r->checkpoint));
+  VLMC_RETURN_IF_ERROR(vlmc_model_family_open_checkpoint(kCheckpoint, NULL, &r->checkpoint));
   VLMC_RETURN_IF_ERROR(vlmc_qwen2_5_vl_build_from_checkpoint(r->checkpoint, NULL, &r->module));
   vlmc_strbuf_t pipeline;
   vlmc_strbuf_init(&pipeline);

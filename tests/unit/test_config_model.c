@@ -17,7 +17,7 @@
 static vlmc_status_t parse_fixture(const char *fixture, vlmc_model_config_t *out) {
   size_t len;
   char *text = read_fixture(fixture, &len);
-  vlmc_status_t status = vlmc_model_config_parse(text, len, "config.json", out);
+  vlmc_status_t status = vlmc_qwen2_5_vl_config_parse(text, len, "config.json", out);
   free(text);
   return status;
 }
@@ -49,7 +49,7 @@ static vlmc_status_t parse_edited_into(const char *fixture, const char *path, co
   cJSON_Delete(root);
   vlmc_model_config_t config;
   vlmc_status_t status =
-      vlmc_model_config_parse(edited, strlen(edited), "config.json", out ? out : &config);
+      vlmc_qwen2_5_vl_config_parse(edited, strlen(edited), "config.json", out ? out : &config);
   free(edited);
   return status;
 }
@@ -60,7 +60,7 @@ static vlmc_status_t parse_edited(const char *fixture, const char *path, const c
 
 static vlmc_status_t parse_text(const char *text) {
   vlmc_model_config_t config;
-  return vlmc_model_config_parse(text, strlen(text), "config.json", &config);
+  return vlmc_qwen2_5_vl_config_parse(text, strlen(text), "config.json", &config);
 }
 
 /* ---- accepted configs -------------------------------------------------------------------- */
@@ -68,7 +68,7 @@ static vlmc_status_t parse_text(const char *text) {
 static void test_3b_legacy_flat(void) {
   vlmc_model_config_t c;
   EXPECT_OK(parse_fixture(CFG_3B, &c));
-  EXPECT_EQ_INT(c.family, VLMC_MODEL_QWEN2_5_VL);
+  EXPECT_STREQ(c.model_type, "qwen2_5_vl");
   EXPECT_TRUE(!c.nested);
   EXPECT_EQ_INT(c.text.vocab_size, 151936);
   EXPECT_EQ_INT(c.text.hidden_size, 2048);
@@ -177,15 +177,16 @@ static void test_load_from_folder_and_file(void) {
   scratch_dir_create(dir, sizeof dir);
   copy_fixture(TINY, dir, "config.json");
   vlmc_model_config_t c;
-  EXPECT_OK(vlmc_model_config_load(dir, &c));
+  EXPECT_OK(vlmc_model_config_load(dir, vlmc_qwen2_5_vl_config_parse, &c));
   EXPECT_EQ_INT(c.text.vocab_size, 512);
   char path[512];
   path_join_buf(path, sizeof path, dir, "config.json");
-  EXPECT_OK(vlmc_model_config_load(path, &c));
+  EXPECT_OK(vlmc_model_config_load(path, vlmc_qwen2_5_vl_config_parse, &c));
   unlink(path);
-  EXPECT_ERROR(vlmc_model_config_load(dir, &c), "/config.json: no such file");
+  EXPECT_ERROR(vlmc_model_config_load(dir, vlmc_qwen2_5_vl_config_parse, &c),
+               "/config.json: no such file");
   scratch_dir_remove(dir);
-  EXPECT_ERROR(vlmc_model_config_load("/nonexistent/config.json", &c),
+  EXPECT_ERROR(vlmc_model_config_load("/nonexistent/config.json", vlmc_qwen2_5_vl_config_parse, &c),
                "/nonexistent/config.json: no such file");
 }
 
@@ -389,14 +390,6 @@ static void test_brief_mrope_message(void) {
 
 static void test_unsupported_values(void) {
   static const edit_case_t cases[] = {
-      {TINY, "model_type", "\"qwen2_vl\"",
-       "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet; vlmc reads "
-       "qwen2_5_vl"},
-      {TINY, "model_type", "\"qwen3_vl\"",
-       "model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet"},
-      {TINY, "model_type", "\"qwen3_vl_moe\"",
-       "'qwen3_vl_moe' (Qwen3-VL-MoE) is not supported yet"},
-      {TINY, "model_type", "\"llama\"", "model_type: 'llama' is not a model family vlmc knows"},
       {TINY, "text_config.hidden_act", "\"gelu\"",
        "config.json: text_config.hidden_act: activation 'gelu' is not supported"},
       {TINY, "vision_config.hidden_act", "\"quick_gelu\"",
@@ -410,10 +403,28 @@ static void test_unsupported_values(void) {
       {TINY, "torch_dtype", "\"int8\"",
        "config.json: torch_dtype: 'int8' is not a weight dtype vlmc reads"},
   };
+  /* Which model_types are refused, and how, is the family registry's (test_model_family). */
   run_edit_cases(cases, sizeof cases / sizeof cases[0]);
-  /* A Qwen3-VL config is named as such even though its keys differ. */
-  EXPECT_ERROR(parse_text("{\"model_type\":\"qwen3_vl\",\"text_config\":{}}"),
-               "'qwen3_vl' (Qwen3-VL) is not supported yet");
+}
+
+/* The first step for every family: model_type alone, whatever it names. */
+static void test_model_type_alone(void) {
+  char type[VLMC_MODEL_TYPE_MAX];
+  const char *llama = "{\"model_type\":\"llama\",\"hidden_size\":8}";
+  EXPECT_OK(vlmc_model_type_parse(llama, strlen(llama), "config.json", type));
+  EXPECT_STREQ(type, "llama");
+  EXPECT_ERROR(vlmc_model_type_parse("{}", 2, "config.json", type),
+               "config.json: required key model_type is missing");
+  EXPECT_ERROR(vlmc_model_type_parse("[]", 2, "config.json", type),
+               "config.json: expected a JSON object, got an array");
+  char long_type[128];
+  snprintf(long_type, sizeof long_type, "{\"model_type\":\"%070d\"}", 0);
+  EXPECT_ERROR(vlmc_model_type_parse(long_type, strlen(long_type), "config.json", type),
+               "config.json: model_type: '0000");
+  EXPECT_ERROR(vlmc_model_type_parse("{\"model_type\":\"\"}", 17, "config.json", type),
+               "is not a model type name (1 to 63 characters)");
+  EXPECT_OK(vlmc_model_type_load(TINY, type));
+  EXPECT_STREQ(type, "qwen2_5_vl");
 }
 
 static void test_bad_json(void) {
@@ -428,7 +439,7 @@ static void test_bad_json(void) {
   char *text = read_fixture(TINY, &len);
   for (size_t cut = 0; cut < len; cut += 7) { /* every truncation is refused, never a crash */
     vlmc_model_config_t c;
-    vlmc_status_t status = vlmc_model_config_parse(text, cut, "config.json", &c);
+    vlmc_status_t status = vlmc_qwen2_5_vl_config_parse(text, cut, "config.json", &c);
     EXPECT_TRUE(status != NULL);
     vlmc_status_free(status);
   }
@@ -437,6 +448,7 @@ static void test_bad_json(void) {
 
 int main(void) {
   RUN_TEST(test_3b_legacy_flat);
+  RUN_TEST(test_model_type_alone);
   RUN_TEST(test_7b_flat_and_nested_agree);
   RUN_TEST(test_tiny_layouts_agree);
   RUN_TEST(test_preferences);

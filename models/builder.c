@@ -1,0 +1,221 @@
+/* The graph helpers every model family's builder shares (models/builder.h). */
+#include "models/builder.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/checkpoint.h"
+
+void vlmc_model_name(char *out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out, VLMC_MODEL_NAME_MAX, fmt, ap);
+  va_end(ap);
+  assert(n >= 0 && n < VLMC_MODEL_NAME_MAX && "tensor and value names are short");
+  (void)n;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------- */
+
+static const char *table_source(const vlmc_model_tensors_t *t) {
+  return t->source ? t->source : "the tensor table";
+}
+
+static void shape_print(char *out, size_t size, uint32_t rank, const int64_t *shape) {
+  size_t n = (size_t)snprintf(out, size, "[");
+  for (uint32_t i = 0; i < rank && n < size; ++i)
+    n += (size_t)snprintf(out + n, size - n, i ? ",%lld" : "%lld", (long long)shape[i]);
+  if (n < size) snprintf(out + n, size - n, "]");
+}
+
+/* Looks the tensor up under its hub name, then under the other spelling. */
+static vlmc_status_t tensor_find(const vlmc_model_builder_t *m, const char *name,
+                                 vlmc_model_tensor_info_t *out_info) {
+  const vlmc_model_tensors_t *t = m->tensors;
+  memset(out_info, 0, sizeof *out_info);
+  if (t->find(t->user, name, out_info)) return NULL;
+  char other[VLMC_MODEL_NAME_MAX + 32];
+  bool has_other = vlmc_checkpoint_alternate_name(name, other, sizeof other);
+  if (has_other && t->find(t->user, other, out_info)) return NULL;
+  if (has_other)
+    return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found (also tried '%s') in %s", name,
+                            other, table_source(t));
+  return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found in %s", name, table_source(t));
+}
+
+static vlmc_status_t tensor_check(const vlmc_model_builder_t *m, const char *name,
+                                  const vlmc_model_tensor_info_t *info, uint32_t rank,
+                                  const int64_t *shape) {
+  const char *source = table_source(m->tensors);
+  if (info->dtype < 0 || info->dtype >= VLMC_DTYPE_COUNT || !vlmc_dtype_info(info->dtype)->is_float)
+    return vlmc_status_make(VLMC_UNSUPPORTED,
+                            "%s: tensor '%s' has dtype %s; expected f32, f16 or bf16", source, name,
+                            info->dtype >= 0 && info->dtype < VLMC_DTYPE_COUNT
+                                ? vlmc_dtype_info(info->dtype)->name
+                                : "(one vlmc does not read)");
+  bool same = info->rank == rank;
+  for (uint32_t i = 0; same && i < rank; ++i) same = info->shape[i] == shape[i];
+  if (same) return NULL;
+  char got[160], want[160];
+  shape_print(got, sizeof got, info->rank < VLMC_IR_MAX_RANK ? info->rank : VLMC_IR_MAX_RANK,
+              info->shape);
+  shape_print(want, sizeof want, rank, shape);
+  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                          "%s: tensor '%s' has shape %s, config.json implies %s", source, name, got,
+                          want);
+}
+
+vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32_t rank,
+                               const int64_t *shape, vlmc_value_t **out_value) {
+  assert(rank <= VLMC_IR_MAX_RANK);
+  if (!vlmc_module_param_find(m->module, name)) {
+    vlmc_model_tensor_info_t info;
+    VLMC_RETURN_IF_ERROR(tensor_find(m, name, &info));
+    VLMC_RETURN_IF_ERROR(tensor_check(m, name, &info, rank, shape));
+    vlmc_type_t type = vlmc_type_make(info.dtype, rank, shape);
+    VLMC_RETURN_IF_ERROR(vlmc_module_param_add(m->module, name, &type, NULL));
+  }
+  return vlmc_builder_param(&m->b, name, NULL, out_value);
+}
+
+vlmc_status_t vlmc_model_weight(vlmc_model_builder_t *m, const char *name, uint32_t rank,
+                                const int64_t *shape, vlmc_value_t **out_value) {
+  vlmc_value_t *raw;
+  VLMC_RETURN_IF_ERROR(vlmc_model_param(m, name, rank, shape, &raw));
+  if (raw->type.dtype == VLMC_DTYPE_F32) {
+    *out_value = raw;
+    return NULL;
+  }
+  return vlmc_builder_cast(&m->b, raw, VLMC_DTYPE_F32, NULL, out_value);
+}
+
+/* ---- layers ----------------------------------------------------------------------------- */
+
+/* `prefix.bias` [dim] in f32 when `bias`; NULL otherwise. */
+static vlmc_status_t optional_bias(vlmc_model_builder_t *m, const char *prefix, int64_t dim,
+                                   bool bias, vlmc_value_t **out_bias) {
+  *out_bias = NULL;
+  if (!bias) return NULL;
+  char name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(name, "%s.bias", prefix);
+  return vlmc_model_weight(m, name, 1, &dim, out_bias);
+}
+
+vlmc_status_t vlmc_model_linear(vlmc_model_builder_t *m, vlmc_value_t *x, const char *prefix,
+                                int64_t out, int64_t in, bool bias, const char *name,
+                                vlmc_value_t **out_value) {
+  char wname[VLMC_MODEL_NAME_MAX];
+  int64_t wshape[2] = {out, in};
+  vlmc_value_t *w, *b;
+  vlmc_model_name(wname, "%s.weight", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_weight(m, wname, 2, wshape, &w));
+  VLMC_RETURN_IF_ERROR(optional_bias(m, prefix, out, bias, &b));
+  return vlmc_builder_linear(&m->b, x, w, b, name, out_value);
+}
+
+vlmc_status_t vlmc_model_swiglu(vlmc_model_builder_t *m, vlmc_value_t *x, const char *prefix,
+                                int64_t hidden, int64_t inner, bool bias, const char *name,
+                                vlmc_value_t **out_value) {
+  char sub[VLMC_MODEL_NAME_MAX];
+  vlmc_value_t *gate, *up, *act, *prod;
+  vlmc_model_name(sub, "%s.gate_proj", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_linear(m, x, sub, inner, hidden, bias, NULL, &gate));
+  vlmc_model_name(sub, "%s.up_proj", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_linear(m, x, sub, inner, hidden, bias, NULL, &up));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_simple(&m->b, VLMC_OP_SILU, 1, &gate, NULL, &act));
+  VLMC_RETURN_IF_ERROR(vlmc_model_binary(m, VLMC_OP_MUL, act, up, NULL, &prod));
+  vlmc_model_name(sub, "%s.down_proj", prefix);
+  return vlmc_model_linear(m, prod, sub, hidden, inner, bias, name, out_value);
+}
+
+vlmc_status_t vlmc_model_rms_norm(vlmc_model_builder_t *m, vlmc_value_t *x,
+                                  const char *weight_name, int64_t dim, double eps,
+                                  const char *name, vlmc_value_t **out_value) {
+  vlmc_value_t *w;
+  VLMC_RETURN_IF_ERROR(vlmc_model_weight(m, weight_name, 1, &dim, &w));
+  return vlmc_builder_rms_norm(&m->b, x, w, eps, name, out_value);
+}
+
+vlmc_status_t vlmc_model_layer_norm(vlmc_model_builder_t *m, vlmc_value_t *x,
+                                    const char *prefix, int64_t dim, double eps, bool bias,
+                                    const char *name, vlmc_value_t **out_value) {
+  char wname[VLMC_MODEL_NAME_MAX];
+  vlmc_value_t *w, *b;
+  vlmc_model_name(wname, "%s.weight", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_weight(m, wname, 1, &dim, &w));
+  VLMC_RETURN_IF_ERROR(optional_bias(m, prefix, dim, bias, &b));
+  vlmc_value_t *operands[3] = {x, w, b};
+  vlmc_named_attr_t eps_attr = {"eps", vlmc_attr_float(eps)};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&m->b, VLMC_OP_LAYER_NORM, b ? 3 : 2, operands, 1,
+                                       &eps_attr, NULL, name, &op));
+  *out_value = &op->results[0];
+  return NULL;
+}
+
+vlmc_status_t vlmc_model_embedding(vlmc_model_builder_t *m, const char *table_name, int64_t vocab,
+                                   int64_t hidden, vlmc_value_t *ids, const char *name,
+                                   vlmc_value_t **out_value) {
+  int64_t shape[2] = {vocab, hidden};
+  vlmc_value_t *table, *rows;
+  VLMC_RETURN_IF_ERROR(vlmc_model_param(m, table_name, 2, shape, &table));
+  vlmc_value_t *operands[2] = {table, ids};
+  VLMC_RETURN_IF_ERROR(vlmc_builder_simple(&m->b, VLMC_OP_EMBEDDING, 2, operands, name, &rows));
+  if (rows->type.dtype == VLMC_DTYPE_F32) {
+    *out_value = rows;
+    return NULL;
+  }
+  char f32_name[VLMC_MODEL_NAME_MAX];
+  if (name) vlmc_model_name(f32_name, "%s_f32", name);
+  return vlmc_builder_cast(&m->b, rows, VLMC_DTYPE_F32, name ? f32_name : NULL, out_value);
+}
+
+vlmc_status_t vlmc_model_attention(vlmc_model_builder_t *m, vlmc_value_t *q, vlmc_value_t *k,
+                                   vlmc_value_t *v, vlmc_value_t *segments, double scale,
+                                   bool causal, const char *name, vlmc_value_t **out_value) {
+  /* `causal` is written only when set, so a non-causal attention prints as it always did. */
+  vlmc_named_attr_t attrs[2] = {{"scale", vlmc_attr_float(scale)},
+                                {"causal", vlmc_attr_bool(true)}};
+  vlmc_value_t *operands[4] = {q, k, v, segments};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&m->b, VLMC_OP_ATTENTION, segments ? 4 : 3, operands,
+                                       causal ? 2 : 1, attrs, NULL, name, &op));
+  *out_value = &op->results[0];
+  return NULL;
+}
+
+/* ---- shapes and small ops --------------------------------------------------------------- */
+
+vlmc_status_t vlmc_model_reshape(vlmc_model_builder_t *m, vlmc_value_t *x, uint32_t rank,
+                                 const vlmc_dim_t *dims, const char *name,
+                                 vlmc_value_t **out_value) {
+  vlmc_type_t type = {x->type.dtype, rank, {{0}}};
+  memcpy(type.dims, dims, rank * sizeof *dims);
+  return vlmc_builder_reshape(&m->b, x, &type, name, out_value);
+}
+
+vlmc_status_t vlmc_model_slice(vlmc_model_builder_t *m, vlmc_value_t *x, int64_t axis,
+                               int64_t start, int64_t end, const char *name,
+                               vlmc_value_t **out_value) {
+  vlmc_named_attr_t attrs[3] = {{"axis", vlmc_attr_int(axis)},
+                                {"start", vlmc_attr_int(start)},
+                                {"end", vlmc_attr_int(end)}};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&m->b, VLMC_OP_SLICE, 1, &x, 3, attrs, NULL, name, &op));
+  *out_value = &op->results[0];
+  return NULL;
+}
+
+vlmc_status_t vlmc_model_binary(vlmc_model_builder_t *m, vlmc_op_kind_t kind, vlmc_value_t *a,
+                                vlmc_value_t *b, const char *name, vlmc_value_t **out_value) {
+  vlmc_value_t *operands[2] = {a, b};
+  return vlmc_builder_simple(&m->b, kind, 2, operands, name, out_value);
+}
+
+vlmc_status_t vlmc_model_tap(vlmc_model_builder_t *m, const char *stage, vlmc_value_t *x) {
+  if (!m->taps) return NULL;
+  vlmc_named_attr_t attr = {"name", vlmc_attr_symbol(stage)};
+  return vlmc_builder_op(&m->b, VLMC_OP_TAP, 1, &x, 1, &attr, NULL, NULL, NULL);
+}
