@@ -12,9 +12,8 @@
 #include "frontend/config.h"
 #include "codegen/cpu_codegen.h"
 #include "models/qwen2_5_vl.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
-#include "runtime/params.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
 #include "support/file.h"
 #include "support/hash.h"
 #include "support/strbuf.h"
@@ -147,7 +146,7 @@ static vlmc_status_t param_entry(compile_t *c, const vlmc_param_t *param,
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, param->name, &t));
   memset(out, 0, sizeof *out);
   out->name = (char *)param->name;
-  if (!vlmc_ir_dtype_from_st(t->dtype, &out->dtype))
+  if (!vlmc_st_dtype_to_ir(t->dtype, &out->dtype))
     return vlmc_status_make(VLMC_UNSUPPORTED, "tensor '%s': dtype %s is not supported",
                             param->name, vlmc_st_dtype_name(t->dtype));
   out->rank = (uint32_t)t->rank;

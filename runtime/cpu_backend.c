@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frontend/config_json.h"
+#include "support/json.h"
 #include "ir/dispatch.h"
 #include "runtime/thread_pool.h"
 #include "support/strbuf.h"

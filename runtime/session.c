@@ -6,15 +6,15 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "frontend/chat_template.h"
+#include "frontend/gunzip.h"
 #include "frontend/safetensors.h"
 #include "frontend/tokenizer.h"
 #include "reference/executor.h"
 #include "runtime/cpu_backend.h"
 #include "reference/mrope_positions.h"
-#include "runtime/artifact.h"
+#include "artifact/artifact.h"
 #include "runtime/params.h"
 #include "runtime/request.h"
 #include "support/file.h"
@@ -45,35 +45,6 @@ static double now_ms(void) {
 
 /* ---- opening ---- */
 
-static vlmc_status_t gunzip(const char *name, const unsigned char *data, size_t size, char **out,
-                            size_t *out_len) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-    return vlmc_status_make(VLMC_INTERNAL, "%s: zlib init failed", name);
-  vlmc_strbuf_t buf;
-  vlmc_strbuf_init(&buf);
-  unsigned char chunk[1 << 16];
-  z.next_in = (unsigned char *)data;
-  z.avail_in = (uInt)size;
-  int rc;
-  do {
-    z.next_out = chunk;
-    z.avail_out = sizeof chunk;
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) break;
-    vlmc_strbuf_append(&buf, (const char *)chunk, sizeof chunk - z.avail_out);
-  } while (rc != Z_STREAM_END && buf.len < MAX_TOKENIZER_BYTES && !buf.failed);
-  inflateEnd(&z);
-  if (rc != Z_STREAM_END) {
-    vlmc_strbuf_deinit(&buf);
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: compressed data is corrupt or too large", name);
-  }
-  *out_len = buf.len;
-  *out = vlmc_strbuf_take(&buf);
-  return *out ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", name);
-}
-
 static vlmc_status_t load_tokenizer(vlmc_session_t *s) {
   const vlmc_artifact_section_t *sec = vlmc_artifact_find(s->artifact, "tokenizer");
   if (!sec) return NULL; /* explicit token ids only */
@@ -81,8 +52,9 @@ static vlmc_status_t load_tokenizer(vlmc_session_t *s) {
   snprintf(name, sizeof name, "%s: section 'tokenizer'", vlmc_artifact_path(s->artifact));
   char *json = NULL;
   size_t len = 0;
-  if (sec->size >= 2 && sec->data[0] == 0x1f && sec->data[1] == 0x8b) {
-    VLMC_RETURN_IF_ERROR(gunzip(name, sec->data, (size_t)sec->size, &json, &len));
+  if (vlmc_is_gzip(sec->data, (size_t)sec->size)) {
+    VLMC_RETURN_IF_ERROR(vlmc_gunzip(name, sec->data, (size_t)sec->size, MAX_TOKENIZER_BYTES,
+                                     &json, &len));
   } else {
     json = malloc((size_t)sec->size + 1);
     if (!json) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", name);

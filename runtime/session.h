@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 #include "runtime/sampler.h"
 #include "support/status.h"
 

@@ -11,8 +11,8 @@
 #include "ir/dispatch.h"
 #include "ir/ir.h"
 #include "runtime/cpu_backend.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
 #include "tools/commands.h"
 
 static void print_sections(const vlmc_artifact_t *a) {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 #include "tests/unit/test.h"
 
 static void fill(vlmc_manifest_t *m) {

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 
 #include <cJSON.h>
 #include <inttypes.h>

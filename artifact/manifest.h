@@ -4,8 +4,8 @@
  * the options that compiled it. docs/artifact.md documents every field. The compiler writes it
  * from this struct; the runtime reads it back into the same struct, refusing by name any field
  * that is missing or of the wrong type. */
-#ifndef VLMC_RUNTIME_MANIFEST_H
-#define VLMC_RUNTIME_MANIFEST_H
+#ifndef VLMC_ARTIFACT_MANIFEST_H
+#define VLMC_ARTIFACT_MANIFEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
