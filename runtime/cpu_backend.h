@@ -23,19 +23,14 @@
 typedef struct vlmc_cpu_backend_s vlmc_cpu_backend_t;
 
 /* `source` names the artifact in messages. The table must cover every dispatch region of
- * `module` (which must outlive the backend) with a kernel whose inputs match; threads: 0 or
- * 1 for none beyond the caller's. */
+ * `module` (which must outlive the backend) with a kernel whose inputs match
+ * (vlmc_kernel_table_check, artifact/kernel_table.h); threads: 0 or 1 for none beyond the
+ * caller's. */
 vlmc_status_t vlmc_cpu_backend_create(const char *source, const void *shared_object,
                                       size_t so_len, const char *table_json, size_t table_len,
                                       const vlmc_module_t *module, uint32_t threads,
                                       vlmc_cpu_backend_t **out);
 void vlmc_cpu_backend_destroy(vlmc_cpu_backend_t *backend);
-
-/* Checks a kernel table against `module` without loading any code: every field, every
- * dispatch covered, input counts (the kernels' symbols are not looked up). For malformed-
- * input tests and the fuzzer. */
-vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
-                                   const vlmc_module_t *module);
 
 /* A vlmc_dispatch_fn (reference/executor.h); ctx is the backend. */
 vlmc_status_t vlmc_cpu_backend_dispatch(void *ctx, const vlmc_func_t *func, uint32_t region,

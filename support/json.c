@@ -284,6 +284,21 @@ vlmc_status_t vlmc_json_id_list_opt(const vlmc_json_ref_t *ref, int64_t *ids, in
   return NULL;
 }
 
+void vlmc_json_write_string(vlmc_strbuf_t *out, const char *text) {
+  vlmc_strbuf_putc(out, '"');
+  for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
+    if (*p == '"' || *p == '\\') {
+      vlmc_strbuf_putc(out, '\\');
+      vlmc_strbuf_putc(out, (char)*p);
+    } else if (*p < 0x20) {
+      vlmc_strbuf_printf(out, "\\u%04x", *p);
+    } else {
+      vlmc_strbuf_putc(out, (char)*p);
+    }
+  }
+  vlmc_strbuf_putc(out, '"');
+}
+
 vlmc_status_t vlmc_json_read_optional_file(const char *path, char **out_text, size_t *out_len) {
   *out_text = NULL;
   *out_len = 0;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "support/status.h"
+#include "support/strbuf.h"
 
 enum { VLMC_JSON_PATH_MAX = 160 };
 
@@ -79,6 +80,10 @@ vlmc_status_t vlmc_json_expect_array(const vlmc_json_ref_t *ref, int count);
  * absent. Each id must be in [0, 2^31). */
 vlmc_status_t vlmc_json_id_list_opt(const vlmc_json_ref_t *ref, int64_t *ids, int max,
                                     int *out_count);
+
+/* Appends `text` as a JSON string literal (quoted, with \", \\ and control characters escaped),
+ * for writers that lay out their JSON by hand. */
+void vlmc_json_write_string(vlmc_strbuf_t *out, const char *text);
 
 /* Reads a whole small file into a NUL-terminated buffer, or reports absence: *out_text = NULL
  * when `path` does not exist (any other failure is an error). */
