@@ -118,15 +118,14 @@ const vlmc_kernel_table_field_t *vlmc_kernel_table_field(const vlmc_kernel_table
   return NULL;
 }
 
-/* Makes room for one more element of an array that doubles (linear appends). */
-static bool reserve(void **items, size_t *cap, size_t count, size_t size) {
-  if (count < *cap) return true;
+/* `items` with room for one more element (doubling: appends stay linear); NULL when out of
+ * memory, leaving `items` and *cap as they were. */
+static void *reserve(void *items, size_t *cap, size_t count, size_t size) {
+  if (count < *cap) return items;
   size_t grown_cap = *cap ? 2 * *cap : 16;
-  void *grown = realloc(*items, grown_cap * size);
-  if (!grown) return false;
-  *items = grown;
-  *cap = grown_cap;
-  return true;
+  void *grown = realloc(items, grown_cap * size);
+  if (grown) *cap = grown_cap;
+  return grown;
 }
 
 static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
@@ -139,7 +138,7 @@ static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
   to->sym_ids = calloc(from->num_syms + 1, sizeof *to->sym_ids);
   if (!to->symbol || !to->template_name || !to->inputs || !to->syms || !to->sym_ids)
     return out_of_memory();
-  memcpy(to->inputs, from->inputs, from->num_inputs * sizeof *to->inputs);
+  if (from->num_inputs) memcpy(to->inputs, from->inputs, from->num_inputs * sizeof *to->inputs);
   to->num_inputs = from->num_inputs;
   to->output = from->output;
   for (uint32_t i = 0; i < from->num_syms; ++i, ++to->num_syms)
@@ -150,8 +149,10 @@ static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
 
 vlmc_status_t vlmc_kernel_table_add_kernel(vlmc_kernel_table_t *t,
                                            const vlmc_kernel_table_kernel_t *kernel) {
-  if (!reserve((void **)&t->kernels, &t->cap_kernels, t->num_kernels, sizeof *t->kernels))
-    return out_of_memory();
+  vlmc_kernel_table_kernel_t *kernels =
+      reserve(t->kernels, &t->cap_kernels, t->num_kernels, sizeof *kernels);
+  if (!kernels) return out_of_memory();
+  t->kernels = kernels;
   vlmc_status_t st = copy_kernel(kernel, &t->kernels[t->num_kernels]);
   if (st) kernel_deinit(&t->kernels[t->num_kernels]);
   else ++t->num_kernels;
@@ -160,9 +161,10 @@ vlmc_status_t vlmc_kernel_table_add_kernel(vlmc_kernel_table_t *t,
 
 vlmc_status_t vlmc_kernel_table_add_dispatch(vlmc_kernel_table_t *t,
                                              const vlmc_kernel_table_dispatch_t *dispatch) {
-  if (!reserve((void **)&t->dispatches, &t->cap_dispatches, t->num_dispatches,
-               sizeof *t->dispatches))
-    return out_of_memory();
+  vlmc_kernel_table_dispatch_t *dispatches =
+      reserve(t->dispatches, &t->cap_dispatches, t->num_dispatches, sizeof *dispatches);
+  if (!dispatches) return out_of_memory();
+  t->dispatches = dispatches;
   vlmc_kernel_table_dispatch_t *d = &t->dispatches[t->num_dispatches];
   *d = *dispatch;
   d->func = strdup(dispatch->func);
@@ -462,8 +464,13 @@ static bool find_func(const vlmc_module_t *m, const char *name, uint32_t *out) {
   return false;
 }
 
+/* The limits hold for built tables too (the parser refuses more before this). */
 static vlmc_status_t resolve_kernel_syms(const checker_t *c, size_t index,
                                          vlmc_kernel_table_kernel_t *k) {
+  if (k->num_inputs > VLMC_KERNEL_MAX_INPUTS || k->num_syms > VLMC_KERNEL_MAX_SYMS)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu]: more than %d inputs or %d "
+                            "symbols", c->file, index, VLMC_KERNEL_MAX_INPUTS,
+                            VLMC_KERNEL_MAX_SYMS);
   for (uint32_t i = 0; i < k->num_syms; ++i)
     if (!find_symbol(c->module, k->syms[i], &k->sym_ids[i]))
       return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu].syms[%u]: symbol '%s' is not "

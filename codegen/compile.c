@@ -289,6 +289,8 @@ static vlmc_status_t fill_manifest(compile_t *c) {
   }
   VLMC_RETURN_IF_ERROR(fill_preprocess(vlmc_checkpoint_preprocessor(c->checkpoint),
                                        &m->preprocess));
+  /* The one family there is: its convention (later, the family's own description). */
+  VLMC_RETURN_IF_ERROR(vlmc_manifest_set_default_convention(m, "qwen2_5_vl"));
   if (!m->model_family || !m->producer || !m->compile_options || !m->targets ||
       !m->chat_template_source)
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");

@@ -190,7 +190,7 @@ static vlmc_status_t codegen_func(codegen_t *g, const vlmc_func_t *func) {
   return st;
 }
 
-/* The table's kernel entry for kernel `index` (borrowing k's strings). */
+/* The table's entry for kernel k, named `symbol` (borrowing k's strings). */
 static vlmc_kernel_table_kernel_t table_kernel(kernel_t *k, const char *symbol) {
   return (vlmc_kernel_table_kernel_t){.symbol = (char *)symbol, .template_name = k->template_name,
                                       .inputs = k->inputs, .num_inputs = k->num_inputs,
@@ -202,7 +202,8 @@ static vlmc_kernel_table_kernel_t table_kernel(kernel_t *k, const char *symbol) 
 static vlmc_status_t table_json(codegen_t *g, char **out) {
   vlmc_kernel_table_t *t = &g->table;
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_set_abi(t, kAbi));
-  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, "cpu", vlmc_cpu_lowerer_cpu(g->lowerer)));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, "cpu",
+                                                          vlmc_cpu_lowerer_cpu(g->lowerer)));
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_int_field(t, "vector_width",
                                                        vlmc_cpu_lowerer_vector_width(g->lowerer)));
   for (size_t i = 0; i < g->num_kernels; ++i) {

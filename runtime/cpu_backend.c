@@ -18,7 +18,8 @@
 #include "support/strbuf.h"
 
 enum { MAX_KERNEL_SYMS = 16, MAX_KERNEL_BUFFERS = 256 };
-_Static_assert((int)MAX_KERNEL_SYMS == (int)VLMC_KERNEL_MAX_SYMS, "a kernel's symbols fit kernel_t");
+_Static_assert((int)MAX_KERNEL_SYMS == (int)VLMC_KERNEL_MAX_SYMS,
+               "a kernel's symbols fit kernel_t");
 
 /* Below this many f32 operations a dispatch runs on the calling thread: waking the pool
  * costs some microseconds. */
@@ -148,10 +149,10 @@ static vlmc_status_t load_kernel(vlmc_cpu_backend_t *b, size_t index,
   k->inputs = calloc(from->num_inputs + 1, sizeof *k->inputs);
   if (!k->symbol || !k->template_name || !k->inputs)
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  memcpy(k->inputs, from->inputs, from->num_inputs * sizeof *k->inputs);
+  if (from->num_inputs) memcpy(k->inputs, from->inputs, from->num_inputs * sizeof *k->inputs);
   k->num_inputs = from->num_inputs;
   k->output = from->output;
-  memcpy(k->syms, from->sym_ids, from->num_syms * sizeof *k->syms);
+  if (from->num_syms) memcpy(k->syms, from->sym_ids, from->num_syms * sizeof *k->syms);
   k->num_syms = from->num_syms;
   k->cost = from->cost;
   *(void **)&k->fn = dlsym(b->handle, k->symbol);

@@ -48,9 +48,12 @@ vlmc_json_ref_t vlmc_json_ref(const char *file, const cJSON *object, const char 
  * cJSON_ArrayForEach and vlmc_json_ref_item instead, which is linear overall. */
 vlmc_json_ref_t vlmc_json_ref_index(const vlmc_json_ref_t *array, int index);
 /* The ref of `element`, the `index`-th element of `array`, found while iterating:
- *   int i = 0; const cJSON *e;
- *   cJSON_ArrayForEach(e, array.node) { vlmc_json_ref_t item = vlmc_json_ref_item(&array, e, i++); }
- */
+ *   int i = 0;
+ *   const cJSON *e;
+ *   cJSON_ArrayForEach(e, array.node) {
+ *     vlmc_json_ref_t item = vlmc_json_ref_item(&array, e, i++);
+ *     ...
+ *   } */
 vlmc_json_ref_t vlmc_json_ref_item(const vlmc_json_ref_t *array, const cJSON *element, int index);
 
 /* "<file>: required key <path> is missing [(also looked for <also>)]". */
