@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/kernel_table.h"
 #include "codegen/cpu_emit.h"
 #include "codegen/cpu_lower.h"
 #include "ir/dispatch.h"
@@ -32,11 +33,14 @@ typedef struct {
   vlmc_cpu_lowerer_t *lowerer;
   kernel_t *kernels;
   size_t num_kernels, cap_kernels;
-  vlmc_strbuf_t dispatches; /* JSON array body */
+  vlmc_kernel_table_t table; /* the dispatches as they are made; the kernels at the end */
   size_t num_dispatches;
 } codegen_t;
 
 static const char kPlaceholder[] = "vlmc_kernel";
+/* The entry point cpu_lower gives every kernel, as the table states it. */
+static const char kAbi[] =
+    "void k(void *const *buffers, const int64_t *counts, int64_t lo, int64_t hi)";
 
 static void progress(const codegen_t *g, const char *fmt, ...) VLMC_PRINTF(2, 3);
 static void progress(const codegen_t *g, const char *fmt, ...) {
@@ -151,15 +155,18 @@ static vlmc_status_t intern_kernel(codegen_t *g, kernel_t *k, size_t *out_index)
   return NULL;
 }
 
-static void write_dim(vlmc_strbuf_t *out, const vlmc_module_t *m, vlmc_dim_t d, int64_t scale) {
-  if (vlmc_dim_is_static(d))
-    vlmc_strbuf_printf(out, "{\"sym\": null, \"num\": 0, \"den\": 1, \"off\": %lld, \"scale\": %lld}",
-                       (long long)d.off, (long long)scale);
-  else
-    vlmc_strbuf_printf(out, "{\"sym\": \"%s\", \"num\": %lld, \"den\": %lld, \"off\": %lld, "
-                            "\"scale\": %lld}",
-                       vlmc_module_symbol_name(m, d.sym), (long long)d.num, (long long)d.den,
-                       (long long)d.off, (long long)scale);
+/* The table entry of region `id` of `func`: kernel `kernel`, `work` units times `scale`. */
+static vlmc_status_t add_dispatch(codegen_t *g, const vlmc_func_t *func, uint32_t id,
+                                  size_t kernel, vlmc_dim_t work, int64_t scale) {
+  vlmc_kernel_table_dispatch_t d = {.func = (char *)func->name, .dispatch = id,
+                                    .kernel = (uint32_t)kernel};
+  d.work = (vlmc_kernel_table_work_t){.num = 0, .den = 1, .off = work.off, .scale = scale};
+  if (!vlmc_dim_is_static(work)) {
+    d.work.sym = (char *)vlmc_module_symbol_name(g->module, work.sym);
+    d.work.num = work.num;
+    d.work.den = work.den;
+  }
+  return vlmc_kernel_table_add_dispatch(&g->table, &d);
 }
 
 static vlmc_status_t codegen_func(codegen_t *g, const vlmc_func_t *func) {
@@ -175,40 +182,42 @@ static vlmc_status_t codegen_func(codegen_t *g, const vlmc_func_t *func) {
     size_t index = 0;
     st = write_kernel(g, func, r, &k, &work, &scale);
     if (!st) st = intern_kernel(g, &k, &index);
+    if (!st) st = add_dispatch(g, func, r->id, index, work, scale);
     if (st) break;
-    vlmc_strbuf_printf(&g->dispatches, "%s\n    {\"func\": \"%s\", \"dispatch\": %u, \"kernel\": %zu, "
-                                       "\"work\": ",
-                       g->num_dispatches ? "," : "", func->name, r->id, index);
-    write_dim(&g->dispatches, g->module, work, scale);
-    vlmc_strbuf_puts(&g->dispatches, "}");
     g->num_dispatches++;
   }
   vlmc_dispatch_set_free(&set);
   return st;
 }
 
-static char *table_json(const codegen_t *g) {
-  vlmc_strbuf_t out;
-  vlmc_strbuf_init(&out);
-  vlmc_strbuf_printf(&out, "{\n  \"format\": 1,\n  \"abi\": \"void k(void *const *buffers, const int64_t "
-                           "*counts, int64_t lo, int64_t hi)\",\n  \"cpu\": \"%s\",\n  \"vector_width\": %d,\n"
-                           "  \"kernels\": [",
-                     vlmc_cpu_lowerer_cpu(g->lowerer), vlmc_cpu_lowerer_vector_width(g->lowerer));
+/* The table's entry for kernel k, named `symbol` (borrowing k's strings). */
+static vlmc_kernel_table_kernel_t table_kernel(kernel_t *k, const char *symbol) {
+  return (vlmc_kernel_table_kernel_t){.symbol = (char *)symbol, .template_name = k->template_name,
+                                      .inputs = k->inputs, .num_inputs = k->num_inputs,
+                                      .output = k->output, .syms = k->syms,
+                                      .num_syms = k->num_syms, .cost = k->cost};
+}
+
+/* Completes the table (the machine, the kernels) and writes it as JSON. */
+static vlmc_status_t table_json(codegen_t *g, char **out) {
+  vlmc_kernel_table_t *t = &g->table;
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_set_abi(t, kAbi));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, "cpu",
+                                                          vlmc_cpu_lowerer_cpu(g->lowerer)));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_int_field(t, "vector_width",
+                                                       vlmc_cpu_lowerer_vector_width(g->lowerer)));
   for (size_t i = 0; i < g->num_kernels; ++i) {
-    const kernel_t *k = &g->kernels[i];
-    vlmc_strbuf_printf(&out, "%s\n    {\"symbol\": \"vk%zu\", \"template\": \"%s\", \"inputs\": [",
-                       i ? "," : "", i, k->template_name);
-    for (uint32_t j = 0; j < k->num_inputs; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", vlmc_cpu_emit_storage_type(k->inputs[j]));
-    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", vlmc_cpu_emit_storage_type(k->output));
-    for (uint32_t j = 0; j < k->num_syms; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", k->syms[j]);
-    vlmc_strbuf_printf(&out, "], \"cost\": %lld}", (long long)k->cost);
+    char symbol[64];
+    snprintf(symbol, sizeof symbol, "vk%zu", i);
+    vlmc_kernel_table_kernel_t k = table_kernel(&g->kernels[i], symbol);
+    VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_kernel(t, &k));
   }
-  vlmc_strbuf_puts(&out, "\n  ],\n  \"dispatches\": [");
-  vlmc_strbuf_append(&out, g->dispatches.data ? g->dispatches.data : "", g->dispatches.len);
-  vlmc_strbuf_puts(&out, "\n  ]\n}\n");
-  return vlmc_strbuf_take(&out);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  vlmc_status_t st = vlmc_kernel_table_to_json(t, &text);
+  *out = st ? NULL : vlmc_strbuf_take(&text);
+  vlmc_strbuf_deinit(&text);
+  return st;
 }
 
 vlmc_status_t vlmc_cpu_codegen(const vlmc_module_t *module, const vlmc_cpu_codegen_options_t *o,
@@ -218,8 +227,8 @@ vlmc_status_t vlmc_cpu_codegen(const vlmc_module_t *module, const vlmc_cpu_codeg
   memset(&g, 0, sizeof g);
   g.o = o;
   g.module = module;
-  vlmc_strbuf_init(&g.dispatches);
-  vlmc_status_t st = vlmc_cpu_lowerer_create(o->cpu, o->dump_dir, &g.lowerer);
+  vlmc_status_t st = vlmc_kernel_table_init(&g.table, "cpu");
+  if (!st) st = vlmc_cpu_lowerer_create(o->cpu, o->dump_dir, &g.lowerer);
   if (!st)
     progress(&g, "compile: cpu kernels for %s (%d-wide f32 vectors)",
              vlmc_cpu_lowerer_cpu(g.lowerer), vlmc_cpu_lowerer_vector_width(g.lowerer));
@@ -231,14 +240,13 @@ vlmc_status_t vlmc_cpu_codegen(const vlmc_module_t *module, const vlmc_cpu_codeg
   }
   if (!st) st = vlmc_cpu_lowerer_link(g.lowerer, &out->so, &out->so_len);
   if (!st) {
-    out->table_json = table_json(&g);
-    if (!out->table_json) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    st = table_json(&g, &out->table_json);
     out->num_kernels = g.num_kernels;
     out->num_dispatches = g.num_dispatches;
   }
   for (size_t i = 0; i < g.num_kernels; ++i) kernel_free(&g.kernels[i]);
   free(g.kernels);
-  vlmc_strbuf_deinit(&g.dispatches);
+  vlmc_kernel_table_deinit(&g.table);
   vlmc_cpu_lowerer_destroy(g.lowerer);
   if (st) vlmc_cpu_codegen_result_free(out);
   return st;
