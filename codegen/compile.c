@@ -13,9 +13,8 @@
 #include "frontend/config.h"
 #include "codegen/target.h"
 #include "models/family.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
-#include "runtime/params.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
 #include "support/file.h"
 #include "support/hash.h"
 #include "support/strbuf.h"
@@ -171,7 +170,7 @@ static vlmc_status_t param_entry(compile_t *c, const vlmc_param_t *param,
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, param->name, &t));
   memset(out, 0, sizeof *out);
   out->name = (char *)param->name;
-  if (!vlmc_ir_dtype_from_st(t->dtype, &out->dtype))
+  if (!vlmc_st_dtype_to_ir(t->dtype, &out->dtype))
     return vlmc_status_make(VLMC_UNSUPPORTED, "tensor '%s': dtype %s is not supported",
                             param->name, vlmc_st_dtype_name(t->dtype));
   out->rank = (uint32_t)t->rank;
@@ -293,8 +292,6 @@ static vlmc_status_t fill_manifest(compile_t *c) {
   const vlmc_model_config_t *cfg = vlmc_checkpoint_config(c->checkpoint);
   vlmc_manifest_t *m = &c->manifest;
   m->model_family = dup(c->family->name);
-  /* TODO(manifest convention): copy c->family->convention (encode_image, prefill, decode,
-   * positions) into m->convention once the manifest has that field. */
   m->producer = dup(VLMC_PRODUCER);
   m->compile_options = dup(c->o->command_line);
   m->targets = dup(c->o->target ? c->o->target : "ref");
@@ -316,8 +313,15 @@ static vlmc_status_t fill_manifest(compile_t *c) {
   }
   VLMC_RETURN_IF_ERROR(fill_preprocess(vlmc_checkpoint_preprocessor(c->checkpoint),
                                        &m->preprocess));
+  /* The family's calling convention: how the runtime drives this program. */
+  const vlmc_model_convention_t *cc = &c->family->convention;
+  m->convention.encode_image = dup(cc->encode_image);
+  m->convention.prefill = dup(cc->prefill);
+  m->convention.decode = dup(cc->decode);
+  m->convention.positions = dup(cc->positions);
   if (!m->model_family || !m->producer || !m->compile_options || !m->targets ||
-      !m->chat_template_source)
+      !m->chat_template_source || !m->convention.encode_image || !m->convention.prefill ||
+      !m->convention.decode || !m->convention.positions)
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   return vlmc_preprocess_params_check(&m->preprocess);
 }

@@ -73,7 +73,7 @@ int vlmc_kernel_emit_memo_find(const vlmc_kernel_emit_t *e, int kind, int64_t ke
 }
 
 int vlmc_kernel_emit_memo_add(vlmc_kernel_emit_t *e, int kind, int64_t key, int ssa) {
-  if (e->num_memo < VLMC_KERNEL_MAX_MEMO) {
+  if (e->num_memo < VLMC_KERNEL_EMIT_MAX_MEMO) {
     e->memo[e->num_memo].kind = kind;
     e->memo[e->num_memo].key = key;
     e->memo[e->num_memo].ssa = ssa;
@@ -117,8 +117,8 @@ static int emit_symbol(vlmc_kernel_emit_t *e, uint32_t sym) {
   uint32_t k = 0;
   while (k < e->num_syms && e->syms[k] != sym) ++k;
   if (k == e->num_syms) {
-    if (k == VLMC_KERNEL_MAX_SYMS) {
-      vlmc_kernel_emit_fail(e, "a kernel reads at most %d symbols", VLMC_KERNEL_MAX_SYMS);
+    if (k == VLMC_KERNEL_EMIT_MAX_SYMS) {
+      vlmc_kernel_emit_fail(e, "a kernel reads at most %d symbols", VLMC_KERNEL_EMIT_MAX_SYMS);
       return vlmc_kernel_emit_index(e, 0);
     }
     e->syms[e->num_syms++] = sym;

@@ -51,7 +51,7 @@
 
 #define VLMC_SSA "%%v%d"
 
-enum { VLMC_KERNEL_MAX_SYMS = 16, VLMC_KERNEL_MAX_MEMO = 256 };
+enum { VLMC_KERNEL_EMIT_MAX_SYMS = 16, VLMC_KERNEL_EMIT_MAX_MEMO = 256 };
 
 /* Memo kinds from here on are a target's own (vlmc_kernel_emit_memo_find / _add). */
 enum { VLMC_KERNEL_MEMO_TARGET = 64 };
@@ -76,9 +76,9 @@ typedef struct {
   vlmc_strbuf_t entry, body;
   int next;
   int indent;
-  uint32_t syms[VLMC_KERNEL_MAX_SYMS]; /* module symbol ids, in %syms order */
+  uint32_t syms[VLMC_KERNEL_EMIT_MAX_SYMS]; /* module symbol ids, in %syms order */
   uint32_t num_syms;
-  struct { int kind; int64_t key; int ssa; } memo[VLMC_KERNEL_MAX_MEMO];
+  struct { int kind; int64_t key; int ssa; } memo[VLMC_KERNEL_EMIT_MAX_MEMO];
   uint32_t num_memo;
   vlmc_status_t error; /* the first error a helper met; vlmc_kernel_emit_function returns it */
 } vlmc_kernel_emit_t;

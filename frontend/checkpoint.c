@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "frontend/config_json.h"
+#include "support/json.h"
 #include "support/strbuf.h"
 
 struct vlmc_checkpoint_s {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
-#include "frontend/config_json.h"
+#include "support/json.h"
 
 #define MAX_TOKEN_ID ((int64_t)INT32_MAX)
 

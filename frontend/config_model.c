@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
-#include "frontend/config_json.h"
+#include "support/json.h"
 
 /* Sizes beyond this are not a model we could hold; the bound keeps later products in range. */
 #define MAX_SIZE ((int64_t)1 << 24)
@@ -239,15 +239,17 @@ static vlmc_status_t parse_fullatt(const model_doc_t *doc, vlmc_vision_config_t 
   if (count > vision->depth)
     return vlmc_json_error(&ref, VLMC_OUT_OF_RANGE, "has %d entries for vision_config.depth %lld",
                            count, (long long)vision->depth);
-  for (int i = 0; i < count; ++i) {
-    vlmc_json_ref_t element = vlmc_json_ref_index(&ref, i);
+  int at = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, ref.node) {
+    vlmc_json_ref_t element = vlmc_json_ref_item(&ref, node, at);
     int64_t index;
     VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&element, INT32_MIN, INT32_MAX, &index));
     if (index < 0 || index >= vision->depth)
       return vlmc_status_make(VLMC_OUT_OF_RANGE,
                               "%s: %s = %lld is out of range for vision_config.depth %lld",
                               doc->file, element.path, (long long)index, (long long)vision->depth);
-    vision->fullatt_block_indexes[i] = index;
+    vision->fullatt_block_indexes[at++] = index;
   }
   qsort(vision->fullatt_block_indexes, (size_t)count, sizeof(int64_t), compare_int64);
   for (int i = 1; i < count; ++i)

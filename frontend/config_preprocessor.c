@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
-#include "frontend/config_json.h"
+#include "support/json.h"
 
 #define MAX_PIXELS_LIMIT ((int64_t)1 << 40)
 #define MAX_SIZE ((int64_t)1 << 16)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
-#include "frontend/config_json.h"
+#include "support/json.h"
 
 static vlmc_status_t copy_string(const char *file, const char *text, char **out) {
   *out = strdup(text);
@@ -23,9 +23,10 @@ static vlmc_status_t parse_chat_template(const vlmc_json_ref_t *ref, char **out)
     return vlmc_json_error(ref, VLMC_PARSE_ERROR,
                            "expected a string or a list of templates, got %s",
                            vlmc_json_kind(ref->node));
-  int count = cJSON_GetArraySize(ref->node);
-  for (int i = 0; i < count; ++i) {
-    vlmc_json_ref_t entry = vlmc_json_ref_index(ref, i);
+  int i = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, ref->node) {
+    vlmc_json_ref_t entry = vlmc_json_ref_item(ref, node, i++);
     VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&entry));
     vlmc_json_ref_t name = vlmc_json_ref(entry.file, entry.node, entry.path, "name");
     vlmc_json_ref_t body = vlmc_json_ref(entry.file, entry.node, entry.path, "template");

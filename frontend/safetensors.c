@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "frontend/config_json.h"
+#include "support/json.h"
 #include "support/arena.h"
 #include "support/checked_math.h"
 #include "support/file.h"
@@ -64,6 +64,34 @@ bool vlmc_st_dtype_from_name(const char *name, vlmc_st_dtype_t *out_dtype) {
       return true;
     }
   }
+  return false;
+}
+
+/* Safetensors and IR dtypes that are the same element type. */
+static const struct {
+  vlmc_st_dtype_t st;
+  vlmc_dtype_t ir;
+} kIrDtypes[] = {
+    {VLMC_ST_F32, VLMC_DTYPE_F32}, {VLMC_ST_F16, VLMC_DTYPE_F16}, {VLMC_ST_BF16, VLMC_DTYPE_BF16},
+    {VLMC_ST_F64, VLMC_DTYPE_F64}, {VLMC_ST_I64, VLMC_DTYPE_I64}, {VLMC_ST_I32, VLMC_DTYPE_I32},
+    {VLMC_ST_I8, VLMC_DTYPE_I8},   {VLMC_ST_U8, VLMC_DTYPE_U8},   {VLMC_ST_BOOL, VLMC_DTYPE_BOOL},
+};
+
+bool vlmc_st_dtype_to_ir(vlmc_st_dtype_t st, vlmc_dtype_t *out_dtype) {
+  for (size_t i = 0; i < sizeof kIrDtypes / sizeof kIrDtypes[0]; ++i)
+    if (kIrDtypes[i].st == st) {
+      *out_dtype = kIrDtypes[i].ir;
+      return true;
+    }
+  return false;
+}
+
+bool vlmc_st_dtype_from_ir(vlmc_dtype_t dtype, vlmc_st_dtype_t *out_st) {
+  for (size_t i = 0; i < sizeof kIrDtypes / sizeof kIrDtypes[0]; ++i)
+    if (kIrDtypes[i].ir == dtype) {
+      *out_st = kIrDtypes[i].st;
+      return true;
+    }
   return false;
 }
 

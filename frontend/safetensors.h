@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir/ir.h"
 #include "support/status.h"
 
 /* Quantized block layouts (a block of K elements stored in B bytes) go after BOOL: the size
@@ -107,6 +108,12 @@ size_t vlmc_st_dtype_size(vlmc_st_dtype_t dtype);
 bool vlmc_st_dtype_from_name(const char *name, vlmc_st_dtype_t *out_dtype);
 /* Bytes that `count` elements occupy; false on overflow. */
 bool vlmc_st_dtype_nbytes(vlmc_st_dtype_t dtype, uint64_t count, uint64_t *out_nbytes);
+
+/* The one mapping between safetensors and IR dtypes (compiler, runtime, models, tools all use
+ * it). false where the other side has no such dtype: I16 has no IR dtype, the IR's block
+ * quantized Q4_0/Q8_0 have no safetensors name. */
+bool vlmc_st_dtype_to_ir(vlmc_st_dtype_t st, vlmc_dtype_t *out_dtype);
+bool vlmc_st_dtype_from_ir(vlmc_dtype_t dtype, vlmc_st_dtype_t *out_st);
 
 /* Product of the dims (1 for rank 0). Checked on open, so it cannot overflow here. */
 size_t vlmc_st_tensor_numel(const vlmc_st_tensor_t *tensor);

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "frontend/gunzip.h"
 #include "frontend/tokenizer_internal.h"
 #include "support/checked_math.h"
 #include "support/file.h"
@@ -525,66 +525,15 @@ vlmc_status_t vlmc_tokenizer_create_from_buffer(const char *name, const char *js
   return NULL;
 }
 
-/* Inflates a gzip file (every member, as gunzip does) into a NUL-terminated buffer. */
-static vlmc_status_t gunzip(const char *path, const uint8_t *data, size_t len, char **out_text,
-                            size_t *out_len) {
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
-    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: cannot start gzip decompression", path);
-  size_t capacity = len * 4 + 1024, used = 0;
-  char *out = malloc(capacity);
-  vlmc_status_t status = out ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: gunzip", path);
-  zs.next_in = (Bytef *)data;
-  while (!status) {
-    if (used + 1 >= capacity) {
-      char *grown = capacity < VLMC_TOK_MAX_JSON_BYTES ? realloc(out, capacity * 2) : NULL;
-      if (!grown) {
-        status = vlmc_status_make(VLMC_OUT_OF_RANGE, "%s: decompressed data exceeds %zu bytes",
-                                  path, VLMC_TOK_MAX_JSON_BYTES);
-        break;
-      }
-      out = grown;
-      capacity *= 2;
-    }
-    size_t in_left = len - (size_t)((const uint8_t *)zs.next_in - data);
-    zs.avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
-    size_t out_room = capacity - 1 - used;
-    zs.avail_out = out_room > UINT32_MAX ? UINT32_MAX : (uInt)out_room;
-    zs.next_out = (Bytef *)out + used;
-    int rc = inflate(&zs, Z_NO_FLUSH);
-    used = (size_t)((char *)zs.next_out - out);
-    bool input_done = (const uint8_t *)zs.next_in == data + len;
-    if (rc == Z_STREAM_END) {
-      if (input_done) break;
-      inflateReset(&zs); /* another gzip member follows */
-    } else if (rc == Z_BUF_ERROR && input_done) {
-      status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: truncated gzip data", path);
-    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: corrupt gzip data (%s)", path,
-                                zs.msg ? zs.msg : "inflate failed");
-    }
-  }
-  inflateEnd(&zs);
-  if (status) {
-    free(out);
-    return status;
-  }
-  out[used] = '\0';
-  *out_text = out;
-  *out_len = used;
-  return NULL;
-}
-
 vlmc_status_t vlmc_tokenizer_create_from_file(const char *path, vlmc_tokenizer_t **out_tokenizer) {
   *out_tokenizer = NULL;
   char *data;
   size_t len;
   VLMC_RETURN_IF_ERROR(vlmc_file_read_all(path, &data, &len));
-  if (len >= 2 && (uint8_t)data[0] == 0x1F && (uint8_t)data[1] == 0x8B) {
+  if (vlmc_is_gzip(data, len)) {
     char *text = NULL;
     size_t text_len = 0;
-    vlmc_status_t status = gunzip(path, (const uint8_t *)data, len, &text, &text_len);
+    vlmc_status_t status = vlmc_gunzip(path, data, len, VLMC_TOK_MAX_JSON_BYTES, &text, &text_len);
     free(data);
     VLMC_RETURN_IF_ERROR(status);
     data = text;

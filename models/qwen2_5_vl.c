@@ -125,25 +125,11 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
   return NULL;
 }
 
-static vlmc_dtype_t dtype_from_st(vlmc_st_dtype_t dtype) {
-  switch (dtype) {
-    case VLMC_ST_F32: return VLMC_DTYPE_F32;
-    case VLMC_ST_F16: return VLMC_DTYPE_F16;
-    case VLMC_ST_BF16: return VLMC_DTYPE_BF16;
-    case VLMC_ST_F64: return VLMC_DTYPE_F64;
-    case VLMC_ST_I64: return VLMC_DTYPE_I64;
-    case VLMC_ST_I32: return VLMC_DTYPE_I32;
-    case VLMC_ST_I8: return VLMC_DTYPE_I8;
-    case VLMC_ST_U8: return VLMC_DTYPE_U8;
-    case VLMC_ST_BOOL: return VLMC_DTYPE_BOOL;
-    default: return VLMC_DTYPE_COUNT; /* I16 and future ones: no IR dtype */
-  }
-}
-
 static bool checkpoint_find(void *user, const char *name, vlmc_model_tensor_info_t *out_info) {
   const vlmc_st_tensor_t *t = vlmc_checkpoint_find(user, name);
   if (!t) return false;
-  out_info->dtype = dtype_from_st(t->dtype);
+  if (!vlmc_st_dtype_to_ir(t->dtype, &out_info->dtype))
+    out_info->dtype = VLMC_DTYPE_COUNT; /* I16 and future ones: no IR dtype */
   out_info->rank = (uint32_t)t->rank;
   for (int i = 0; i < t->rank && i < VLMC_IR_MAX_RANK; ++i) out_info->shape[i] = t->shape[i];
   return true;

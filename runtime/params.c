@@ -33,21 +33,6 @@ struct vlmc_params_s {
  * decode step streams every weight); small ones are plain allocations. */
 enum { HUGE_COPY_BYTES = 1 << 21 };
 
-bool vlmc_ir_dtype_from_st(vlmc_st_dtype_t st, vlmc_dtype_t *out) {
-  switch (st) {
-    case VLMC_ST_F32: *out = VLMC_DTYPE_F32; return true;
-    case VLMC_ST_F16: *out = VLMC_DTYPE_F16; return true;
-    case VLMC_ST_BF16: *out = VLMC_DTYPE_BF16; return true;
-    case VLMC_ST_F64: *out = VLMC_DTYPE_F64; return true;
-    case VLMC_ST_I64: *out = VLMC_DTYPE_I64; return true;
-    case VLMC_ST_I32: *out = VLMC_DTYPE_I32; return true;
-    case VLMC_ST_I8: *out = VLMC_DTYPE_I8; return true;
-    case VLMC_ST_U8: *out = VLMC_DTYPE_U8; return true;
-    case VLMC_ST_BOOL: *out = VLMC_DTYPE_BOOL; return true;
-    default: return false;
-  }
-}
-
 vlmc_status_t vlmc_params_open(const vlmc_artifact_t *artifact, const vlmc_manifest_t *manifest,
                                const char *external_dir, vlmc_params_t **out) {
   *out = NULL;
@@ -210,7 +195,7 @@ static vlmc_status_t resolve_external(vlmc_params_t *p, const vlmc_manifest_para
     return vlmc_status_make(VLMC_NOT_FOUND, "--params: tensor '%s' (expected in %s) not found",
                             mp->name, mp->file ? mp->file : "the checkpoint");
   vlmc_dtype_t dtype;
-  bool same = vlmc_ir_dtype_from_st(t->dtype, &dtype) && dtype == mp->dtype &&
+  bool same = vlmc_st_dtype_to_ir(t->dtype, &dtype) && dtype == mp->dtype &&
               (uint32_t)t->rank == mp->rank && t->nbytes == mp->nbytes;
   for (uint32_t i = 0; same && i < mp->rank; ++i) same = t->shape[i] == mp->shape[i];
   if (!same)

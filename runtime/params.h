@@ -11,12 +11,9 @@
 
 #include "frontend/safetensors.h"
 #include "ir/ir.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
 #include "support/status.h"
-
-/* The IR dtype of a safetensors dtype; false for dtypes the IR does not have. */
-bool vlmc_ir_dtype_from_st(vlmc_st_dtype_t st, vlmc_dtype_t *out_dtype);
 
 typedef struct {
   const void *data;

@@ -6,13 +6,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "frontend/chat_template.h"
+#include "frontend/gunzip.h"
 #include "frontend/safetensors.h"
 #include "frontend/tokenizer.h"
 #include "reference/mrope_positions.h"
-#include "runtime/artifact.h"
+#include "artifact/artifact.h"
 #include "runtime/backend.h"
 #include "runtime/params.h"
 #include "runtime/program.h"
@@ -50,35 +50,6 @@ static double now_ms(void) {
 
 /* ---- opening ---- */
 
-static vlmc_status_t gunzip(const char *name, const unsigned char *data, size_t size, char **out,
-                            size_t *out_len) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-    return vlmc_status_make(VLMC_INTERNAL, "%s: zlib init failed", name);
-  vlmc_strbuf_t buf;
-  vlmc_strbuf_init(&buf);
-  unsigned char chunk[1 << 16];
-  z.next_in = (unsigned char *)data;
-  z.avail_in = (uInt)size;
-  int rc;
-  do {
-    z.next_out = chunk;
-    z.avail_out = sizeof chunk;
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) break;
-    vlmc_strbuf_append(&buf, (const char *)chunk, sizeof chunk - z.avail_out);
-  } while (rc != Z_STREAM_END && buf.len < MAX_TOKENIZER_BYTES && !buf.failed);
-  inflateEnd(&z);
-  if (rc != Z_STREAM_END) {
-    vlmc_strbuf_deinit(&buf);
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: compressed data is corrupt or too large", name);
-  }
-  *out_len = buf.len;
-  *out = vlmc_strbuf_take(&buf);
-  return *out ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", name);
-}
-
 static vlmc_status_t load_tokenizer(vlmc_session_t *s) {
   const vlmc_artifact_section_t *sec = vlmc_artifact_find(s->artifact, "tokenizer");
   if (!sec) return NULL; /* explicit token ids only */
@@ -86,8 +57,9 @@ static vlmc_status_t load_tokenizer(vlmc_session_t *s) {
   snprintf(name, sizeof name, "%s: section 'tokenizer'", vlmc_artifact_path(s->artifact));
   char *json = NULL;
   size_t len = 0;
-  if (sec->size >= 2 && sec->data[0] == 0x1f && sec->data[1] == 0x8b) {
-    VLMC_RETURN_IF_ERROR(gunzip(name, sec->data, (size_t)sec->size, &json, &len));
+  if (vlmc_is_gzip(sec->data, (size_t)sec->size)) {
+    VLMC_RETURN_IF_ERROR(vlmc_gunzip(name, sec->data, (size_t)sec->size, MAX_TOKENIZER_BYTES,
+                                     &json, &len));
   } else {
     json = malloc((size_t)sec->size + 1);
     if (!json) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", name);
@@ -130,11 +102,10 @@ static vlmc_status_t param_source(void *ctx, const char *name, const vlmc_type_t
 
 /* The functions the generation loop calls and their positions' layout. */
 static vlmc_status_t load_convention(vlmc_session_t *s) {
-  /* TODO(manifest): from the manifest's calling_convention. */
-  s->convention.encode_image = "encode_image";
-  s->convention.prefill = "prefill";
-  s->convention.decode = "decode";
-  s->convention.positions = "mrope";
+  s->convention.encode_image = s->manifest.convention.encode_image;
+  s->convention.prefill = s->manifest.convention.prefill;
+  s->convention.decode = s->manifest.convention.decode;
+  s->convention.positions = s->manifest.convention.positions;
   if (strcmp(s->convention.positions, "mrope") != 0)
     return vlmc_status_make(VLMC_UNSUPPORTED, "%s: manifest: calling_convention.positions '%s': "
                             "this runtime computes only M-RoPE positions (mrope)",
@@ -349,7 +320,12 @@ static vlmc_status_t taps_write(const tap_list_t *list, const char *dir) {
   for (size_t i = 0; i < list->count; ++i) {
     const vlmc_tensor_t *t = &list->items[i].tensor;
     w[i].name = list->items[i].name;
-    w[i].dtype = t->dtype == VLMC_DTYPE_I64 ? VLMC_ST_I64 : VLMC_ST_F32;
+    if (!vlmc_st_dtype_from_ir(t->dtype, &w[i].dtype)) {
+      free(w);
+      free(shapes);
+      return vlmc_status_make(VLMC_INTERNAL, "tap %s: %s has no safetensors dtype", w[i].name,
+                              vlmc_dtype_info(t->dtype)->name);
+    }
     w[i].rank = (int)t->rank;
     for (uint32_t d = 0; d < t->rank; ++d) shapes[i][d] = t->shape[d];
     w[i].shape = shapes[i];
@@ -627,6 +603,9 @@ static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_
     static const float none;
     return import(c, VLMC_DTYPE_F32, 2, shape, &none, out_embeds);
   }
+  if (!s->convention.encode_image[0])
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: this model takes no images (its calling "
+                            "convention has no image encoder)", vlmc_artifact_path(s->artifact));
   int64_t pv_shape[2] = {px->num_rows, px->row_width};
   int64_t grid_shape[2] = {(int64_t)px->num_images, 3};
   if (c->taps) {

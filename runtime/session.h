@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "artifact/manifest.h"
 #include "runtime/backend.h"
-#include "runtime/manifest.h"
 #include "runtime/program.h"
 #include "runtime/sampler.h"
 #include "support/status.h"

@@ -3,16 +3,16 @@
  * with its template, input storage and the dispatches it serves; the artifact is refused by
  * the runtime, and reported here, when a dispatch region has no kernel), and its parameters
  * (count, dtype mix, bytes). --verify also checks every lazily verified section. */
-#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/dispatch.h"
 #include "ir/ir.h"
+#include "artifact/artifact.h"
+#include "artifact/kernel_table.h"
+#include "artifact/manifest.h"
 #include "runtime/backend.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
 #include "tools/commands.h"
 
 static void print_sections(const vlmc_artifact_t *a) {
@@ -101,35 +101,34 @@ static void print_dispatch_summary(const vlmc_module_t *module) {
   }
 }
 
-static void print_kernel_table(const vlmc_artifact_section_t *table) {
-  cJSON *root = cJSON_ParseWithLength((const char *)table->data, (size_t)table->size);
-  const cJSON *kernels = cJSON_GetObjectItem(root, "kernels");
-  const cJSON *dispatches = cJSON_GetObjectItem(root, "dispatches");
-  if (!cJSON_IsArray(kernels) || !cJSON_IsArray(dispatches)) {
-    printf("  (the kernel table does not parse)\n");
-    cJSON_Delete(root);
+static void print_kernel(const vlmc_kernel_table_t *t, size_t index, uint32_t uses) {
+  const vlmc_kernel_table_kernel_t *k = &t->kernels[index];
+  printf("    %-6s %-16s %3u dispatch%s  inputs", k->symbol, k->template_name, uses,
+         uses == 1 ? "  " : "es");
+  for (uint32_t i = 0; i < k->num_inputs; ++i) printf(" %s", vlmc_dtype_info(k->inputs[i])->name);
+  printf("\n");
+}
+
+/* Each kernel with the number of dispatches it serves. */
+static void print_kernel_table(const char *path, const vlmc_artifact_section_t *section) {
+  vlmc_kernel_table_t t;
+  vlmc_status_t st = vlmc_kernel_table_parse(path, "cpu", (const char *)section->data,
+                                             (size_t)section->size, &t);
+  uint32_t *uses = st ? NULL : calloc(t.num_kernels + 1, sizeof *uses);
+  if (st || !uses) {
+    printf("  (the kernel table does not parse%s%s)\n", st ? ": " : "",
+           st ? vlmc_status_message(st) : "");
+    vlmc_status_free(st);
+    vlmc_kernel_table_deinit(&t);
     return;
   }
-  const cJSON *cpu = cJSON_GetObjectItem(root, "cpu");
-  printf("  built for %s; %d kernels serve %d dispatches:\n",
-         cJSON_IsString(cpu) ? cpu->valuestring : "?", cJSON_GetArraySize(kernels),
-         cJSON_GetArraySize(dispatches));
-  int i = 0;
-  for (const cJSON *k = kernels->child; k; k = k->next, ++i) {
-    int uses = 0;
-    for (const cJSON *d = dispatches->child; d; d = d->next) {
-      const cJSON *index = cJSON_GetObjectItem(d, "kernel");
-      uses += cJSON_IsNumber(index) && index->valueint == i;
-    }
-    const cJSON *name = cJSON_GetObjectItem(k, "symbol"), *tmpl = cJSON_GetObjectItem(k, "template");
-    printf("    %-6s %-16s %3d dispatch%s  inputs", cJSON_IsString(name) ? name->valuestring : "?",
-           cJSON_IsString(tmpl) ? tmpl->valuestring : "?", uses, uses == 1 ? "  " : "es");
-    const cJSON *in = cJSON_GetObjectItem(k, "inputs");
-    for (const cJSON *t = in ? in->child : NULL; t; t = t->next)
-      printf(" %s", cJSON_IsString(t) ? t->valuestring : "?");
-    printf("\n");
-  }
-  cJSON_Delete(root);
+  for (size_t i = 0; i < t.num_dispatches; ++i) uses[t.dispatches[i].kernel]++;
+  const vlmc_kernel_table_field_t *cpu = vlmc_kernel_table_field(&t, "cpu");
+  printf("  built for %s; %zu kernels serve %zu dispatches:\n",
+         cpu && cpu->string ? cpu->string : "?", t.num_kernels, t.num_dispatches);
+  for (size_t i = 0; i < t.num_kernels; ++i) print_kernel(&t, i, uses[i]);
+  free(uses);
+  vlmc_kernel_table_deinit(&t);
 }
 
 static const void *find_section(void *ctx, const char *name, size_t *out_size) {
@@ -172,7 +171,7 @@ static void print_kernels(const vlmc_artifact_t *a, const char *path) {
   if (!st) st = vlmc_module_verify(module);
   printf("cpu kernels: %.1f KB shared object\n", (double)so->size / 1e3);
   if (!st) print_dispatch_summary(module);
-  print_kernel_table(table);
+  print_kernel_table(path, table);
   if (st) printf("  NOT LOADABLE: %s\n", vlmc_status_message(st));
   else print_backend_checks(a, path, module);
   vlmc_status_free(st);

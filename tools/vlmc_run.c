@@ -228,13 +228,15 @@ static vlmc_status_t parse_ids(const char *name, const char *text, size_t len, i
                                         "token ids", name);
   int64_t *ids = status ? NULL : malloc((size_t)n * sizeof *ids);
   if (!status && !ids) status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  for (int i = 0; !status && i < n; ++i) {
-    const cJSON *item = cJSON_GetArrayItem(root, i);
+  int i = 0;
+  const cJSON *item;
+  if (!status) cJSON_ArrayForEach(item, root) { /* linear, unlike GetArrayItem(i) from 0 */
     if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 1e12 ||
-        item->valuedouble != (double)(int64_t)item->valuedouble)
+        item->valuedouble != (double)(int64_t)item->valuedouble) {
       status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%d]: expected a token id", name, i);
-    else
-      ids[i] = (int64_t)item->valuedouble;
+      break;
+    }
+    ids[i++] = (int64_t)item->valuedouble;
   }
   cJSON_Delete(root);
   if (status) {

@@ -26,7 +26,7 @@ expect_in "inspect lists the params section (checked on use)" "on use" "$out"
 expect_in "inspect counts the parameters" "parameters: 81 tensors, 516640 elements, inline" "$out"
 expect_in "inspect lists the program's functions" "@decode" "$out"
 # Issue 7, acceptance 3: the cpu kernels cover every dispatch (no interpreter fallback); the
-# runtime refuses a table that leaves one out (unit.test_cpu_table).
+# runtime refuses a table that leaves one out (unit.test_kernel_table).
 expect_in "inspect lists the cpu kernels" "linear" "$(grep -E '^    vk[0-9]+ ' <<<"$out")"
 expect_in "every dispatch has a cpu kernel" "backend cpu: table checked against the program; every dispatch has a kernel" "$out"
 if grep -q "compute ops in no dispatch" <<<"$out"; then fail "a compute op has no dispatch"

@@ -2,7 +2,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/artifact.h"
+#include "artifact/artifact.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vlmc_artifact_t *artifact = NULL;

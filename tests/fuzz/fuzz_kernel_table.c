@@ -1,14 +1,14 @@
-/* Fuzzes the cpu kernel table parser (section "kernels.cpu.json", runtime/cpu_backend.c)
- * against a small fused program: a table either checks out or fails with a status naming the
- * section. No code is loaded (vlmc_cpu_table_check). */
+/* Fuzzes the kernel table parser and check (section "kernels.cpu.json",
+ * artifact/kernel_table.c) against a small fused program: a table either checks out or fails
+ * with a status naming the section. No code is loaded. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/kernel_table.h"
 #include "ir/ir.h"
-#include "runtime/backends/cpu/cpu_backend.h"
-#include "tests/unit/cpu_table_util.h"
+#include "tests/unit/kernel_table_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static vlmc_module_t *module;
@@ -18,7 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     assert(!st);
     (void)st;
   }
-  vlmc_status_t st = vlmc_cpu_table_check("fuzz.vlmc", (const char *)data, size, module);
+  vlmc_kernel_table_t table;
+  vlmc_status_t st = vlmc_kernel_table_parse("fuzz.vlmc", "cpu", (const char *)data, size, &table);
+  if (!st) st = vlmc_kernel_table_check(&table, module);
+  vlmc_kernel_table_deinit(&table);
   if (st) {
     assert(strstr(vlmc_status_message(st), "kernels.cpu.json") != NULL);
     vlmc_status_free(st);

@@ -2,7 +2,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vlmc_manifest_t manifest;

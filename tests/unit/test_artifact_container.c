@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/artifact.h"
+#include "artifact/artifact.h"
 #include "support/file.h"
 #include "support/hash.h"
 #include "tests/unit/test.h"

@@ -45,9 +45,10 @@ static vlmc_status_t checkpoint_param(void *ctx, const char *name, const vlmc_ty
                                       vlmc_tensor_t *out_view) {
   const vlmc_st_tensor_t *t;
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(ctx, name, &t));
-  vlmc_dtype_t dtype = t->dtype == VLMC_ST_BF16 ? VLMC_DTYPE_BF16
-                       : t->dtype == VLMC_ST_F16 ? VLMC_DTYPE_F16
-                                                 : VLMC_DTYPE_F32;
+  vlmc_dtype_t dtype;
+  if (!vlmc_st_dtype_to_ir(t->dtype, &dtype))
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: no IR dtype for %s", name,
+                            vlmc_st_dtype_name(t->dtype));
   *out_view = vlmc_tensor_view(dtype, (uint32_t)t->rank, t->shape, t->data);
   return NULL;
 }

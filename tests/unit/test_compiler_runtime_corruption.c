@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "codegen/compile.h"
-#include "runtime/artifact.h"
-#include "runtime/manifest.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
 #include "runtime/session.h"
 #include "support/file.h"
 #include "support/hash.h"

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 #include "tests/unit/test.h"
 
 static void fill(vlmc_manifest_t *m) {
@@ -11,6 +11,7 @@ static void fill(vlmc_manifest_t *m) {
   m->producer = strdup("vlmc test");
   m->compile_options = strdup("--target ref");
   m->targets = strdup("ref");
+  EXPECT_OK(vlmc_manifest_set_default_convention(m, "qwen2_5_vl"));
   m->vocab_size = 151936;
   m->image_token_id = 151655;
   m->video_token_id = 151656;
@@ -36,6 +37,11 @@ static void test_round_trip(void) {
   EXPECT_OK(vlmc_manifest_to_json(&m, &json));
   EXPECT_OK(vlmc_manifest_from_json("x.vlmc", json.data, json.len, &back));
   EXPECT_STREQ(back.model_family, "qwen2_5_vl");
+  EXPECT_EQ_INT(back.format_version, VLMC_MANIFEST_FORMAT_VERSION);
+  EXPECT_STREQ(back.convention.encode_image, "encode_image");
+  EXPECT_STREQ(back.convention.prefill, "prefill");
+  EXPECT_STREQ(back.convention.decode, "decode");
+  EXPECT_STREQ(back.convention.positions, "mrope");
   EXPECT_EQ_INT(back.eos_count, 2);
   EXPECT_EQ_INT(back.eos_token_ids[1], 151643);
   EXPECT_EQ_INT(back.preprocess.max_pixels, 12845056);
@@ -68,6 +74,14 @@ static void test_malformed_fields_are_named(void) {
       {"\"dtype\":\"bf16\"", "\"dtype\":\"bf17\"", "a known dtype"},
       {"151643]", "999999999]", "tokens.eos_token_ids: expected ids below"},
       {"\"format\":\"vlmc\"", "\"format\":\"gguf\"", "format: expected \"vlmc\""},
+      {"\"format_version\":2", "\"format_version\":\"2\"", "format_version: expected"},
+      {"\"format_version\":2", "\"format_version\":3",
+       "bad.vlmc: manifest format_version 3 is newer than this runtime reads (2)"},
+      {"\"calling_convention\"", "\"calling_konvention\"", "calling_convention: missing"},
+      {"\"positions\":\"mrope\"", "\"positions\":\"rope\"",
+       "calling_convention.positions: expected \"mrope\" or \"plain\""},
+      {"\"prefill\":\"prefill\"", "\"prefill\":\"\"", "calling_convention.prefill: expected"},
+      {"\"decode\":\"decode\"", "\"decode\":7", "calling_convention.decode: expected a string"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const char *at = strstr(json.data, cases[i].from);
@@ -88,8 +102,92 @@ static void test_malformed_fields_are_named(void) {
   vlmc_strbuf_deinit(&json);
 }
 
+/* The manifest's JSON text with `from` (which must occur) replaced by `to`. */
+static void edit(vlmc_strbuf_t *json, const char *from, const char *to) {
+  const char *at = strstr(json->data, from);
+  EXPECT_TRUE(at != NULL);
+  if (!at) return;
+  vlmc_strbuf_t edited;
+  vlmc_strbuf_init(&edited);
+  vlmc_strbuf_append(&edited, json->data, (size_t)(at - json->data));
+  vlmc_strbuf_puts(&edited, to);
+  vlmc_strbuf_puts(&edited, at + strlen(from));
+  vlmc_strbuf_deinit(json);
+  *json = edited;
+}
+
+/* A manifest as written before format 2: no format_version, no calling_convention. */
+static void v1_manifest(const char *family, vlmc_strbuf_t *json) {
+  vlmc_manifest_t m;
+  fill(&m);
+  vlmc_strbuf_init(json);
+  EXPECT_OK(vlmc_manifest_to_json(&m, json));
+  vlmc_manifest_deinit(&m);
+  edit(json, "\"format_version\":2,", "");
+  edit(json, "\"calling_convention\":{\"encode_image\":\"encode_image\",\"prefill\":\"prefill\","
+             "\"decode\":\"decode\",\"positions\":\"mrope\"},", "");
+  char family_field[64];
+  snprintf(family_field, sizeof family_field, "\"model_family\":\"%s\"", family);
+  edit(json, "\"model_family\":\"qwen2_5_vl\"", family_field);
+}
+
+/* Version 1 still reads: Qwen2.5-VL gets its convention; a family without a default is
+ * refused by name rather than guessed. */
+static void test_version_1_fallback(void) {
+  vlmc_strbuf_t json;
+  v1_manifest("qwen2_5_vl", &json);
+  EXPECT_TRUE(!strstr(json.data, "format_version") && !strstr(json.data, "calling_convention"));
+  vlmc_manifest_t back;
+  EXPECT_OK(vlmc_manifest_from_json("old.vlmc", json.data, json.len, &back));
+  EXPECT_EQ_INT(back.format_version, 1);
+  EXPECT_STREQ(back.convention.encode_image, "encode_image");
+  EXPECT_STREQ(back.convention.prefill, "prefill");
+  EXPECT_STREQ(back.convention.decode, "decode");
+  EXPECT_STREQ(back.convention.positions, "mrope");
+  vlmc_manifest_deinit(&back);
+  vlmc_strbuf_deinit(&json);
+
+  v1_manifest("llava", &json);
+  EXPECT_ERROR(vlmc_manifest_from_json("old.vlmc", json.data, json.len, &back),
+               "model family 'llava' has no default calling convention");
+  vlmc_strbuf_deinit(&json);
+}
+
+/* A text-only family's convention (no encode_image, plain positions) round-trips. */
+static void test_text_only_convention(void) {
+  vlmc_manifest_t m, back;
+  fill(&m);
+  free(m.convention.encode_image);
+  free(m.convention.positions);
+  m.convention.encode_image = strdup("");
+  m.convention.positions = strdup("plain");
+  vlmc_strbuf_t json;
+  vlmc_strbuf_init(&json);
+  EXPECT_OK(vlmc_manifest_to_json(&m, &json));
+  EXPECT_OK(vlmc_manifest_from_json("x.vlmc", json.data, json.len, &back));
+  EXPECT_STREQ(back.convention.encode_image, "");
+  EXPECT_STREQ(back.convention.positions, "plain");
+  vlmc_manifest_deinit(&back);
+  vlmc_manifest_deinit(&m);
+  vlmc_strbuf_deinit(&json);
+}
+
+/* The writer refuses a manifest whose convention was never set. */
+static void test_writer_needs_a_convention(void) {
+  vlmc_manifest_t m;
+  vlmc_manifest_init(&m);
+  vlmc_strbuf_t json;
+  vlmc_strbuf_init(&json);
+  EXPECT_ERROR(vlmc_manifest_to_json(&m, &json), "calling convention is not set");
+  vlmc_strbuf_deinit(&json);
+  vlmc_manifest_deinit(&m);
+}
+
 int main(void) {
   RUN_TEST(test_round_trip);
   RUN_TEST(test_malformed_fields_are_named);
+  RUN_TEST(test_version_1_fallback);
+  RUN_TEST(test_text_only_convention);
+  RUN_TEST(test_writer_needs_a_convention);
   return TEST_SUMMARY();
 }

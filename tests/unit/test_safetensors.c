@@ -351,6 +351,31 @@ static void test_every_dtype_to_f32(void) {
   vlmc_st_archive_destroy(archive);
 }
 
+/* The one safetensors <-> IR dtype mapping: every dtype both sides have maps both ways and
+ * back to itself; I16 (no IR dtype) and the IR's block-quantized dtypes (no safetensors
+ * name) are refused instead of mapped to something else. */
+static void test_ir_dtype_mapping(void) {
+  const struct {
+    vlmc_st_dtype_t st;
+    vlmc_dtype_t ir;
+  } same[] = {
+      {VLMC_ST_F32, VLMC_DTYPE_F32}, {VLMC_ST_F16, VLMC_DTYPE_F16}, {VLMC_ST_BF16, VLMC_DTYPE_BF16},
+      {VLMC_ST_F64, VLMC_DTYPE_F64}, {VLMC_ST_I64, VLMC_DTYPE_I64}, {VLMC_ST_I32, VLMC_DTYPE_I32},
+      {VLMC_ST_I8, VLMC_DTYPE_I8},   {VLMC_ST_U8, VLMC_DTYPE_U8},   {VLMC_ST_BOOL, VLMC_DTYPE_BOOL},
+  };
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; ++i) {
+    vlmc_dtype_t ir = VLMC_DTYPE_COUNT;
+    vlmc_st_dtype_t st = VLMC_ST_BOOL;
+    EXPECT_TRUE(vlmc_st_dtype_to_ir(same[i].st, &ir) && ir == same[i].ir);
+    EXPECT_TRUE(vlmc_st_dtype_from_ir(same[i].ir, &st) && st == same[i].st);
+  }
+  vlmc_dtype_t ir;
+  vlmc_st_dtype_t st;
+  EXPECT_TRUE(!vlmc_st_dtype_to_ir(VLMC_ST_I16, &ir));
+  EXPECT_TRUE(!vlmc_st_dtype_from_ir(VLMC_DTYPE_Q4_0, &st));
+  EXPECT_TRUE(!vlmc_st_dtype_from_ir(VLMC_DTYPE_Q8_0, &st));
+}
+
 int main(void) {
   scratch_dir_create(scratch, sizeof scratch);
   RUN_TEST(test_write_then_read);
@@ -365,6 +390,7 @@ int main(void) {
   RUN_TEST(test_f16_values);
   RUN_TEST(test_bf16_values);
   RUN_TEST(test_every_dtype_to_f32);
+  RUN_TEST(test_ir_dtype_mapping);
   scratch_dir_remove(scratch);
   return TEST_SUMMARY();
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/kernel_table.h"
 #include "codegen/target.h"
 #include "codegen/targets/cpu/emit.h"
 #include "codegen/targets/cpu/lower.h"
@@ -27,7 +28,7 @@ typedef struct {
   vlmc_dtype_t inputs[VLMC_IR_MAX_OPERANDS * 4];
   uint32_t num_inputs;
   vlmc_dtype_t output;
-  char *syms[VLMC_KERNEL_MAX_SYMS];
+  char *syms[VLMC_KERNEL_EMIT_MAX_SYMS];
   uint32_t num_syms;
   int64_t cost;
 } kernel_t;
@@ -38,7 +39,7 @@ typedef struct {
   vlmc_cpu_lowerer_t *lowerer;
   kernel_t *kernels;
   size_t num_kernels, cap_kernels;
-  vlmc_strbuf_t dispatches; /* JSON array body */
+  vlmc_kernel_table_t table; /* the dispatches as they are made; the kernels at the end */
   size_t num_dispatches;
   const vlmc_func_t *func; /* the function whose regions come in now (for progress) */
   unsigned char *so;       /* the sections, once finished */
@@ -47,6 +48,9 @@ typedef struct {
 } codegen_t;
 
 static const char kPlaceholder[] = "vlmc_kernel";
+/* The entry point cpu_lower gives every kernel, as the table states it. */
+static const char kAbi[] =
+    "void k(void *const *buffers, const int64_t *counts, int64_t lo, int64_t hi)";
 
 static void progress(const codegen_t *g, const char *fmt, ...) VLMC_PRINTF(2, 3);
 static void progress(const codegen_t *g, const char *fmt, ...) {
@@ -149,56 +153,62 @@ static vlmc_status_t intern_kernel(codegen_t *g, kernel_t *k, size_t *out_index)
   return NULL;
 }
 
-static void write_dim(vlmc_strbuf_t *out, const vlmc_module_t *m, vlmc_dim_t d, int64_t scale) {
-  if (vlmc_dim_is_static(d))
-    vlmc_strbuf_printf(out, "{\"sym\": null, \"num\": 0, \"den\": 1, \"off\": %lld, \"scale\": %lld}",
-                       (long long)d.off, (long long)scale);
-  else
-    vlmc_strbuf_printf(out, "{\"sym\": \"%s\", \"num\": %lld, \"den\": %lld, \"off\": %lld, "
-                            "\"scale\": %lld}",
-                       vlmc_module_symbol_name(m, d.sym), (long long)d.num, (long long)d.den,
-                       (long long)d.off, (long long)scale);
+/* The table entry of region `id` of `func`: kernel `kernel`, `work` units times `scale`. */
+static vlmc_status_t add_dispatch(codegen_t *g, const vlmc_func_t *func, uint32_t id,
+                                  size_t kernel, vlmc_dim_t work, int64_t scale) {
+  vlmc_kernel_table_dispatch_t d = {.func = (char *)func->name, .dispatch = id,
+                                    .kernel = (uint32_t)kernel};
+  d.work = (vlmc_kernel_table_work_t){.num = 0, .den = 1, .off = work.off, .scale = scale};
+  if (!vlmc_dim_is_static(work)) {
+    d.work.sym = (char *)vlmc_module_symbol_name(g->module, work.sym);
+    d.work.num = work.num;
+    d.work.den = work.den;
+  }
+  return vlmc_kernel_table_add_dispatch(&g->table, &d);
 }
 
-static vlmc_status_t add_dispatch(codegen_t *g, const vlmc_func_t *func,
-                                  const vlmc_dispatch_region_t *r) {
+/* The region's kernel (shared with an earlier identical one) and its table entry. */
+static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
+                                const vlmc_dispatch_region_t *r) {
   kernel_t k;
   vlmc_dim_t work = vlmc_dim_static(1);
   int64_t scale = 1;
   size_t index = 0;
   VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, &k, &work, &scale));
   VLMC_RETURN_IF_ERROR(intern_kernel(g, &k, &index));
-  vlmc_strbuf_printf(&g->dispatches, "%s\n    {\"func\": \"%s\", \"dispatch\": %u, \"kernel\": %zu, "
-                                     "\"work\": ",
-                     g->num_dispatches ? "," : "", func->name, r->id, index);
-  write_dim(&g->dispatches, g->module, work, scale);
-  vlmc_strbuf_puts(&g->dispatches, "}");
+  VLMC_RETURN_IF_ERROR(add_dispatch(g, func, r->id, index, work, scale));
   g->num_dispatches++;
   return NULL;
 }
 
-static char *table_json(const codegen_t *g) {
-  vlmc_strbuf_t out;
-  vlmc_strbuf_init(&out);
-  vlmc_strbuf_printf(&out, "{\n  \"format\": 1,\n  \"abi\": \"void k(void *const *buffers, const int64_t "
-                           "*counts, int64_t lo, int64_t hi)\",\n  \"cpu\": \"%s\",\n  \"vector_width\": %d,\n"
-                           "  \"kernels\": [",
-                     vlmc_cpu_lowerer_cpu(g->lowerer), vlmc_cpu_lowerer_vector_width(g->lowerer));
+/* The table's entry for kernel k, named `symbol` (borrowing k's strings). */
+static vlmc_kernel_table_kernel_t table_kernel(kernel_t *k, const char *symbol) {
+  return (vlmc_kernel_table_kernel_t){.symbol = (char *)symbol, .template_name = k->template_name,
+                                      .inputs = k->inputs, .num_inputs = k->num_inputs,
+                                      .output = k->output, .syms = k->syms,
+                                      .num_syms = k->num_syms, .cost = k->cost};
+}
+
+/* Completes the table (the machine, the kernels) and writes it as JSON. */
+static vlmc_status_t table_json(codegen_t *g, char **out) {
+  vlmc_kernel_table_t *t = &g->table;
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_set_abi(t, kAbi));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, "cpu",
+                                                          vlmc_cpu_lowerer_cpu(g->lowerer)));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_int_field(t, "vector_width",
+                                                       vlmc_cpu_lowerer_vector_width(g->lowerer)));
   for (size_t i = 0; i < g->num_kernels; ++i) {
-    const kernel_t *k = &g->kernels[i];
-    vlmc_strbuf_printf(&out, "%s\n    {\"symbol\": \"vk%zu\", \"template\": \"%s\", \"inputs\": [",
-                       i ? "," : "", i, k->template_name);
-    for (uint32_t j = 0; j < k->num_inputs; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", vlmc_kernel_emit_storage_type(k->inputs[j]));
-    vlmc_strbuf_printf(&out, "], \"output\": \"%s\", \"syms\": [", vlmc_kernel_emit_storage_type(k->output));
-    for (uint32_t j = 0; j < k->num_syms; ++j)
-      vlmc_strbuf_printf(&out, "%s\"%s\"", j ? ", " : "", k->syms[j]);
-    vlmc_strbuf_printf(&out, "], \"cost\": %lld}", (long long)k->cost);
+    char symbol[64];
+    snprintf(symbol, sizeof symbol, "vk%zu", i);
+    vlmc_kernel_table_kernel_t k = table_kernel(&g->kernels[i], symbol);
+    VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_kernel(t, &k));
   }
-  vlmc_strbuf_puts(&out, "\n  ],\n  \"dispatches\": [");
-  vlmc_strbuf_append(&out, g->dispatches.data ? g->dispatches.data : "", g->dispatches.len);
-  vlmc_strbuf_puts(&out, "\n  ]\n}\n");
-  return vlmc_strbuf_take(&out);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  vlmc_status_t st = vlmc_kernel_table_to_json(t, &text);
+  *out = st ? NULL : vlmc_strbuf_take(&text);
+  vlmc_strbuf_deinit(&text);
+  return st;
 }
 
 /* ---- the target's entries (codegen/target.h) ---- */
@@ -219,7 +229,7 @@ static void cpu_destroy(void *state) {
   if (!g) return;
   for (size_t i = 0; i < g->num_kernels; ++i) kernel_free(&g->kernels[i]);
   free(g->kernels);
-  vlmc_strbuf_deinit(&g->dispatches);
+  vlmc_kernel_table_deinit(&g->table);
   vlmc_cpu_lowerer_destroy(g->lowerer);
   free(g->so);
   free(g->table_json);
@@ -232,9 +242,10 @@ static vlmc_status_t cpu_create(const vlmc_target_config_t *config, const vlmc_m
   if (!g) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   g->o = config;
   g->module = module;
-  vlmc_strbuf_init(&g->dispatches);
-  vlmc_status_t st = vlmc_cpu_lowerer_create(vlmc_target_config_option(config, "cpu"),
-                                             config->dump_dir, &g->lowerer);
+  vlmc_status_t st = vlmc_kernel_table_init(&g->table, "cpu");
+  if (!st)
+    st = vlmc_cpu_lowerer_create(vlmc_target_config_option(config, "cpu"), config->dump_dir,
+                                 &g->lowerer);
   if (st) {
     cpu_destroy(g);
     return st;
@@ -252,15 +263,14 @@ static vlmc_status_t cpu_emit_region(void *state, const vlmc_func_t *func,
     function_done(g);
     g->func = func;
   }
-  return add_dispatch(g, func, region);
+  return add_region(g, func, region);
 }
 
 static vlmc_status_t cpu_finish(void *state, vlmc_target_sections_t *out) {
   codegen_t *g = state;
   function_done(g);
   VLMC_RETURN_IF_ERROR(vlmc_cpu_lowerer_link(g->lowerer, &g->so, &g->so_len));
-  g->table_json = table_json(g);
-  if (!g->table_json) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  VLMC_RETURN_IF_ERROR(table_json(g, &g->table_json));
   progress(g, "compile: cpu: %zu dispatches, %zu distinct kernels, %.1f KB of code%s%s",
            g->num_dispatches, g->num_kernels, (double)g->so_len / 1e3,
            g->o->dump_dir ? "; kernels dumped to " : "", g->o->dump_dir ? g->o->dump_dir : "");

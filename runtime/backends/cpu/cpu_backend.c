@@ -12,13 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frontend/config_json.h"
+#include "artifact/kernel_table.h"
 #include "ir/dispatch.h"
 #include "runtime/backend.h"
 #include "runtime/backends/cpu/thread_pool.h"
 #include "support/strbuf.h"
 
 enum { MAX_KERNEL_SYMS = 16, MAX_KERNEL_BUFFERS = 256 };
+_Static_assert((int)MAX_KERNEL_SYMS == (int)VLMC_KERNEL_MAX_SYMS,
+               "a kernel's symbols fit kernel_t");
 
 /* Below this many f32 operations a dispatch runs on the calling thread: waking the pool
  * costs some microseconds. */
@@ -129,87 +131,38 @@ static vlmc_status_t open_shared_object(vlmc_cpu_backend_t *b, const void *data,
 
 /* ---- the table ---- */
 
-/* The kernel of a table checked without its shared object; never called. */
-static void unloaded_kernel(void *const *buffers, const int64_t *counts, int64_t lo, int64_t hi) {
-  (void)buffers, (void)counts, (void)lo, (void)hi;
-}
+/* The table was parsed and checked against the program by the artifact layer
+ * (artifact/kernel_table.h); what is left here is finding each kernel's code and placing
+ * each dispatch. */
 
-static bool parse_storage(const char *name, vlmc_dtype_t *out) {
-  static const struct { const char *name; vlmc_dtype_t dtype; } known[] = {
-      {"f32", VLMC_DTYPE_F32}, {"bf16", VLMC_DTYPE_BF16}, {"f16", VLMC_DTYPE_F16},
-      {"i64", VLMC_DTYPE_I64}};
-  for (size_t i = 0; i < sizeof known / sizeof known[0]; ++i)
-    if (!strcmp(name, known[i].name)) {
-      *out = known[i].dtype;
-      return true;
-    }
-  return false;
-}
-
-static bool find_symbol(const vlmc_module_t *m, const char *name, uint32_t *out) {
-  for (uint32_t s = 1; s <= m->num_symbols; ++s)
-    if (!strcmp(vlmc_module_symbol_name(m, s), name)) {
-      *out = s;
-      return true;
-    }
-  return false;
-}
-
-static vlmc_status_t parse_dtype_list(const vlmc_json_ref_t *ref, vlmc_dtype_t **out,
-                                      uint32_t *count) {
-  VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(ref, -1));
-  int n = ref->node ? cJSON_GetArraySize(ref->node) : 0;
-  if (n > MAX_KERNEL_BUFFERS) return vlmc_json_error(ref, VLMC_PARSE_ERROR, "too many inputs");
-  *out = calloc((size_t)n + 1, sizeof **out);
-  if (!*out) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  for (int i = 0; i < n; ++i) {
-    vlmc_json_ref_t item = vlmc_json_ref_index(ref, i);
-    const char *name;
-    VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&item, &name));
-    if (!parse_storage(name, &(*out)[i]))
-      return vlmc_json_error(&item, VLMC_PARSE_ERROR, "expected f32, bf16, f16 or i64, got '%s'",
-                             name);
-  }
-  *count = (uint32_t)n;
+static vlmc_status_t load_kernel(vlmc_cpu_backend_t *b, size_t index,
+                                 const vlmc_kernel_table_kernel_t *from) {
+  kernel_t *k = &b->kernels[index];
+  k->symbol = strdup(from->symbol);
+  k->template_name = strdup(from->template_name);
+  k->inputs = calloc(from->num_inputs + 1, sizeof *k->inputs);
+  if (!k->symbol || !k->template_name || !k->inputs)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  if (from->num_inputs) memcpy(k->inputs, from->inputs, from->num_inputs * sizeof *k->inputs);
+  k->num_inputs = from->num_inputs;
+  k->output = from->output;
+  if (from->num_syms) memcpy(k->syms, from->sym_ids, from->num_syms * sizeof *k->syms);
+  k->num_syms = from->num_syms;
+  k->cost = from->cost;
+  *(void **)&k->fn = dlsym(b->handle, k->symbol);
+  if (!k->fn)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: section 'kernels.cpu.json': kernels[%zu]: "
+                            "kernel '%s' is not in section 'kernels.cpu'", b->source, index,
+                            k->symbol);
   return NULL;
 }
 
-static vlmc_status_t parse_kernel(vlmc_cpu_backend_t *b, const vlmc_json_ref_t *ref, kernel_t *k) {
-  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
-  if (!ref->node) return vlmc_json_missing(ref);
-  const char *symbol, *template_name, *output;
-  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "symbol");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &symbol));
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "template");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &template_name));
-  k->symbol = strdup(symbol);
-  k->template_name = strdup(template_name);
-  if (!k->symbol || !k->template_name) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "inputs");
-  VLMC_RETURN_IF_ERROR(parse_dtype_list(&r, &k->inputs, &k->num_inputs));
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "output");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &output));
-  if (!parse_storage(output, &k->output))
-    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "expected f32 or i64, got '%s'", output);
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "syms");
-  VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(&r, -1));
-  int n = r.node ? cJSON_GetArraySize(r.node) : 0;
-  if (n > MAX_KERNEL_SYMS) return vlmc_json_error(&r, VLMC_PARSE_ERROR, "at most %d symbols", MAX_KERNEL_SYMS);
-  for (int i = 0; i < n; ++i) {
-    vlmc_json_ref_t item = vlmc_json_ref_index(&r, i);
-    const char *name;
-    VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&item, &name));
-    if (!find_symbol(b->module, name, &k->syms[i]))
-      return vlmc_json_error(&item, VLMC_PARSE_ERROR, "symbol '%s' is not in the program", name);
-  }
-  k->num_syms = (uint32_t)n;
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "cost");
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, INT64_MAX / 2, &k->cost));
-  if (b->handle) *(void **)&k->fn = dlsym(b->handle, k->symbol);
-  else k->fn = unloaded_kernel; /* vlmc_cpu_table_check: the table alone */
-  if (!k->fn)
-    return vlmc_json_error(ref, VLMC_PARSE_ERROR, "kernel '%s' is not in section 'kernels.cpu'",
-                           k->symbol);
+static vlmc_status_t load_kernels(vlmc_cpu_backend_t *b, const vlmc_kernel_table_t *table) {
+  b->kernels = calloc(table->num_kernels + 1, sizeof *b->kernels);
+  if (!b->kernels) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  b->num_kernels = table->num_kernels;
+  for (size_t i = 0; i < table->num_kernels; ++i)
+    VLMC_RETURN_IF_ERROR(load_kernel(b, i, &table->kernels[i]));
   return NULL;
 }
 
@@ -219,65 +172,28 @@ static func_table_t *func_table(vlmc_cpu_backend_t *b, const vlmc_func_t *func) 
   return NULL;
 }
 
-static vlmc_status_t parse_work(const vlmc_json_ref_t *ref, const vlmc_module_t *m,
-                                dispatch_t *d) {
-  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
-  if (!ref->node) return vlmc_json_missing(ref);
-  const char *sym = NULL;
-  bool has_sym = false;
-  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "sym");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&r, &sym, &has_sym));
-  int64_t num, den, off, scale;
-  vlmc_json_ref_t rn = vlmc_json_ref(ref->file, ref->node, ref->path, "num");
-  vlmc_json_ref_t rd = vlmc_json_ref(ref->file, ref->node, ref->path, "den");
-  vlmc_json_ref_t ro = vlmc_json_ref(ref->file, ref->node, ref->path, "off");
-  vlmc_json_ref_t rs = vlmc_json_ref(ref->file, ref->node, ref->path, "scale");
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rn, -(1LL << 40), 1LL << 40, &num));
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rd, 1, 1LL << 40, &den));
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&ro, -(1LL << 40), 1LL << 40, &off));
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&rs, 1, 1LL << 40, &scale));
-  vlmc_dim_t dim = vlmc_dim_static(off);
-  if (has_sym) {
-    if (!find_symbol(m, sym, &dim.sym))
-      return vlmc_json_error(&r, VLMC_PARSE_ERROR, "symbol '%s' is not in the program", sym);
-    dim.num = num;
-    dim.den = den;
+static vlmc_dim_t work_dim(const vlmc_kernel_table_work_t *w) {
+  vlmc_dim_t dim = vlmc_dim_static(w->off);
+  if (w->sym) {
+    dim.sym = w->sym_id;
+    dim.num = w->num;
+    dim.den = w->den;
   }
-  d->work = dim;
-  d->scale = scale;
-  return NULL;
+  return dim;
 }
 
-static vlmc_status_t parse_dispatch(vlmc_cpu_backend_t *b, const vlmc_json_ref_t *ref) {
-  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
-  if (!ref->node) return vlmc_json_missing(ref);
-  const char *func_name;
-  int64_t id, kernel;
-  vlmc_json_ref_t r = vlmc_json_ref(ref->file, ref->node, ref->path, "func");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &func_name));
-  const vlmc_func_t *func = vlmc_module_func_find(b->module, func_name);
-  func_table_t *t = func ? func_table(b, func) : NULL;
-  if (!t) return vlmc_json_error(&r, VLMC_PARSE_ERROR, "no function @%s in the program", func_name);
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "dispatch");
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, t->max_id, &id));
-  const vlmc_dispatch_region_t *region = vlmc_dispatch_find(&t->regions, (uint32_t)id);
-  if (!region)
-    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "@%s has no dispatch region %lld", func_name,
-                           (long long)id);
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "kernel");
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 0, (int64_t)b->num_kernels - 1, &kernel));
-  dispatch_t *d = &t->by_id[id];
-  d->kernel = &b->kernels[kernel];
+/* The dispatch's entry in its function's table (its region exists: the table was checked). */
+static void place_dispatch(vlmc_cpu_backend_t *b, const vlmc_kernel_table_dispatch_t *from) {
+  func_table_t *t = &b->funcs[from->func_index];
+  const vlmc_dispatch_region_t *region = vlmc_dispatch_find(&t->regions, from->dispatch);
+  dispatch_t *d = &t->by_id[from->dispatch];
+  d->kernel = &b->kernels[from->kernel];
   const vlmc_op_t *anchor = region->ops[0];
   d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
                        region->inputs[0] == anchor->operands[0] &&
                        !strcmp(d->kernel->template_name, "kv_cache_append");
-  if (d->kernel->num_inputs != region->num_inputs)
-    return vlmc_json_error(&r, VLMC_PARSE_ERROR, "kernel %s takes %u inputs, @%s dispatch %lld "
-                           "has %u", d->kernel->symbol, d->kernel->num_inputs, func_name,
-                           (long long)id, region->num_inputs);
-  r = vlmc_json_ref(ref->file, ref->node, ref->path, "work");
-  return parse_work(&r, b->module, d);
+  d->work = work_dim(&from->work);
+  d->scale = from->work.scale;
 }
 
 static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
@@ -295,52 +211,15 @@ static vlmc_status_t prepare_funcs(vlmc_cpu_backend_t *b) {
   return NULL;
 }
 
-/* Every region of the program has a kernel: the artifact never falls back to the
- * interpreter, and an incomplete table is refused when it is opened, not mid-generation. */
-static vlmc_status_t check_coverage(const vlmc_cpu_backend_t *b, const char *file) {
-  for (uint32_t i = 0; i < b->module->num_funcs; ++i) {
-    const func_table_t *t = &b->funcs[i];
-    for (uint32_t r = 0; r < t->regions.num_regions; ++r)
-      if (!t->by_id[t->regions.regions[r].id].kernel)
-        return vlmc_status_make(VLMC_PARSE_ERROR, "%s: no kernel for @%s dispatch %u", file,
-                                t->func->name, t->regions.regions[r].id);
-  }
-  return NULL;
-}
-
 static vlmc_status_t parse_table(vlmc_cpu_backend_t *b, const char *text, size_t len) {
-  char file[512];
-  snprintf(file, sizeof file, "%s: section 'kernels.cpu.json'", b->source);
-  cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
-  vlmc_status_t st = NULL;
-  int64_t format;
-  vlmc_json_ref_t r = vlmc_json_ref(file, root, "", "format");
-  st = vlmc_json_int_req(&r, 1, 1, &format);
-  vlmc_json_ref_t kernels = vlmc_json_ref(file, root, "", "kernels");
-  if (!st) st = vlmc_json_expect_array(&kernels, -1);
-  if (!st && !kernels.node) st = vlmc_json_missing(&kernels);
-  if (!st) {
-    b->num_kernels = (size_t)cJSON_GetArraySize(kernels.node);
-    b->kernels = calloc(b->num_kernels + 1, sizeof *b->kernels);
-    if (!b->kernels) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  }
-  for (size_t i = 0; !st && i < b->num_kernels; ++i) {
-    vlmc_json_ref_t k = vlmc_json_ref_index(&kernels, (int)i);
-    st = parse_kernel(b, &k, &b->kernels[i]);
-  }
+  vlmc_kernel_table_t table;
+  vlmc_status_t st = vlmc_kernel_table_parse(b->source, "cpu", text, len, &table);
+  if (!st) st = vlmc_kernel_table_check(&table, b->module);
+  if (!st) st = load_kernels(b, &table);
   if (!st) st = prepare_funcs(b);
-  vlmc_json_ref_t dispatches = vlmc_json_ref(file, root, "", "dispatches");
-  if (!st) st = vlmc_json_expect_array(&dispatches, -1);
-  if (!st && !dispatches.node) st = vlmc_json_missing(&dispatches);
-  int n = st ? 0 : cJSON_GetArraySize(dispatches.node);
-  for (int i = 0; !st && i < n; ++i) {
-    vlmc_json_ref_t d = vlmc_json_ref_index(&dispatches, i);
-    st = parse_dispatch(b, &d);
-  }
-  b->num_dispatches = (size_t)n;
-  if (!st) st = check_coverage(b, file);
-  cJSON_Delete(root);
+  for (size_t i = 0; !st && i < table.num_dispatches; ++i) place_dispatch(b, &table.dispatches[i]);
+  if (!st) b->num_dispatches = table.num_dispatches;
+  vlmc_kernel_table_deinit(&table);
   return st;
 }
 
@@ -399,25 +278,17 @@ static void print_profile(const vlmc_cpu_backend_t *b) {
   free(order);
 }
 
-vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
-                                   const vlmc_module_t *module) {
-  vlmc_cpu_backend_t *b = calloc(1, sizeof *b);
-  if (!b) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  b->base.iface = &vlmc_backend_cpu;
-  b->source = source;
-  b->module = module;
-  vlmc_status_t st = parse_table(b, table_json, table_len);
-  cpu_destroy(&b->base);
-  return st;
-}
-
 /* The table against the program, without loading the kernels' code. */
 static vlmc_status_t cpu_check(const vlmc_backend_open_params_t *p) {
   const void *so;
   const char *table;
   size_t so_len, table_len;
   VLMC_RETURN_IF_ERROR(get_sections(p, &so, &so_len, &table, &table_len));
-  return vlmc_cpu_table_check(p->source, table, table_len, p->module);
+  vlmc_kernel_table_t t;
+  vlmc_status_t st = vlmc_kernel_table_parse(p->source, "cpu", table, table_len, &t);
+  if (!st) st = vlmc_kernel_table_check(&t, p->module);
+  vlmc_kernel_table_deinit(&t);
+  return st;
 }
 
 static void cpu_destroy(vlmc_backend_t *base) {

@@ -13,16 +13,6 @@
 #ifndef VLMC_RUNTIME_BACKENDS_CPU_BACKEND_H
 #define VLMC_RUNTIME_BACKENDS_CPU_BACKEND_H
 
-#include <stddef.h>
-
-#include "ir/ir.h"
-#include "support/status.h"
-
 typedef struct vlmc_cpu_backend_s vlmc_cpu_backend_t;
-
-/* Checks a kernel table against `module` without loading any code: every field, every
- * dispatch covered, input counts (the kernels' symbols are not looked up). */
-vlmc_status_t vlmc_cpu_table_check(const char *source, const char *table_json, size_t table_len,
-                                   const vlmc_module_t *module);
 
 #endif

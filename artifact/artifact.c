@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "runtime/artifact.h"
+#include "artifact/artifact.h"
 
 #include <assert.h>
 #include <errno.h>

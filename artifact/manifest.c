@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "runtime/manifest.h"
+#include "artifact/manifest.h"
 
 #include <cJSON.h>
 #include <inttypes.h>
@@ -9,6 +9,14 @@
 #include <string.h>
 
 void vlmc_manifest_init(vlmc_manifest_t *m) { memset(m, 0, sizeof *m); }
+
+static void convention_deinit(vlmc_manifest_t *m) {
+  free(m->convention.encode_image);
+  free(m->convention.prefill);
+  free(m->convention.decode);
+  free(m->convention.positions);
+  memset(&m->convention, 0, sizeof m->convention);
+}
 
 static void param_deinit(vlmc_manifest_param_t *p) {
   free(p->name);
@@ -21,12 +29,47 @@ void vlmc_manifest_deinit(vlmc_manifest_t *m) {
   free(m->compile_options);
   free(m->targets);
   free(m->chat_template_source);
+  convention_deinit(m);
   for (size_t i = 0; i < m->num_params; ++i) param_deinit(&m->params[i]);
   free(m->params);
   memset(m, 0, sizeof *m);
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The convention of the families that existed before manifests carried one. */
+static const struct {
+  const char *family, *encode_image, *prefill, *decode, *positions;
+} kDefaultConventions[] = {
+    {"qwen2_5_vl", "encode_image", "prefill", "decode", "mrope"},
+};
+
+static bool known_positions(const char *positions) {
+  return !strcmp(positions, "mrope") || !strcmp(positions, "plain");
+}
+
+static vlmc_status_t set_convention(vlmc_manifest_t *m, const char *encode_image,
+                                    const char *prefill, const char *decode,
+                                    const char *positions) {
+  convention_deinit(m);
+  m->convention.encode_image = strdup(encode_image);
+  m->convention.prefill = strdup(prefill);
+  m->convention.decode = strdup(decode);
+  m->convention.positions = strdup(positions);
+  if (!m->convention.encode_image || !m->convention.prefill || !m->convention.decode ||
+      !m->convention.positions)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "manifest: out of memory");
+  return NULL;
+}
+
+vlmc_status_t vlmc_manifest_set_default_convention(vlmc_manifest_t *m, const char *family) {
+  for (size_t i = 0; i < sizeof kDefaultConventions / sizeof kDefaultConventions[0]; ++i)
+    if (!strcmp(family, kDefaultConventions[i].family))
+      return set_convention(m, kDefaultConventions[i].encode_image, kDefaultConventions[i].prefill,
+                            kDefaultConventions[i].decode, kDefaultConventions[i].positions);
+  return vlmc_status_make(VLMC_UNSUPPORTED, "model family '%s' has no default calling "
+                          "convention", family);
+}
 
 vlmc_status_t vlmc_manifest_add_param(vlmc_manifest_t *m, const vlmc_manifest_param_t *p) {
   vlmc_manifest_param_t *grown = realloc(m->params, (m->num_params + 1) * sizeof *grown);
@@ -99,13 +142,27 @@ static cJSON *preprocess_to_json(const vlmc_preprocess_params_t *p) {
   return o;
 }
 
+static cJSON *convention_to_json(const vlmc_manifest_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "encode_image", m->convention.encode_image);
+  cJSON_AddStringToObject(o, "prefill", m->convention.prefill);
+  cJSON_AddStringToObject(o, "decode", m->convention.decode);
+  cJSON_AddStringToObject(o, "positions", m->convention.positions);
+  return o;
+}
+
 vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out) {
+  if (!m->convention.encode_image || !m->convention.prefill || !m->convention.decode ||
+      !m->convention.positions)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "manifest: the calling convention is not set");
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", "vlmc");
+  cJSON_AddNumberToObject(root, "format_version", VLMC_MANIFEST_FORMAT_VERSION);
   cJSON_AddStringToObject(root, "model_family", m->model_family ? m->model_family : "");
   cJSON_AddStringToObject(root, "producer", m->producer ? m->producer : "");
   cJSON_AddStringToObject(root, "compile_options", m->compile_options ? m->compile_options : "");
   cJSON_AddStringToObject(root, "targets", m->targets ? m->targets : "ref");
+  cJSON_AddItemToObject(root, "calling_convention", convention_to_json(m));
   cJSON *tokens = cJSON_AddObjectToObject(root, "tokens");
   cJSON_AddNumberToObject(tokens, "vocab_size", (double)m->vocab_size);
   cJSON_AddNumberToObject(tokens, "image_token_id", (double)m->image_token_id);
@@ -213,10 +270,11 @@ static vlmc_status_t read_doubles(const reader_t *r, const cJSON *obj, const cha
   size_t n;
   VLMC_RETURN_IF_ERROR(get_array(r, obj, key, path, 3, &a, &n));
   if (n != 3) return field_error(r, path, "3 numbers");
-  for (size_t i = 0; i < 3; ++i) {
-    const cJSON *v = cJSON_GetArrayItem(a, (int)i);
+  size_t i = 0;
+  const cJSON *v;
+  cJSON_ArrayForEach(v, a) {
     if (!cJSON_IsNumber(v)) return field_error(r, path, "3 numbers");
-    out[i] = v->valuedouble;
+    out[i++] = v->valuedouble;
   }
   return NULL;
 }
@@ -263,12 +321,13 @@ static vlmc_status_t read_param(const reader_t *r, const cJSON *o, size_t index,
   size_t rank;
   VLMC_RETURN_IF_ERROR(get_array(r, o, "shape", path, VLMC_IR_MAX_RANK, &shape, &rank));
   p->rank = (uint32_t)rank;
-  for (size_t i = 0; i < rank; ++i) {
-    const cJSON *d = cJSON_GetArrayItem(shape, (int)i);
+  size_t i = 0;
+  const cJSON *d;
+  cJSON_ArrayForEach(d, shape) {
     if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
         d->valuedouble > 9007199254740992.0)
       return field_error(r, path, "a shape of non-negative integers");
-    p->shape[i] = (int64_t)d->valuedouble;
+    p->shape[i++] = (int64_t)d->valuedouble;
   }
   int64_t v;
   VLMC_RETURN_IF_ERROR(get_int(r, o, "offset", path, 0, &v));
@@ -294,10 +353,10 @@ static vlmc_status_t read_params(const reader_t *r, const cJSON *root, vlmc_mani
   VLMC_RETURN_IF_ERROR(get_array(r, params, "tensors", "params.tensors", 1u << 20, &list, &n));
   m->params = calloc(n ? n : 1, sizeof *m->params);
   if (!m->params) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", r->source);
-  for (size_t i = 0; i < n; ++i) {
-    ++m->num_params; /* counted before reading so that deinit frees a partial entry */
-    VLMC_RETURN_IF_ERROR(read_param(r, cJSON_GetArrayItem(list, (int)i), i, m->params_external,
-                                    &m->params[i]));
+  const cJSON *item;
+  cJSON_ArrayForEach(item, list) {
+    size_t i = m->num_params++; /* counted before reading so that deinit frees a partial entry */
+    VLMC_RETURN_IF_ERROR(read_param(r, item, i, m->params_external, &m->params[i]));
   }
   return NULL;
 }
@@ -317,13 +376,57 @@ static vlmc_status_t read_tokens(const reader_t *r, const cJSON *root, vlmc_mani
   size_t n;
   VLMC_RETURN_IF_ERROR(get_array(r, t, "eos_token_ids", "tokens.eos_token_ids",
                                  VLMC_MANIFEST_MAX_EOS, &eos, &n));
-  for (size_t i = 0; i < n; ++i) {
-    const cJSON *v = cJSON_GetArrayItem(eos, (int)i);
+  size_t i = 0;
+  const cJSON *v;
+  cJSON_ArrayForEach(v, eos) {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= (double)m->vocab_size)
       return field_error(r, "tokens.eos_token_ids", "ids below tokens.vocab_size");
-    m->eos_token_ids[i] = (int64_t)v->valuedouble;
+    m->eos_token_ids[i++] = (int64_t)v->valuedouble;
   }
   m->eos_count = (int)n;
+  return NULL;
+}
+
+/* Absent: version 1, the manifests written before the field existed. */
+static vlmc_status_t read_format_version(const reader_t *r, const cJSON *root,
+                                         vlmc_manifest_t *m) {
+  m->format_version = 1;
+  if (!cJSON_GetObjectItemCaseSensitive(root, "format_version")) return NULL;
+  VLMC_RETURN_IF_ERROR(get_int(r, root, "format_version", "format_version", 1,
+                               &m->format_version));
+  if (m->format_version > VLMC_MANIFEST_FORMAT_VERSION)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: manifest format_version %lld is newer than "
+                            "this runtime reads (%d)", r->source, (long long)m->format_version,
+                            VLMC_MANIFEST_FORMAT_VERSION);
+  return NULL;
+}
+
+static vlmc_status_t read_convention_name(const reader_t *r, const cJSON *o, const char *key,
+                                          bool may_be_empty, char **out) {
+  char path[64];
+  snprintf(path, sizeof path, "calling_convention.%s", key);
+  VLMC_RETURN_IF_ERROR(get_string(r, o, key, path, out));
+  if (!may_be_empty && !**out) return field_error(r, path, "a function name");
+  return NULL;
+}
+
+/* Version 1 carries no convention: the model family implies it. */
+static vlmc_status_t read_convention(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  if (m->format_version < 2) {
+    vlmc_status_t st = vlmc_manifest_set_default_convention(m, m->model_family);
+    return vlmc_status_annotate(st, "%s: manifest (format_version 1, no calling_convention): ",
+                                r->source);
+  }
+  const cJSON *o;
+  VLMC_RETURN_IF_ERROR(get_object(r, root, "calling_convention", "calling_convention", &o));
+  VLMC_RETURN_IF_ERROR(read_convention_name(r, o, "encode_image", true,
+                                            &m->convention.encode_image));
+  VLMC_RETURN_IF_ERROR(read_convention_name(r, o, "prefill", false, &m->convention.prefill));
+  VLMC_RETURN_IF_ERROR(read_convention_name(r, o, "decode", false, &m->convention.decode));
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "positions", "calling_convention.positions",
+                                  &m->convention.positions));
+  if (!known_positions(m->convention.positions))
+    return field_error(r, "calling_convention.positions", "\"mrope\" or \"plain\"");
   return NULL;
 }
 
@@ -334,11 +437,13 @@ static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manife
   bool ok = strcmp(format, "vlmc") == 0;
   free(format);
   if (!ok) return field_error(r, "format", "\"vlmc\"");
+  VLMC_RETURN_IF_ERROR(read_format_version(r, root, m));
   VLMC_RETURN_IF_ERROR(get_string(r, root, "model_family", "model_family", &m->model_family));
   VLMC_RETURN_IF_ERROR(get_string(r, root, "producer", "producer", &m->producer));
   VLMC_RETURN_IF_ERROR(get_string(r, root, "compile_options", "compile_options",
                                   &m->compile_options));
   VLMC_RETURN_IF_ERROR(get_string(r, root, "targets", "targets", &m->targets));
+  VLMC_RETURN_IF_ERROR(read_convention(r, root, m));
   VLMC_RETURN_IF_ERROR(read_tokens(r, root, m));
   VLMC_RETURN_IF_ERROR(get_int(r, root, "merge_size", "merge_size", 1, &m->merge_size));
   const cJSON *pre;

@@ -1,6 +1,6 @@
-/* Typed, located JSON access for the config parsers (see config_json.h). */
+/* Typed, located JSON access (see json.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "frontend/config_json.h"
+#include "support/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -138,6 +138,13 @@ vlmc_json_ref_t vlmc_json_ref_index(const vlmc_json_ref_t *array, int index) {
   return ref;
 }
 
+vlmc_json_ref_t vlmc_json_ref_item(const vlmc_json_ref_t *array, const cJSON *element, int index) {
+  vlmc_json_ref_t ref = {.file = array->file};
+  set_path(ref.path, "%s[%d]", array->path, index);
+  ref.node = cJSON_IsNull(element) ? NULL : element;
+  return ref;
+}
+
 vlmc_status_t vlmc_json_missing(const vlmc_json_ref_t *ref) {
   if (ref->also[0])
     return vlmc_status_make(VLMC_NOT_FOUND, "%s: required key %s is missing (also looked for %s)",
@@ -265,13 +272,31 @@ vlmc_status_t vlmc_json_id_list_opt(const vlmc_json_ref_t *ref, int64_t *ids, in
   int size = cJSON_GetArraySize(ref->node);
   if (size == 0 || size > max)
     return vlmc_json_error(ref, VLMC_OUT_OF_RANGE, "expected 1 to %d ids, got %d", max, size);
-  for (int i = 0; i < size; ++i) {
-    vlmc_json_ref_t element = vlmc_json_ref_index(ref, i);
+  int i = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, ref->node) {
+    vlmc_json_ref_t element = vlmc_json_ref_item(ref, node, i);
     if (!element.node) return wrong_type(&element, "an integer");
     VLMC_RETURN_IF_ERROR(read_int(&element, 0, INT32_MAX, &ids[i]));
+    ++i;
   }
   *out_count = size;
   return NULL;
+}
+
+void vlmc_json_write_string(vlmc_strbuf_t *out, const char *text) {
+  vlmc_strbuf_putc(out, '"');
+  for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
+    if (*p == '"' || *p == '\\') {
+      vlmc_strbuf_putc(out, '\\');
+      vlmc_strbuf_putc(out, (char)*p);
+    } else if (*p < 0x20) {
+      vlmc_strbuf_printf(out, "\\u%04x", *p);
+    } else {
+      vlmc_strbuf_putc(out, (char)*p);
+    }
+  }
+  vlmc_strbuf_putc(out, '"');
 }
 
 vlmc_status_t vlmc_json_read_optional_file(const char *path, char **out_text, size_t *out_len) {

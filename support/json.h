@@ -1,10 +1,11 @@
-/* Internal to frontend/: typed, located access to JSON documents (cJSON) for the config
- * parsers. Every error names the file and the dotted key path ("config.json:
+/* Typed, located access to JSON documents (cJSON), shared by the frontend's config parsers
+ * and the artifact's kernel tables: one set of helpers, so that every JSON file vlmc reads
+ * reports errors the same way. Every error names the file and the dotted key path ("config.json:
  * text_config.hidden_size: expected an integer, got a string"); a JSON syntax error names
  * line:col. A `null` value counts as absent everywhere: transformers writes `null` for keys it
  * does not use (text_config.image_token_id in 4.5x re-saves). */
-#ifndef VLMC_FRONTEND_CONFIG_JSON_H
-#define VLMC_FRONTEND_CONFIG_JSON_H
+#ifndef VLMC_SUPPORT_JSON_H
+#define VLMC_SUPPORT_JSON_H
 
 #include <cJSON.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "support/status.h"
+#include "support/strbuf.h"
 
 enum { VLMC_JSON_PATH_MAX = 160 };
 
@@ -42,8 +44,17 @@ const char *vlmc_json_kind(const cJSON *item);
 /* Looks up `key` in `object` (which may be NULL); `object_path` is "" for the root. */
 vlmc_json_ref_t vlmc_json_ref(const char *file, const cJSON *object, const char *object_path,
                               const char *key);
-/* Element `index` of an array ref (absent when out of range). */
+/* Element `index` of an array ref (absent when out of range). O(index): walk whole arrays with
+ * cJSON_ArrayForEach and vlmc_json_ref_item instead, which is linear overall. */
 vlmc_json_ref_t vlmc_json_ref_index(const vlmc_json_ref_t *array, int index);
+/* The ref of `element`, the `index`-th element of `array`, found while iterating:
+ *   int i = 0;
+ *   const cJSON *e;
+ *   cJSON_ArrayForEach(e, array.node) {
+ *     vlmc_json_ref_t item = vlmc_json_ref_item(&array, e, i++);
+ *     ...
+ *   } */
+vlmc_json_ref_t vlmc_json_ref_item(const vlmc_json_ref_t *array, const cJSON *element, int index);
 
 /* "<file>: required key <path> is missing [(also looked for <also>)]". */
 vlmc_status_t vlmc_json_missing(const vlmc_json_ref_t *ref);
@@ -72,6 +83,10 @@ vlmc_status_t vlmc_json_expect_array(const vlmc_json_ref_t *ref, int count);
  * absent. Each id must be in [0, 2^31). */
 vlmc_status_t vlmc_json_id_list_opt(const vlmc_json_ref_t *ref, int64_t *ids, int max,
                                     int *out_count);
+
+/* Appends `text` as a JSON string literal (quoted, with \", \\ and control characters escaped),
+ * for writers that lay out their JSON by hand. */
+void vlmc_json_write_string(vlmc_strbuf_t *out, const char *text);
 
 /* Reads a whole small file into a NUL-terminated buffer, or reports absence: *out_text = NULL
  * when `path` does not exist (any other failure is an error). */

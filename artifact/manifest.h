@@ -4,8 +4,8 @@
  * the options that compiled it. docs/artifact.md documents every field. The compiler writes it
  * from this struct; the runtime reads it back into the same struct, refusing by name any field
  * that is missing or of the wrong type. */
-#ifndef VLMC_RUNTIME_MANIFEST_H
-#define VLMC_RUNTIME_MANIFEST_H
+#ifndef VLMC_ARTIFACT_MANIFEST_H
+#define VLMC_ARTIFACT_MANIFEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,7 +16,12 @@
 #include "support/status.h"
 #include "support/strbuf.h"
 
-enum { VLMC_MANIFEST_MAX_EOS = 8 };
+enum {
+  VLMC_MANIFEST_MAX_EOS = 8,
+  /* 1: no format_version field, no calling_convention (the family implies it);
+   * 2: format_version and calling_convention. */
+  VLMC_MANIFEST_FORMAT_VERSION = 2,
+};
 
 typedef struct {
   char *name;            /* the checkpoint's tensor name, as the program's params use it */
@@ -30,10 +35,17 @@ typedef struct {
 } vlmc_manifest_param_t;
 
 typedef struct {
+  int64_t format_version; /* as read (1 when the field is absent); the writer writes the current */
   char *model_family;    /* "qwen2_5_vl" */
   char *producer;        /* "vlmc <version>" */
   char *compile_options; /* the command line options that produced it, for `vlmc inspect` */
   char *targets;         /* comma-separated backends the artifact carries code for: "ref" */
+  /* How the runtime drives the program: the names of its functions ("" for encode_image:
+   * a text-only family) and the position ids prefill and decode take: "mrope" (i64[3,S]
+   * M-RoPE ids, decode continuing from the prompt's rope delta) or "plain" (i64[1,S]). */
+  struct {
+    char *encode_image, *prefill, *decode, *positions;
+  } convention;
   int64_t vocab_size;
   int64_t image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
   int64_t merge_size;
@@ -49,15 +61,21 @@ typedef struct {
 void vlmc_manifest_init(vlmc_manifest_t *manifest);
 void vlmc_manifest_deinit(vlmc_manifest_t *manifest);
 
+/* Sets the calling convention of `family` where it has a default ("qwen2_5_vl": encode_image,
+ * prefill, decode, mrope): for manifests of format_version 1, which carry none, and for the
+ * compiler; any other family is refused by name. Replaces any convention already set. */
+vlmc_status_t vlmc_manifest_set_default_convention(vlmc_manifest_t *manifest, const char *family);
+
 /* Appends a parameter (copies the strings). */
 vlmc_status_t vlmc_manifest_add_param(vlmc_manifest_t *manifest, const vlmc_manifest_param_t *p);
 /* NULL when absent. */
 const vlmc_manifest_param_t *vlmc_manifest_find_param(const vlmc_manifest_t *manifest,
                                                       const char *name);
 
+/* Writes format_version VLMC_MANIFEST_FORMAT_VERSION; the convention must be set. */
 vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *manifest, vlmc_strbuf_t *out);
 /* `source` names the artifact in messages ("model.vlmc: manifest: preprocess.min_pixels:
- * expected an integer"). */
+ * expected an integer"). Reads format_version 1 and 2; a newer one is refused by number. */
 vlmc_status_t vlmc_manifest_from_json(const char *source, const char *text, size_t len,
                                       vlmc_manifest_t *out_manifest);
 

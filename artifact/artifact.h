@@ -12,8 +12,8 @@
  * business; this layer only guarantees that a damaged file is refused by name, never crashes,
  * and that opening costs the same for a 10 MB and a 10 GB file: sections flagged LAZY (the
  * parameters) are verified on demand (vlmc_artifact_section_verify) rather than at open. */
-#ifndef VLMC_RUNTIME_ARTIFACT_H
-#define VLMC_RUNTIME_ARTIFACT_H
+#ifndef VLMC_ARTIFACT_ARTIFACT_H
+#define VLMC_ARTIFACT_ARTIFACT_H
 
 #include <stdbool.h>
 #include <stddef.h>

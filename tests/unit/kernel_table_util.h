@@ -1,7 +1,7 @@
 /* A small fused program and its valid cpu kernel table, shared by the kernel-table tests and
  * fuzzer: a table is only meaningful against the program whose regions it covers. */
-#ifndef VLMC_TESTS_UNIT_CPU_TABLE_UTIL_H
-#define VLMC_TESTS_UNIT_CPU_TABLE_UTIL_H
+#ifndef VLMC_TESTS_UNIT_KERNEL_TABLE_UTIL_H
+#define VLMC_TESTS_UNIT_KERNEL_TABLE_UTIL_H
 
 static const char kTableProgram[] =
     "func @k(%x: f32[S,4], %y: f32[S,4]) -> f32[S,4] {\n"
