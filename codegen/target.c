@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "codegen/kernel_emit.h"
+#include "passes/pass.h"
 
 /* ---- lists ---- */
 
@@ -264,4 +265,20 @@ const vlmc_target_section_t *vlmc_target_output_section(const vlmc_target_output
   for (size_t i = 0; i < output->sections.count; ++i)
     if (!strcmp(output->sections.items[i].name, name)) return &output->sections.items[i];
   return NULL;
+}
+
+vlmc_status_t vlmc_target_run_tail(const vlmc_target_t *target, vlmc_module_t *m) {
+  vlmc_target_list_t list = {{target}, 1};
+  const char *tail = "";
+  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(&list, &tail));
+  vlmc_pass_registry_t registry;
+  vlmc_pass_registry_init(&registry);
+  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
+  vlmc_pass_pipeline_t *pipeline = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, tail, &pipeline));
+  vlmc_pass_manager_options_t o;
+  memset(&o, 0, sizeof o);
+  vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);
+  vlmc_pass_pipeline_destroy(pipeline);
+  return st;
 }

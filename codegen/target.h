@@ -117,6 +117,9 @@ vlmc_status_t vlmc_target_list_pipeline(const vlmc_target_list_t *list, const ch
                                         vlmc_strbuf_t *out);
 /* The pipeline tail the list's kernel targets need ("" for none). */
 vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, const char **out_tail);
+/* Runs one target's pipeline tail on a module (kernel tests: a program as it reaches the
+ * target's code generator). */
+vlmc_status_t vlmc_target_run_tail(const vlmc_target_t *target, vlmc_module_t *module);
 
 /* "cpu=native,key=value" (NULL or "" for none) into config->options; a key no registered
  * target takes is refused, naming the keys there are. */

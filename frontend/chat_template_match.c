@@ -72,16 +72,6 @@ typedef struct {
   vlmc_arena_t arena;
 } template_doc_t;
 
-static void line_col(const char *text, size_t offset, size_t *out_line, size_t *out_col) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset; ++i) {
-    col = text[i] == '\n' ? 1 : col + 1;
-    if (text[i] == '\n') ++line;
-  }
-  *out_line = line;
-  *out_col = col;
-}
-
 static vlmc_status_t doc_error(const template_doc_t *doc, vlmc_status_code_t code, size_t offset,
                                const char *fmt, ...) VLMC_PRINTF(4, 5);
 static vlmc_status_t doc_error(const template_doc_t *doc, vlmc_status_code_t code, size_t offset,
@@ -91,7 +81,7 @@ static vlmc_status_t doc_error(const template_doc_t *doc, vlmc_status_code_t cod
   vlmc_status_t status = vlmc_status_makev(code, fmt, ap);
   va_end(ap);
   size_t line, col;
-  line_col(doc->text, offset, &line, &col);
+  vlmc_text_line_col(doc->text, offset, &line, &col);
   return vlmc_status_annotate(status, "%s:%zu:%zu: ", doc->source, line, col);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "support/file.h"
 #include "support/json.h"
 #include "support/strbuf.h"
 
@@ -139,7 +140,7 @@ static vlmc_status_t check_single_spelling(const vlmc_st_archive_t *archive) {
 }
 
 static bool file_exists(const char *dir, const char *name) {
-  char *path = vlmc_json_path_join(dir, name);
+  char *path = vlmc_path_join(dir, name);
   struct stat st;
   bool exists = path && stat(path, &st) == 0;
   free(path);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
+#include "support/file.h"
 #include "support/json.h"
 
 #define MAX_PIXELS_LIMIT ((int64_t)1 << 40)
@@ -140,7 +141,7 @@ static bool has_image_processor(const char *text, size_t len) {
 
 static vlmc_status_t load_named(const char *dir, const char *name, bool processor,
                                 vlmc_preprocessor_config_t *out_config, bool *out_found) {
-  char *path = vlmc_json_path_join(dir, name), *text = NULL;
+  char *path = vlmc_path_join(dir, name), *text = NULL;
   size_t len = 0;
   if (!path) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", dir);
   vlmc_status_t status = vlmc_json_read_optional_file(path, &text, &len);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "frontend/config.h"
+#include "support/file.h"
 #include "support/json.h"
 
 static vlmc_status_t copy_string(const char *file, const char *text, char **out) {
@@ -111,7 +112,7 @@ typedef enum { SOURCE_JINJA, SOURCE_JSON, SOURCE_TOKENIZER_CONFIG } template_sou
 /* Tries one candidate file; *out_text stays NULL when the file is absent or has no template. */
 static vlmc_status_t try_template_file(const char *dir, const char *name, template_source_t kind,
                                        vlmc_chat_template_source_t *out) {
-  char *path = vlmc_json_path_join(dir, name), *text = NULL;
+  char *path = vlmc_path_join(dir, name), *text = NULL;
   size_t len = 0;
   if (!path) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", dir);
   vlmc_status_t status = vlmc_json_read_optional_file(path, &text, &len);

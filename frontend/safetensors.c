@@ -15,10 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "support/json.h"
 #include "support/arena.h"
 #include "support/checked_math.h"
 #include "support/file.h"
+#include "support/json.h"
 #include "support/strbuf.h"
 
 /* ---- dtypes ------------------------------------------------------------------------------ */
@@ -474,21 +474,10 @@ static vlmc_status_t open_shard_file(vlmc_st_archive_t *archive, const char *pat
   return parse_shard(archive, shard, mapping->data, mapping->size);
 }
 
-static char *join_path(const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  char *path = malloc(a + b + 2);
-  if (!path) return NULL;
-  memcpy(path, dir, a);
-  size_t used = a;
-  if (a && dir[a - 1] != '/') path[used++] = '/';
-  memcpy(path + used, name, b + 1);
-  return path;
-}
-
 /* The folder part of `path` ("." for a bare name); malloc'd. */
 static char *dirname_of(const char *path) {
   const char *slash = strrchr(path, '/');
-  if (!slash) return join_path(".", "");
+  if (!slash) return vlmc_path_join(".", "");
   size_t len = slash == path ? 1 : (size_t)(slash - path);
   char *dir = malloc(len + 1);
   if (!dir) return NULL;
@@ -586,7 +575,7 @@ static vlmc_status_t open_index(vlmc_st_archive_t *archive, const char *index_pa
   char *dir = status ? NULL : dirname_of(index_path);
   if (!status && !dir) status = out_of_memory(index_path);
   for (size_t i = 0; i < index.file_count && !status; ++i) {
-    char *shard_path = join_path(dir, index.files[i]);
+    char *shard_path = vlmc_path_join(dir, index.files[i]);
     if (!shard_path) {
       status = out_of_memory(index_path);
       break;
@@ -615,8 +604,8 @@ static bool is_regular_file(const char *path) {
 }
 
 static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir) {
-  char *single = join_path(dir, "model.safetensors");
-  char *index = join_path(dir, "model.safetensors.index.json");
+  char *single = vlmc_path_join(dir, "model.safetensors");
+  char *index = vlmc_path_join(dir, "model.safetensors.index.json");
   vlmc_status_t status = NULL;
   if (!single || !index) {
     status = out_of_memory(dir);
@@ -798,20 +787,6 @@ vlmc_status_t vlmc_st_tensor_to_f32(const vlmc_st_tensor_t *tensor, float *out, 
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
-static void json_put_string(vlmc_strbuf_t *buf, const char *text) {
-  vlmc_strbuf_putc(buf, '"');
-  for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
-    if (*p == '"' || *p == '\\') {
-      vlmc_strbuf_putc(buf, '\\');
-      vlmc_strbuf_putc(buf, (char)*p);
-    } else if (*p < 0x20) {
-      vlmc_strbuf_printf(buf, "\\u%04x", *p);
-    } else {
-      vlmc_strbuf_putc(buf, (char)*p);
-    }
-  }
-  vlmc_strbuf_putc(buf, '"');
-}
 
 static vlmc_status_t check_write_tensor(const char *path, const vlmc_st_write_tensor_t *t,
                                         uint64_t *out_nbytes) {
@@ -863,7 +838,7 @@ static vlmc_status_t build_header(const char *path, const vlmc_st_write_tensor_t
     const vlmc_st_write_tensor_t *t = &tensors[i];
     VLMC_RETURN_IF_ERROR(check_write_tensor(path, t, &sizes[i]));
     vlmc_strbuf_putc(header, ',');
-    json_put_string(header, t->name);
+    vlmc_json_write_string(header, t->name);
     vlmc_strbuf_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", vlmc_st_dtype_name(t->dtype));
     for (int d = 0; d < t->rank; ++d)
       vlmc_strbuf_printf(header, "%s%lld", d ? "," : "", (long long)t->shape[d]);

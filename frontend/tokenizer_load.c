@@ -9,6 +9,7 @@
 
 #include "frontend/gunzip.h"
 #include "frontend/tokenizer_internal.h"
+#include "support/strbuf.h"
 #include "support/checked_math.h"
 #include "support/file.h"
 
@@ -479,20 +480,6 @@ static vlmc_status_t load_root(vlmc_tokenizer_t *tokenizer, const cJSON *root) {
 
 /* ---- entry points ---- */
 
-static void line_and_column(const char *text, size_t offset, size_t *out_line, size_t *out_col) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  *out_line = line;
-  *out_col = col;
-}
-
 vlmc_status_t vlmc_tokenizer_create_from_buffer(const char *name, const char *json, size_t len,
                                                 vlmc_tokenizer_t **out_tokenizer) {
   *out_tokenizer = NULL;
@@ -510,7 +497,7 @@ vlmc_status_t vlmc_tokenizer_create_from_buffer(const char *name, const char *js
   if (!root) {
     size_t offset = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
     size_t line, col;
-    line_and_column(json, offset, &line, &col);
+    vlmc_text_line_col(json, offset, &line, &col);
     status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: invalid JSON at line %zu, column %zu", name,
                               line, col);
   } else {

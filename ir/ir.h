@@ -111,6 +111,10 @@ bool vlmc_type_is_static(const vlmc_type_t *type);
 /* Solves sym * num / den + off = value for the dim's symbol; false when no non-negative
  * integer does (or the dim is static). Binding a symbol from an argument's extent. */
 bool vlmc_dim_solve(vlmc_dim_t dim, int64_t value, int64_t *out_sym);
+/* Makes the dim `value`: binds its symbol (symbols[sym - 1], bound[sym - 1]) when unbound,
+ * then checks the dim evaluates to `value`; false when it cannot. */
+bool vlmc_dim_bind(vlmc_dim_t dim, int64_t value, int64_t *symbols, bool *bound,
+                   size_t num_symbols);
 /* Product of the dims when all are static; false when symbolic or on overflow. */
 bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count);
 /* Whether a and b have the same number of elements for every value of the symbols. */
@@ -334,6 +338,10 @@ vlmc_status_t vlmc_module_func_add(vlmc_module_t *module, const char *name, uint
                                    uint32_t num_results, const vlmc_type_t *result_types,
                                    vlmc_func_t **out_func);
 vlmc_func_t *vlmc_module_func_find(const vlmc_module_t *module, const char *name);
+/* The function `name` (found, or NULL) called with num_args arguments for num_results
+ * results: an error naming the mismatch, for executors. */
+vlmc_status_t vlmc_func_check_call(const vlmc_func_t *func, const char *name, uint32_t num_args,
+                                   uint32_t num_results);
 
 /* Creates an op with these exact result types (no inference: the parser's path; the verifier
  * checks them later) and inserts it before `before` (NULL: at the end of `block`). `attrs` has

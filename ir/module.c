@@ -405,3 +405,15 @@ const vlmc_attr_t *vlmc_value_constant(const vlmc_value_t *value) {
   if (!value->def || value->def->kind != VLMC_OP_CONSTANT) return NULL;
   return vlmc_op_attr(value->def, "value");
 }
+
+vlmc_status_t vlmc_func_check_call(const vlmc_func_t *func, const char *name, uint32_t num_args,
+                                   uint32_t num_results) {
+  if (!func) return vlmc_status_make(VLMC_NOT_FOUND, "no function @%s", name);
+  if (num_args != func->num_args)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s takes %u arguments, got %u", func->name,
+                            func->num_args, num_args);
+  if (num_results != func->num_results)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s returns %u results, %u asked for",
+                            func->name, func->num_results, num_results);
+  return NULL;
+}

@@ -189,6 +189,21 @@ bool vlmc_dim_solve(vlmc_dim_t d, int64_t value, int64_t *out_sym) {
   return true;
 }
 
+bool vlmc_dim_bind(vlmc_dim_t d, int64_t value, int64_t *symbols, bool *bound,
+                   size_t num_symbols) {
+  if (vlmc_dim_is_static(d)) return d.off == value;
+  if (!bound[d.sym - 1]) {
+    int64_t sym;
+    if (!vlmc_dim_solve(d, value, &sym)) return false;
+    symbols[d.sym - 1] = sym;
+    bound[d.sym - 1] = true;
+  }
+  int64_t got;
+  vlmc_status_t st = vlmc_dim_eval(d, symbols, num_symbols, &got);
+  vlmc_status_free(st);
+  return !st && got == value;
+}
+
 bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count) {
   int64_t count = 1;
   for (uint32_t i = 0; i < type->rank; ++i) {

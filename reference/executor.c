@@ -120,17 +120,7 @@ vlmc_status_t vlmc_ref_result_alloc(vlmc_ref_ctx_t *ctx, uint32_t i) {
 
 /* Binds the dim's symbol so that the dim is `value` (when unbound), then checks the dim. */
 static bool bind_dim(vlmc_executor_t *ex, vlmc_dim_t d, int64_t value) {
-  if (vlmc_dim_is_static(d)) return d.off == value;
-  if (!ex->bound[d.sym - 1]) {
-    int64_t sym;
-    if (!vlmc_dim_solve(d, value, &sym)) return false;
-    ex->symbols[d.sym - 1] = sym;
-    ex->bound[d.sym - 1] = true;
-  }
-  int64_t got;
-  vlmc_status_t st = vlmc_dim_eval(d, ex->symbols, ex->module->num_symbols, &got);
-  vlmc_status_free(st);
-  return !st && got == value;
+  return vlmc_dim_bind(d, value, ex->symbols, ex->bound, ex->module->num_symbols);
 }
 
 vlmc_status_t vlmc_ref_result_set_length(vlmc_ref_ctx_t *ctx, uint32_t i, uint32_t axis,
@@ -824,18 +814,6 @@ static vlmc_status_t get_plan(vlmc_executor_t *ex, const vlmc_func_t *func,
   return NULL;
 }
 
-static vlmc_status_t check_call(const vlmc_func_t *func, const char *func_name,
-                                uint32_t num_args, uint32_t num_results) {
-  if (!func) return vlmc_status_make(VLMC_NOT_FOUND, "no function @%s", func_name);
-  if (num_args != func->num_args)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s takes %u arguments, got %u", func->name,
-                            func->num_args, num_args);
-  if (num_results != func->num_results)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s returns %u results, %u asked for",
-                            func->name, func->num_results, num_results);
-  return NULL;
-}
-
 static vlmc_status_t run_body(vlmc_executor_t *ex, const vlmc_ref_plan_t *plan,
                               vlmc_tensor_t *values, vlmc_tensor_t *out_results) {
   size_t no = plan->max_operands ? plan->max_operands : 1;
@@ -864,7 +842,7 @@ vlmc_status_t vlmc_executor_run(vlmc_executor_t *ex, const char *func_name, vlmc
                                 uint32_t num_results) {
   for (uint32_t i = 0; i < num_results; ++i) memset(&out_results[i], 0, sizeof *out_results);
   const vlmc_func_t *func = vlmc_module_func_find(ex->module, func_name);
-  vlmc_status_t st = check_call(func, func_name, num_args, num_results);
+  vlmc_status_t st = vlmc_func_check_call(func, func_name, num_args, num_results);
   vlmc_ref_plan_t *plan = NULL;
   if (!st) st = get_plan(ex, func, &plan);
   if (st) {

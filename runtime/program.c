@@ -221,15 +221,21 @@ void vlmc_program_set_tap(vlmc_program_t *p, vlmc_backend_tap_fn fn, void *ctx) 
 
 /* A new owned value holding a copy of host data (uploaded, or written through the host
  * pointer). */
-static vlmc_status_t value_from_host(vlmc_program_t *p, const vlmc_tensor_t *host,
-                                     vlmc_rt_value_t *out) {
+/* An empty value of host's dtype and shape, and its size in bytes. */
+static vlmc_status_t value_like(const vlmc_tensor_t *host, vlmc_rt_value_t *out, size_t *bytes) {
   memset(out, 0, sizeof *out);
   out->dtype = host->dtype;
   out->rank = host->rank;
   memcpy(out->shape, host->shape, sizeof out->shape);
-  size_t bytes;
-  if (!vlmc_tensor_byte_size(host->dtype, host->rank, host->shape, &bytes))
+  if (!vlmc_tensor_byte_size(host->dtype, host->rank, host->shape, bytes))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "a value of an invalid shape");
+  return NULL;
+}
+
+static vlmc_status_t value_from_host(vlmc_program_t *p, const vlmc_tensor_t *host,
+                                     vlmc_rt_value_t *out) {
+  size_t bytes;
+  VLMC_RETURN_IF_ERROR(value_like(host, out, &bytes));
   VLMC_RETURN_IF_ERROR(p->iface->buffer_alloc(p->backend, bytes, &out->buffer));
   out->owned = true;
   if (!bytes) return NULL;
@@ -247,13 +253,8 @@ static vlmc_status_t value_from_host(vlmc_program_t *p, const vlmc_tensor_t *hos
 static vlmc_status_t value_of_host(vlmc_program_t *p, const vlmc_tensor_t *host,
                                    vlmc_rt_value_t *out) {
   if (!p->host_memory) return value_from_host(p, host, out);
-  memset(out, 0, sizeof *out);
-  out->dtype = host->dtype;
-  out->rank = host->rank;
-  memcpy(out->shape, host->shape, sizeof out->shape);
   size_t bytes;
-  if (!vlmc_tensor_byte_size(host->dtype, host->rank, host->shape, &bytes))
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "a value of an invalid shape");
+  VLMC_RETURN_IF_ERROR(value_like(host, out, &bytes));
   VLMC_RETURN_IF_ERROR(p->iface->buffer_wrap(p->backend, host->data, bytes, &out->buffer));
   out->owned = true;
   return NULL;
@@ -294,17 +295,7 @@ static vlmc_rt_value_t borrowed(const vlmc_rt_value_t *v) {
 
 /* Binds the dim's symbol so that the dim is `value` (when unbound), then checks the dim. */
 static bool bind_dim(vlmc_program_t *p, vlmc_dim_t d, int64_t value) {
-  if (vlmc_dim_is_static(d)) return d.off == value;
-  if (!p->bound[d.sym - 1]) {
-    int64_t sym;
-    if (!vlmc_dim_solve(d, value, &sym)) return false;
-    p->symbols[d.sym - 1] = sym;
-    p->bound[d.sym - 1] = true;
-  }
-  int64_t got;
-  vlmc_status_t st = vlmc_dim_eval(d, p->symbols, p->module->num_symbols, &got);
-  vlmc_status_free(st);
-  return !st && got == value;
+  return vlmc_dim_bind(d, value, p->symbols, p->bound, p->module->num_symbols);
 }
 
 static vlmc_status_t eval_shape(const vlmc_program_t *p, const vlmc_type_t *type,
@@ -712,24 +703,12 @@ static vlmc_status_t run_function(vlmc_program_t *p, const char *name, vlmc_rt_v
   return p->iface->run_function(p->backend, &call);
 }
 
-static vlmc_status_t check_call(const vlmc_func_t *func, const char *name, uint32_t num_args,
-                                uint32_t num_results) {
-  if (!func) return vlmc_status_make(VLMC_NOT_FOUND, "no function @%s", name);
-  if (num_args != func->num_args)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s takes %u arguments, got %u", func->name,
-                            func->num_args, num_args);
-  if (num_results != func->num_results)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "@%s returns %u results, %u asked for",
-                            func->name, func->num_results, num_results);
-  return NULL;
-}
-
 vlmc_status_t vlmc_program_run(vlmc_program_t *p, const char *name, vlmc_rt_value_t *args,
                                uint32_t num_args, vlmc_rt_value_t *results,
                                uint32_t num_results) {
   for (uint32_t i = 0; i < num_results; ++i) memset(&results[i], 0, sizeof *results);
   const vlmc_func_t *func = vlmc_module_func_find(p->module, name);
-  vlmc_status_t st = check_call(func, name, num_args, num_results);
+  vlmc_status_t st = vlmc_func_check_call(func, name, num_args, num_results);
   size_t f = 0;
   plan_t *plan = NULL;
   if (!st && !(p->iface->caps & VLMC_BACKEND_RUNS_FUNCTIONS)) st = get_plan(p, func, &f, &plan);

@@ -140,3 +140,14 @@ vlmc_status_t vlmc_file_mkdirs(const char *path) {
   free(copy);
   return NULL;
 }
+
+char *vlmc_path_join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *path = malloc(a + b + 2);
+  if (!path) return NULL;
+  memcpy(path, dir, a);
+  size_t used = a;
+  if (a && dir[a - 1] != '/') path[used++] = '/';
+  memcpy(path + used, name, b + 1);
+  return path;
+}

@@ -31,4 +31,7 @@ void vlmc_file_unmap(vlmc_mapped_file_t *file);
 /* Creates `path` and any missing parents (like mkdir -p). */
 vlmc_status_t vlmc_file_mkdirs(const char *path);
 
+/* dir + "/" + name (no "/" doubled); malloc'd, NULL when out of memory. */
+char *vlmc_path_join(const char *dir, const char *name);
+
 #endif

@@ -1,5 +1,6 @@
 /* Typed, located JSON access (see json.h). */
 #define _POSIX_C_SOURCE 200809L
+#include "support/strbuf.h"
 #include "support/json.h"
 
 #include <errno.h>
@@ -24,20 +25,6 @@ const char *vlmc_json_kind(const cJSON *item) {
   if (cJSON_IsArray(item)) return "an array";
   if (cJSON_IsObject(item)) return "an object";
   return "an invalid value";
-}
-
-static void line_col(const char *text, size_t offset, int *out_line, int *out_col) {
-  int line = 1, col = 1;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  *out_line = line;
-  *out_col = col;
 }
 
 static int compare_keys(const void *a, const void *b) {
@@ -80,15 +67,15 @@ vlmc_status_t vlmc_json_parse_document(const char *file, const char *text, size_
   size_t stop = end ? (size_t)(end - copy) : 0;
   /* cJSON stops right after the value; only JSON whitespace may follow it. */
   while (root && stop < len && strchr(" \t\r\n", copy[stop]) && copy[stop] != '\0') ++stop;
-  int line, col;
-  line_col(copy, stop, &line, &col);
+  size_t line, col;
+  vlmc_text_line_col(copy, stop, &line, &col);
   free(copy);
   /* cJSON's error position is approximate (within a character or so; the last byte for an
    * input that ends too early). */
-  if (!root) return vlmc_status_make(VLMC_PARSE_ERROR, "%s:%d:%d: invalid JSON", file, line, col);
+  if (!root) return vlmc_status_make(VLMC_PARSE_ERROR, "%s:%zu:%zu: invalid JSON", file, line, col);
   if (stop < len) {
     cJSON_Delete(root);
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s:%d:%d: unexpected text after the JSON value",
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s:%zu:%zu: unexpected text after the JSON value",
                             file, line, col);
   }
   vlmc_status_t status = check_unique_keys(file, root);
@@ -307,24 +294,13 @@ vlmc_status_t vlmc_json_read_optional_file(const char *path, char **out_text, si
   return vlmc_file_read_all(path, out_text, out_len);
 }
 
-char *vlmc_json_path_join(const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  char *path = malloc(a + b + 2);
-  if (!path) return NULL;
-  memcpy(path, dir, a);
-  size_t used = a;
-  if (a && dir[a - 1] != '/') path[used++] = '/';
-  memcpy(path + used, name, b + 1);
-  return path;
-}
-
 vlmc_status_t vlmc_json_read_config_file(const char *path, const char *name, char **out_text,
                                          size_t *out_len, char **out_file) {
   *out_text = NULL;
   *out_file = NULL;
   struct stat st;
   bool folder = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-  char *file = folder ? vlmc_json_path_join(path, name) : strdup(path);
+  char *file = folder ? vlmc_path_join(path, name) : strdup(path);
   if (!file) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", path);
   vlmc_status_t status = vlmc_json_read_optional_file(file, out_text, out_len);
   if (!status && !*out_text) status = vlmc_status_make(VLMC_NOT_FOUND, "%s: no such file", file);

@@ -97,7 +97,5 @@ vlmc_status_t vlmc_json_read_optional_file(const char *path, char **out_text, si
 vlmc_status_t vlmc_json_read_config_file(const char *path, const char *name, char **out_text,
                                          size_t *out_len, char **out_file);
 
-/* dir + "/" + name, malloc'd (NULL when out of memory). */
-char *vlmc_json_path_join(const char *dir, const char *name);
 
 #endif

@@ -87,3 +87,13 @@ char *vlmc_strbuf_take(vlmc_strbuf_t *buf) {
   vlmc_strbuf_init(buf);
   return out;
 }
+
+void vlmc_text_line_col(const char *text, size_t offset, size_t *out_line, size_t *out_col) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    col = text[i] == '\n' ? 1 : col + 1;
+    if (text[i] == '\n') ++line;
+  }
+  *out_line = line;
+  *out_col = col;
+}

@@ -26,4 +26,8 @@ const char *vlmc_strbuf_cstr(const vlmc_strbuf_t *buf);
 /* Transfers ownership of the malloc'd text to the caller (never NULL unless failed). */
 char *vlmc_strbuf_take(vlmc_strbuf_t *buf);
 
+/* The 1-based line and column of byte `offset` of `text`, for error locations (size_t: a
+ * multi-gigabyte text has more lines than an int holds). */
+void vlmc_text_line_col(const char *text, size_t offset, size_t *out_line, size_t *out_col);
+
 #endif

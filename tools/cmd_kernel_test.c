@@ -268,22 +268,6 @@ typedef struct {
   char templates[256];
 } outcome_t;
 
-/* The passes the target needs at the end of compile's pipeline (the regions it compiles). */
-static vlmc_status_t run_target_tail(const vlmc_target_t *target, vlmc_module_t *m) {
-  vlmc_target_list_t list = {{target}, 1};
-  const char *tail = "";
-  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(&list, &tail));
-  vlmc_pass_registry_t registry;
-  vlmc_pass_registry_init(&registry);
-  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
-  vlmc_pass_pipeline_t *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, tail, &pipeline));
-  vlmc_pass_manager_options_t o;
-  memset(&o, 0, sizeof o);
-  vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);
-  vlmc_pass_pipeline_destroy(pipeline);
-  return st;
-}
 
 static void templates_of(const char *table, char *out, size_t size) {
   out[0] = '\0';
@@ -396,7 +380,7 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   vlmc_parse_options_t po = {.filename = path, .first_line = 1};
   VLMC_RETURN_IF_ERROR(vlmc_module_parse(text, strlen(text), &po, &m));
   vlmc_status_t st = vlmc_module_verify(m);
-  if (!st) st = run_target_tail(target, m);
+  if (!st) st = vlmc_target_run_tail(target, m);
   vlmc_target_config_t config;
   vlmc_target_output_t code;
   memset(&code, 0, sizeof code);

@@ -31,22 +31,6 @@ static vlmc_module_t *parse_program(void) {
   return m;
 }
 
-/* Runs the pipeline tail the target asks for (what compile ends its pipeline with). */
-static vlmc_status_t run_tail(const vlmc_target_t *target, vlmc_module_t *m) {
-  vlmc_target_list_t list = {{target}, 1};
-  const char *tail = "";
-  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(&list, &tail));
-  vlmc_pass_registry_t registry;
-  vlmc_pass_registry_init(&registry);
-  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
-  vlmc_pass_pipeline_t *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, tail, &pipeline));
-  vlmc_pass_manager_options_t o;
-  memset(&o, 0, sizeof o);
-  vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);
-  vlmc_pass_pipeline_destroy(pipeline);
-  return st;
-}
 
 static void test_registry(void) {
   EXPECT_EQ_INT(vlmc_target_count(), 3);
@@ -130,7 +114,7 @@ static void test_options(void) {
 static void test_null_refuses_region_by_name(void) {
   vlmc_module_t *m = parse_program();
   if (!m) return;
-  EXPECT_OK(run_tail(&vlmc_target_null, m));
+  EXPECT_OK(vlmc_target_run_tail(&vlmc_target_null, m));
   vlmc_target_config_t config;
   memset(&config, 0, sizeof config);
   vlmc_target_output_t out;
