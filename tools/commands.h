@@ -11,5 +11,6 @@ int vlmc_cmd_compile(int argc, char **argv);
 int vlmc_cmd_inspect(int argc, char **argv);
 int vlmc_cmd_random_checkpoint(int argc, char **argv);
 int vlmc_cmd_kernel_test(int argc, char **argv);
+int vlmc_cmd_reseal(int argc, char **argv);
 
 #endif

@@ -21,6 +21,8 @@ static const command_t commands[] = {
      "check generated cpu kernels against the reference executor (tests/kernels/*.vir)"},
     {"random-checkpoint", vlmc_cmd_random_checkpoint,
      "write a checkpoint with random weights for a config.json (benchmarks)"},
+    {"reseal", vlmc_cmd_reseal,
+     "rewrite an artifact's sections with fresh checksums, replacing some (hostile-input tests)"},
 };
 
 static void print_usage(FILE *out) {
