@@ -616,7 +616,7 @@ static vlmc_status_t define_value(parser_t *p, const token_t *name, vlmc_value_t
   const char *key = name->start + 1;
   size_t len = name->len - 1;
   if (vlmc_ir_strmap_get(p->values, key, len))
-    return error_at(p, name, "redefinition of value %%%.*s", (int)len, key);
+    return error_at(p, name, "redefinition of value %%%.*s", (int)(len > 64 ? 64 : len), key);
   if (!vlmc_ir_strmap_put(p->values, key, len, value))
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   if (all_digits(key, len)) return NULL; /* numbered values have no name hint */
