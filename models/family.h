@@ -50,8 +50,10 @@ typedef struct {
                                          vlmc_module_t **out_module);
   /* The checkpoint tensors `config` implies, one call of `add` each in checkpoint order
    * (hub names, the shapes `build` checks them against): what `vlmc random-checkpoint` writes
-   * without a checkpoint to read. NULL for a family without a list. */
-  void (*plan_tensors)(const vlmc_model_config_t *config, vlmc_model_tensor_fn add, void *ctx);
+   * without a checkpoint to read. A config `build` would refuse is refused first. NULL for a
+   * family without a list. */
+  vlmc_status_t (*plan_tensors)(const vlmc_model_config_t *config, vlmc_model_tensor_fn add,
+                                void *ctx);
   vlmc_model_convention_t convention;
 } vlmc_model_family_t;
 

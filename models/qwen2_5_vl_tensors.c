@@ -1,9 +1,9 @@
-/* The checkpoint tensors a Qwen2.5-VL config implies (models/qwen2_5_vl.h): what
+/* The checkpoint tensors a Qwen2.5-VL config implies (vlmc_qwen2_5_vl_plan_tensors): what
  * `vlmc random-checkpoint` writes and the fuzzer's synthetic tensor table holds. The builder
  * asks for exactly these (tests check it), so a change to the model is a change here too. */
 #include <stdio.h>
 
-#include "models/qwen2_5_vl.h"
+#include "models/qwen2_5_vl_internal.h"
 
 static void add_linear(vlmc_model_tensor_fn add, void *ctx, int64_t out, int64_t in, bool bias,
                        const char *prefix) {
@@ -73,8 +73,9 @@ static void plan_text(const vlmc_model_config_t *cfg, vlmc_model_tensor_fn add, 
   if (!cfg->tie_word_embeddings) add(ctx, "lm_head.weight", 2, embed, false);
 }
 
-void vlmc_qwen2_5_vl_plan_tensors(const vlmc_model_config_t *config, vlmc_model_tensor_fn add,
-                                  void *ctx) {
+/* The config must have passed the family's checks (vlmc_qwen2_5_vl_plan_tensors): the shapes
+ * are products of its sizes. */
+void qwen_plan_tensors(const vlmc_model_config_t *config, vlmc_model_tensor_fn add, void *ctx) {
   plan_vision(&config->vision, add, ctx);
   plan_text(config, add, ctx);
 }

@@ -309,10 +309,8 @@ static vlmc_status_t random_checkpoint(const options_t *o) {
   if (!status && !family->plan_tensors)
     status = vlmc_status_make(VLMC_UNSUPPORTED, "%s: random-checkpoint has no tensor list for "
                               "the %s family", o->config_path, family->display_name);
-  if (!status) {
-    family->plan_tensors(&cfg, plan_add, &plan);
-    status = plan.error;
-  }
+  if (!status) status = family->plan_tensors(&cfg, plan_add, &plan);
+  if (!status) status = plan.error;
   if (!status) status = plan_check(&plan, family, &cfg, o->config_path);
   if (!status) {
     int shards = plan_shard(&plan, o->shard_bytes);

@@ -4,8 +4,9 @@
  * bf16 like the hub's checkpoints. Either the config is refused with a status, or the build
  * succeeds, every planned tensor is used (a tensor with a negative dim is left out of the
  * table, so the build must refuse), and the same config is built again with a small fixed
- * image grid and taps (refused or built, never a crash). Configs whose plan exceeds PLAN_MAX_* are skipped: they are valid but
- * too large for one fuzz input (the builder's work grows with them), not bugs. */
+ * image grid and taps (refused or built, never a crash). A config whose plan exceeds
+ * PLAN_MAX_* (valid, but too large for one fuzz input: the builder's work grows with it) is
+ * built against an empty table instead, which the builder must refuse at its first weight. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,12 +87,29 @@ static void build_with_grid(const vlmc_model_family_t *family, const vlmc_model_
   vlmc_module_destroy(module);
 }
 
+static bool find_nothing(void *user, const char *name, vlmc_model_tensor_info_t *out) {
+  return false;
+}
+
+/* A config too large to plan still goes through the builder's checks of the config and
+ * everything it computes before its first weight; the empty table then stops it, cheaply. */
+static void build_without_tensors(const vlmc_model_family_t *family,
+                                  const vlmc_model_config_t *config) {
+  vlmc_model_tensors_t none = {.find = find_nothing, .source = "no tensors"};
+  vlmc_module_t *module = NULL;
+  vlmc_status_t status = family->build(config, &none, NULL, &module);
+  assert(status != NULL && module == NULL);
+  vlmc_status_free(status);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const vlmc_model_family_t *family = NULL;
   vlmc_model_config_t config;
   vlmc_status_t status =
       vlmc_model_family_parse_config((const char *)data, size, "config.json", &family, &config);
+  if (status && getenv("VLMC_FUZZ_VERBOSE"))
+    fprintf(stderr, "fuzz_model_build: %s\n", vlmc_status_message(status));
   if (status) {
     assert(strstr(vlmc_status_message(status), "config.json") != NULL);
     vlmc_status_free(status);
@@ -100,8 +118,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!family->plan_tensors) return 0;
   static plan_t plan;
   memset(&plan, 0, sizeof plan);
-  family->plan_tensors(&config, plan_add, &plan);
-  if (plan.too_large) return 0;
+  status = family->plan_tensors(&config, plan_add, &plan);
+  if (status) {
+    /* What build would refuse: refused with build's message, naming the file. */
+    assert(strstr(vlmc_status_message(status), "config.json") != NULL);
+    vlmc_status_free(status);
+    build_without_tensors(family, &config);
+    return 0;
+  }
+  if (plan.too_large) {
+    build_without_tensors(family, &config);
+    return 0;
+  }
   vlmc_model_tensors_t tensors = {.find = plan_find, .user = &plan, .source = "the plan"};
   vlmc_module_t *module = NULL;
   status = family->build(&config, &tensors, NULL, &module);

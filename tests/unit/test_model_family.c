@@ -201,7 +201,7 @@ static void test_plan_is_the_checkpoint_tensor_list(void) {
   EXPECT_TRUE(family->plan_tensors != NULL);
   if (family->plan_tensors) {
     plan_check_t c = {.checkpoint = checkpoint};
-    family->plan_tensors(vlmc_checkpoint_config(checkpoint), check_planned, &c);
+    EXPECT_OK(family->plan_tensors(vlmc_checkpoint_config(checkpoint), check_planned, &c));
     EXPECT_EQ_INT(c.mismatches, 0);
     EXPECT_EQ_INT(c.count, vlmc_st_archive_count(vlmc_checkpoint_archive(checkpoint)));
   }
