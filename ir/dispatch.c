@@ -247,6 +247,16 @@ vlmc_status_t vlmc_dispatch_check_slots(const vlmc_func_t *func, const vlmc_disp
   for (const vlmc_op_t *op = func->body.first; op && !any; op = op->next) any = op->slot != 0;
   if (!any) return NULL;
   uint32_t n = set->num_regions;
+  /* The runtime keeps one buffer entry per slot number up to the largest (runtime/program.c):
+   * a sparse `slot 2000000000` would cost gigabytes at open. The memory plan numbers slots
+   * 1..k with k <= regions; refuse absurd numbering as for region numbers. */
+  uint32_t max_slot = 0;
+  for (const vlmc_op_t *op = func->body.first; op; op = op->next)
+    max_slot = op->slot > max_slot ? op->slot : max_slot;
+  if (max_slot > 4 * n + 1024)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "@%s: activation slot numbers go up to %u for %u dispatch regions; "
+                            "number slots densely from 1", func->name, max_slot, n);
   uint32_t *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
   bool *escapes = calloc(n + 1, sizeof *escapes);
   vlmc_status_t st = NULL;

@@ -34,6 +34,11 @@ typedef struct {
   const char *source;
 } vlmc_model_tensors_t;
 
+/* Receives one tensor of a family's plan (vlmc_model_family_t.plan_tensors): its hub name,
+ * its shape, and whether it is a norm weight (random weights for it are drawn around 1). */
+typedef void (*vlmc_model_tensor_fn)(void *ctx, const char *name, uint32_t rank,
+                                     const int64_t *shape, bool is_norm);
+
 /* What a build is asked for, the same for every family. */
 typedef struct {
   /* Fixed grid: num_images rows of (t, h, w) in patches; NULL for a symbolic grid. */

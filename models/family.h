@@ -48,6 +48,12 @@ typedef struct {
   vlmc_status_t (*build_from_checkpoint)(const vlmc_checkpoint_t *checkpoint,
                                          const vlmc_model_build_options_t *options,
                                          vlmc_module_t **out_module);
+  /* The checkpoint tensors `config` implies, one call of `add` each in checkpoint order
+   * (hub names, the shapes `build` checks them against): what `vlmc random-checkpoint` writes
+   * without a checkpoint to read. A config `build` would refuse is refused first. NULL for a
+   * family without a list. */
+  vlmc_status_t (*plan_tensors)(const vlmc_model_config_t *config, vlmc_model_tensor_fn add,
+                                void *ctx);
   vlmc_model_convention_t convention;
 } vlmc_model_family_t;
 

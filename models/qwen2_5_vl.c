@@ -17,6 +17,7 @@ const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
     .parse_config = vlmc_qwen2_5_vl_config_parse,
     .build = vlmc_qwen2_5_vl_build,
     .build_from_checkpoint = vlmc_qwen2_5_vl_build_from_checkpoint,
+    .plan_tensors = vlmc_qwen2_5_vl_plan_tensors,
     /* The functions of models/qwen2_5_vl.h; M-RoPE ids (t, h, w) per token with the rope
      * delta for decode positions (reference/mrope_positions.c, spec §4.4). */
     .convention = {.encode_image = "encode_image",
@@ -26,6 +27,30 @@ const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
 };
 
 /* ---- checks of the config and the options ----------------------------------------------- */
+
+/* The widths of a pixel_values row (in_channels x temporal_patch x patch^2: 1176) and of a
+ * merged row (hidden x merge^2: 5120 for 3B) become static dims: each key alone is bounded by
+ * the parser, their products must be too (2^24 cubed overflows int64). */
+static vlmc_status_t check_row_widths(const vlmc_vision_config_t *v) {
+  int64_t features, merged;
+  bool ok = vlmc_mul_i64(v->in_channels, v->temporal_patch_size, &features) &&
+            vlmc_mul_i64(features, v->patch_size, &features) &&
+            vlmc_mul_i64(features, v->patch_size, &features) && features <= INT32_MAX;
+  if (!ok)
+    return vlmc_status_make(VLMC_OUT_OF_RANGE,
+                            "config.json: vision_config: in_channels %lld x temporal_patch_size "
+                            "%lld x patch_size^2 (%lld) is too large for a pixel row",
+                            (long long)v->in_channels, (long long)v->temporal_patch_size,
+                            (long long)v->patch_size);
+  ok = vlmc_mul_i64(v->spatial_merge_size, v->spatial_merge_size, &merged) &&
+       vlmc_mul_i64(merged, v->hidden_size, &merged) && merged <= INT32_MAX;
+  if (!ok)
+    return vlmc_status_make(VLMC_OUT_OF_RANGE,
+                            "config.json: vision_config: hidden_size %lld x spatial_merge_size^2 "
+                            "(%lld) is too large for a merged row",
+                            (long long)v->hidden_size, (long long)v->spatial_merge_size);
+  return NULL;
+}
 
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
   /* A config another family's parser read may not describe this model. */
@@ -57,7 +82,7 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
                             "config.json: vision_config.window_size %lld is not a multiple of "
                             "patch_size * spatial_merge_size = %lld",
                             (long long)v->window_size, (long long)unit);
-  return NULL;
+  return check_row_widths(v);
 }
 
 static vlmc_status_t check_grid(const vlmc_model_config_t *c,
@@ -122,6 +147,13 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
     return st;
   }
   *out_module = ctx.m.module;
+  return NULL;
+}
+
+vlmc_status_t vlmc_qwen2_5_vl_plan_tensors(const vlmc_model_config_t *config,
+                                           vlmc_model_tensor_fn add, void *ctx) {
+  VLMC_RETURN_IF_ERROR(check_config(config)); /* the shapes are products of its sizes */
+  qwen_plan_tensors(config, add, ctx);
   return NULL;
 }
 

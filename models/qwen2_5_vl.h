@@ -63,4 +63,10 @@ vlmc_status_t vlmc_qwen2_5_vl_build_from_checkpoint(const vlmc_checkpoint_t *che
                                                     const vlmc_model_build_options_t *options,
                                                     vlmc_module_t **out_module);
 
+/* The tensors of a checkpoint for `config` (the family's plan_tensors): every tensor the
+ * builder asks for, with the shape it expects, and no other. A config the builder refuses is
+ * refused here first, with the same message, before any shape is computed from it. */
+vlmc_status_t vlmc_qwen2_5_vl_plan_tensors(const vlmc_model_config_t *config,
+                                           vlmc_model_tensor_fn add, void *ctx);
+
 #endif

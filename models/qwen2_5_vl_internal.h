@@ -20,4 +20,7 @@ vlmc_status_t qwen_build_encode_image(qwen_ctx_t *ctx);
 vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx);
 vlmc_status_t qwen_build_decode(qwen_ctx_t *ctx);
 
+/* The tensors of the checkpoint for a checked config (qwen2_5_vl_tensors.c). */
+void qwen_plan_tensors(const vlmc_model_config_t *config, vlmc_model_tensor_fn add, void *ctx);
+
 #endif

@@ -14,7 +14,6 @@
  * by the seed and its name, so the same seed gives the same bytes. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,15 +49,20 @@ typedef struct {
 
 /* ---- the tensor list of a config ---- */
 
-/* The list is Qwen2.5-VL's (the only family so far); the config is read and the list checked
- * through the family registry, so a family with other tensors fails plan_check by name until
- * it brings a list of its own. */
+/* The list is the family's (vlmc_model_family_t.plan_tensors), checked against its builder
+ * below before anything is written. */
 
-static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shape,
-                     const char *fmt, ...) VLMC_PRINTF(5, 6);
-static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shape,
-                     const char *fmt, ...) {
+/* A vlmc_model_tensor_fn: appends one tensor of the family's plan. */
+static void plan_add(void *ctx, const char *name, uint32_t rank, const int64_t *shape,
+                     bool is_norm) {
+  plan_t *p = ctx;
   if (p->error) return;
+  if (rank > MAX_RANK || strlen(name) >= NAME_MAX_LEN) {
+    p->error = vlmc_status_make(VLMC_INTERNAL, "planned tensor '%s' does not fit the tool's "
+                                "limits (rank %d, names below %d bytes)", name, MAX_RANK,
+                                NAME_MAX_LEN);
+    return;
+  }
   if (p->count == p->capacity) {
     size_t capacity = p->capacity ? 2 * p->capacity : 256;
     planned_tensor_t *grown = realloc(p->items, capacity * sizeof *grown);
@@ -71,10 +75,7 @@ static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shap
   }
   planned_tensor_t *t = &p->items[p->count++];
   memset(t, 0, sizeof *t);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t->name, sizeof t->name, fmt, ap);
-  va_end(ap);
+  snprintf(t->name, sizeof t->name, "%s", name);
   t->rank = rank;
   t->is_norm = is_norm;
   uint64_t elements = 1;
@@ -83,64 +84,6 @@ static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shap
     elements *= (uint64_t)shape[i];
   }
   t->nbytes = 2 * elements;
-}
-
-static void plan_linear(plan_t *p, int64_t out, int64_t in, bool bias, const char *prefix) {
-  int64_t w[2] = {out, in};
-  plan_add(p, false, 2, w, "%s.weight", prefix);
-  if (bias) plan_add(p, false, 1, &out, "%s.bias", prefix);
-}
-
-static void plan_vision(plan_t *p, const vlmc_vision_config_t *v) {
-  int64_t d = v->hidden_size, inner = v->intermediate_size;
-  int64_t patch[5] = {d, v->in_channels, v->temporal_patch_size, v->patch_size, v->patch_size};
-  plan_add(p, false, 5, patch, "visual.patch_embed.proj.weight");
-  char prefix[NAME_MAX_LEN];
-  for (int64_t i = 0; i < v->depth; ++i) {
-    plan_add(p, true, 1, &d, "visual.blocks.%lld.norm1.weight", (long long)i);
-    plan_add(p, true, 1, &d, "visual.blocks.%lld.norm2.weight", (long long)i);
-    snprintf(prefix, sizeof prefix, "visual.blocks.%lld.attn.qkv", (long long)i);
-    plan_linear(p, 3 * d, d, true, prefix);
-    snprintf(prefix, sizeof prefix, "visual.blocks.%lld.attn.proj", (long long)i);
-    plan_linear(p, d, d, true, prefix);
-    static const char *const mlp[] = {"gate_proj", "up_proj"};
-    for (int k = 0; k < 2; ++k) {
-      snprintf(prefix, sizeof prefix, "visual.blocks.%lld.mlp.%s", (long long)i, mlp[k]);
-      plan_linear(p, inner, d, true, prefix);
-    }
-    snprintf(prefix, sizeof prefix, "visual.blocks.%lld.mlp.down_proj", (long long)i);
-    plan_linear(p, d, inner, true, prefix);
-  }
-  int64_t wide = d * v->spatial_merge_size * v->spatial_merge_size;
-  plan_add(p, true, 1, &d, "visual.merger.ln_q.weight");
-  plan_linear(p, wide, wide, true, "visual.merger.mlp.0");
-  plan_linear(p, v->out_hidden_size, wide, true, "visual.merger.mlp.2");
-}
-
-static void plan_text(plan_t *p, const vlmc_model_config_t *cfg) {
-  const vlmc_text_config_t *t = &cfg->text;
-  int64_t h = t->hidden_size, kv = t->num_key_value_heads * t->head_dim;
-  int64_t embed[2] = {t->vocab_size, h};
-  plan_add(p, false, 2, embed, "model.embed_tokens.weight");
-  char prefix[NAME_MAX_LEN];
-  for (int64_t j = 0; j < t->num_hidden_layers; ++j) {
-    plan_add(p, true, 1, &h, "model.layers.%lld.input_layernorm.weight", (long long)j);
-    plan_add(p, true, 1, &h, "model.layers.%lld.post_attention_layernorm.weight", (long long)j);
-    static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-    for (int k = 0; k < 4; ++k) {
-      snprintf(prefix, sizeof prefix, "model.layers.%lld.self_attn.%s", (long long)j, proj[k]);
-      plan_linear(p, k == 1 || k == 2 ? kv : h, h, k < 3, prefix);
-    }
-    static const char *const mlp[] = {"gate_proj", "up_proj"};
-    for (int k = 0; k < 2; ++k) {
-      snprintf(prefix, sizeof prefix, "model.layers.%lld.mlp.%s", (long long)j, mlp[k]);
-      plan_linear(p, t->intermediate_size, h, false, prefix);
-    }
-    snprintf(prefix, sizeof prefix, "model.layers.%lld.mlp.down_proj", (long long)j);
-    plan_linear(p, h, t->intermediate_size, false, prefix);
-  }
-  plan_add(p, true, 1, &h, "model.norm.weight");
-  if (!cfg->tie_word_embeddings) plan_add(p, false, 2, embed, "lm_head.weight");
 }
 
 /* ---- the list checked against the model builder ---- */
@@ -363,11 +306,11 @@ static vlmc_status_t random_checkpoint(const options_t *o) {
       vlmc_model_family_parse_config(text, len, o->config_path, &family, &cfg);
   free(text);
   plan_t plan = {0};
-  if (!status) {
-    plan_vision(&plan, &cfg.vision);
-    plan_text(&plan, &cfg);
-    status = plan.error;
-  }
+  if (!status && !family->plan_tensors)
+    status = vlmc_status_make(VLMC_UNSUPPORTED, "%s: random-checkpoint has no tensor list for "
+                              "the %s family", o->config_path, family->display_name);
+  if (!status) status = family->plan_tensors(&cfg, plan_add, &plan);
+  if (!status) status = plan.error;
   if (!status) status = plan_check(&plan, family, &cfg, o->config_path);
   if (!status) {
     int shards = plan_shard(&plan, o->shard_bytes);

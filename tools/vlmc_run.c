@@ -6,7 +6,6 @@
  * is one user message, each answer is streamed and ends with a newline, and the KV cache is
  * kept between turns, so a turn costs only its new tokens (runtime/session.h). */
 #define _POSIX_C_SOURCE 200809L
-#include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "runtime/backend.h"
+#include "runtime/input_ids.h"
 #include "runtime/session.h"
 #include "support/file.h"
 
@@ -216,43 +216,11 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
   return 0;
 }
 
-/* A JSON list of token ids; `name` names the text in messages (a file, or "stdin:3"). */
-static vlmc_status_t parse_ids(const char *name, const char *text, size_t len, int64_t **out,
-                               size_t *out_n) {
-  *out = NULL;
-  *out_n = 0;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  vlmc_status_t status = NULL;
-  int n = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : -1;
-  if (n <= 0) status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: expected a non-empty JSON list of "
-                                        "token ids", name);
-  int64_t *ids = status ? NULL : malloc((size_t)n * sizeof *ids);
-  if (!status && !ids) status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  int i = 0;
-  const cJSON *item;
-  if (!status) cJSON_ArrayForEach(item, root) { /* linear, unlike GetArrayItem(i) from 0 */
-    if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 1e12 ||
-        item->valuedouble != (double)(int64_t)item->valuedouble) {
-      status = vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%d]: expected a token id", name, i);
-      break;
-    }
-    ids[i++] = (int64_t)item->valuedouble;
-  }
-  cJSON_Delete(root);
-  if (status) {
-    free(ids);
-    return status;
-  }
-  *out = ids;
-  *out_n = (size_t)n;
-  return NULL;
-}
-
 static vlmc_status_t read_input_ids(const char *path, int64_t **out, size_t *out_n) {
   char *text = NULL;
   size_t len = 0;
   VLMC_RETURN_IF_ERROR(vlmc_file_read_all(path, &text, &len));
-  vlmc_status_t status = parse_ids(path, text, len, out, out_n);
+  vlmc_status_t status = vlmc_parse_token_ids(path, text, len, out, out_n);
   free(text);
   return status;
 }
@@ -374,7 +342,7 @@ static vlmc_status_t run_stdin_turns(runner_t *r) {
     snprintf(name, sizeof name, "stdin:%d", number);
     int64_t *ids = NULL;
     size_t n = 0;
-    status = parse_ids(name, line, (size_t)len, &ids, &n);
+    status = vlmc_parse_token_ids(name, line, (size_t)len, &ids, &n);
     if (!status) status = run_turn(r, NULL, ids, n);
     free(ids);
   }

@@ -170,6 +170,44 @@ static void test_convention_matches_the_built_module(void) {
   vlmc_module_destroy(module);
 }
 
+/* ---- the tensor plan ---------------------------------------------------------------------- */
+
+typedef struct {
+  const vlmc_checkpoint_t *checkpoint;
+  size_t count, mismatches;
+} plan_check_t;
+
+/* A vlmc_model_tensor_fn: the planned tensor is in the checkpoint with that shape. */
+static void check_planned(void *ctx, const char *name, uint32_t rank, const int64_t *shape,
+                          bool is_norm) {
+  plan_check_t *c = ctx;
+  ++c->count;
+  const vlmc_st_tensor_t *t = vlmc_checkpoint_find(c->checkpoint, name);
+  bool same = t && (uint32_t)t->rank == rank;
+  for (uint32_t i = 0; same && i < rank; ++i) same = t->shape[i] == shape[i];
+  if (!same) {
+    ++c->mismatches;
+    TEST_FAIL_("planned tensor '%s' is not in the tiny checkpoint with that shape", name);
+  }
+}
+
+/* The plan of the tiny checkpoint's config is its tensor list (what random-checkpoint writes
+ * and the fuzzer's synthetic table holds): the same names, the same shapes, nothing more. */
+static void test_plan_is_the_checkpoint_tensor_list(void) {
+  const vlmc_model_family_t *family = NULL;
+  vlmc_checkpoint_t *checkpoint = NULL;
+  EXPECT_OK(vlmc_model_family_open_checkpoint(TINY_CHECKPOINT, &family, &checkpoint));
+  if (!checkpoint) return;
+  EXPECT_TRUE(family->plan_tensors != NULL);
+  if (family->plan_tensors) {
+    plan_check_t c = {.checkpoint = checkpoint};
+    EXPECT_OK(family->plan_tensors(vlmc_checkpoint_config(checkpoint), check_planned, &c));
+    EXPECT_EQ_INT(c.mismatches, 0);
+    EXPECT_EQ_INT(c.count, vlmc_st_archive_count(vlmc_checkpoint_archive(checkpoint)));
+  }
+  vlmc_checkpoint_destroy(checkpoint);
+}
+
 int main(void) {
   RUN_TEST(test_every_entry_is_complete);
   RUN_TEST(test_lookup_by_model_type);
@@ -179,5 +217,6 @@ int main(void) {
   RUN_TEST(test_open_checkpoint_by_model_type);
   RUN_TEST(test_qwen2_5_vl_convention);
   RUN_TEST(test_convention_matches_the_built_module);
+  RUN_TEST(test_plan_is_the_checkpoint_tensor_list);
   return TEST_SUMMARY();
 }
