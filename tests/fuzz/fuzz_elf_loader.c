@@ -1,0 +1,31 @@
+/* Fuzzes the cpu kernels' ELF loader (runtime/backends/cpu/elf_loader.c) with whole images:
+ * the bytes are either refused with a status naming the section, or validated, mapped,
+ * searched for an entry point and unmapped. Nothing of the image is ever called, and check
+ * and load must agree. Seeds (tests/fuzz/corpus/elf_loader/): tiny kernels linked the way the
+ * cpu target links them (`cc -shared -nostartfiles -fPIC -O2 -Wl,-z,noseparate-code
+ * -Wl,--build-id=none -s k.c -o k.so -lm`, k.c a vk0 calling expf and memset), one with a
+ * constructor. */
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/backends/cpu/elf_loader.h"
+
+static const char kOrigin[] = "fuzz.vlmc: section 'kernels.cpu'";
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  vlmc_status_t checked = vlmc_elf_check(kOrigin, data, size);
+  vlmc_elf_image_t *image = NULL;
+  vlmc_status_t loaded = vlmc_elf_load(kOrigin, data, size, &image);
+  assert(!checked == !loaded);
+  if (checked) {
+    assert(strstr(vlmc_status_message(checked), kOrigin) != NULL);
+  } else {
+    vlmc_elf_fn_t fn;
+    (void)vlmc_elf_symbol(image, "vk0", &fn);
+  }
+  vlmc_status_free(checked);
+  vlmc_status_free(loaded);
+  vlmc_elf_unload(image);
+  return 0;
+}
