@@ -40,7 +40,7 @@ typedef struct {
   vlmc_elf_fn_t address;
 } allowed_import_t;
 
-#define MATH(f) {#f, (vlmc_elf_fn_t)f}, {#f "f", (vlmc_elf_fn_t)f##f}
+#define MATH(name) {#name, (vlmc_elf_fn_t)name}, {#name "f", (vlmc_elf_fn_t)name##f}
 static const allowed_import_t kAllowedImports[] = {
     MATH(exp),   MATH(exp2),  MATH(expm1), MATH(log),   MATH(log2),      MATH(log10),
     MATH(log1p), MATH(pow),   MATH(sqrt),  MATH(cbrt),  MATH(sin),       MATH(cos),
@@ -374,7 +374,8 @@ static vlmc_status_t read_dynamic_entry(elf_view_t *v, dynamic_t *d, const Elf64
   }
   if (e->d_tag >= 0 && e->d_tag < 64 && record_table_tag(v, d, e)) {
     /* ld.so takes the last of two; a second one here is a forged image. */
-    if (d->seen[e->d_tag]) return MALFORMED(v, "dynamic tag %lld appears twice", (long long)e->d_tag);
+    if (d->seen[e->d_tag])
+      return MALFORMED(v, "dynamic tag %lld appears twice", (long long)e->d_tag);
     d->seen[e->d_tag] = true;
   }
   /* Everything else (DT_NEEDED, versions, DT_FLAGS_1, ...) only matters to ld.so. */
@@ -437,7 +438,8 @@ static vlmc_status_t count_from_gnu_hash(const elf_view_t *v, uint64_t *out) {
   uint64_t last = 0;
   for (uint64_t i = 0; i < nbuckets; ++i) {
     uint64_t first = read_u32(v, t->offset + buckets + 4 * i);
-    if (first && first < symoffset) return MALFORMED(v, "DT_GNU_HASH bucket %llu", (unsigned long long)i);
+    if (first && first < symoffset)
+      return MALFORMED(v, "DT_GNU_HASH bucket %llu", (unsigned long long)i);
     if (first > last) last = first;
   }
   if (!last) {
@@ -500,7 +502,8 @@ static vlmc_status_t check_import(const elf_view_t *v, uint64_t index, const cha
 static vlmc_status_t check_symbol(const elf_view_t *v, uint64_t index) {
   Elf64_Sym s = read_symbol(v, index);
   const char *name = symbol_name(v, &s);
-  if (!name) return MALFORMED(v, "symbol %llu has no name in the string table", (unsigned long long)index);
+  if (!name)
+    return MALFORMED(v, "symbol %llu has no name in the string table", (unsigned long long)index);
   if (s.st_shndx == SHN_UNDEF) return check_import(v, index, name);
   char shown[NAME_SHOWN + 4];
   printable(name, shown);
@@ -579,7 +582,7 @@ static vlmc_status_t resolve_relocation(const elf_view_t *v, const Elf64_Rela *r
     out->value = base + (uint64_t)r->r_addend;
     return NULL;
   }
-  uintptr_t address;
+  uintptr_t address = 0;
   VLMC_RETURN_IF_ERROR(symbol_address(v, sym, base, &address));
   out->value = type == R_X86_64_64 ? address + (uint64_t)r->r_addend : address;
   return NULL;
@@ -610,7 +613,7 @@ static vlmc_status_t for_each_relocation(const elf_view_t *v, uint8_t *map) {
     if (!tables[t]->present) continue;
     for (uint64_t i = 0; i < tables[t]->size / sizeof(Elf64_Rela); ++i) {
       Elf64_Rela r = read_relocation(v, tables[t], i);
-      fixup_t f;
+      fixup_t f = {0, 0, false};
       VLMC_RETURN_IF_ERROR(resolve_relocation(v, &r, base, &f));
       if (map && f.write) memcpy(map + (f.vaddr - v->lo), &f.value, sizeof f.value);
     }
