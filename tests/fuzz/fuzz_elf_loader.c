@@ -1,10 +1,11 @@
 /* Fuzzes the cpu kernels' ELF loader (runtime/backends/cpu/elf_loader.c) with whole images:
  * the bytes are either refused with a status naming the section, or validated, mapped,
  * searched for an entry point and unmapped. Nothing of the image is ever called, and check
- * and load must agree. Seeds (tests/fuzz/corpus/elf_loader/): tiny kernels linked the way the
- * cpu target links them (`cc -shared -nostartfiles -fPIC -O2 -Wl,-z,noseparate-code
- * -Wl,--build-id=none -s k.c -o k.so -lm`, k.c a vk0 calling expf and memset), one with a
- * constructor. */
+ * and load must agree. Seeds (tests/fuzz/corpus/elf_loader/), small on purpose: a vk0 calling
+ * expf and memset and reading a pointer (a RELATIVE), linked the way the cpu target links its
+ * kernels plus `-fno-stack-protector -Wl,-z,noseparate-code -Wl,--build-id=none -s`
+ * (kernels.so; with -Wl,--hash-style=sysv: kernels_sysv_hash.so), and one with a constructor
+ * (constructor.so). */
 #include <assert.h>
 #include <stdint.h>
 #include <string.h>
