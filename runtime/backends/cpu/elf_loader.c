@@ -222,7 +222,6 @@ static vlmc_status_t check_load(const elf_view_t *v, uint32_t index, const Elf64
   if ((p->p_flags & PF_W) && (p->p_flags & PF_X))
     return REFUSED(v, "program header %u (PT_LOAD) asks to be writable and executable (W+X); "
                    "refused", index);
-  if (p->p_memsz == 0) return MALFORMED(v, "program header %u (PT_LOAD) is empty", index);
   if (p->p_filesz > p->p_memsz)
     return MALFORMED(v, "program header %u (PT_LOAD) has more file bytes than memory", index);
   if (!in_file(v, p->p_offset, p->p_filesz))
@@ -240,6 +239,9 @@ static vlmc_status_t check_load(const elf_view_t *v, uint32_t index, const Elf64
  * protection. */
 static vlmc_status_t add_load(elf_view_t *v, uint32_t index, const Elf64_Phdr *p) {
   VLMC_RETURN_IF_ERROR(check_load(v, index, p));
+  /* ld leaves an empty one where a segment's sections are all empty (kernels without
+   * constants): nothing to map, nor a page to claim. */
+  if (p->p_memsz == 0) return NULL;
   if (v->num_loads) {
     const Elf64_Phdr *prev = &v->loads[v->num_loads - 1];
     if (page_down(v, p->p_vaddr) < page_up(v, prev->p_vaddr + prev->p_memsz))
