@@ -374,7 +374,6 @@ vlmc_status_t vlmc_cpu_lowerer_add(vlmc_cpu_lowerer_t *l, const char *name, cons
 /* The kernels' shared object for the runtime's own ELF loader
  * (runtime/backends/cpu/elf_loader.h): no constructors, imports from libm and memset/memcpy
  * only (-lm stays: the kernels call expf, erff, tanhf, sincos, fmaf, ...). */
-
 static vlmc_status_t run_linker(const vlmc_cpu_lowerer_t *l, const char *so_path) {
   const char *cc = getenv("VLMC_CC");
   if (!cc || !*cc) cc = "cc";
