@@ -306,7 +306,8 @@ static void test_imports_off_the_allowlist_are_refused(void) {
 static void test_foreign_shared_objects_are_refused(void) {
   char cmd[1024];
   const char *so = path_in_dir("with-crt.so"), *src = path_in_dir("with-crt.c");
-  EXPECT_OK(vlmc_file_write_all(src, "int f(int x) { return x + 1; }\n", 31));
+  static const char kPlain[] = "int f(int x) { return x + 1; }\n";
+  EXPECT_OK(vlmc_file_write_all(src, kPlain, strlen(kPlain)));
   snprintf(cmd, sizeof cmd, "cc -shared -fPIC -o %s %s", so, src);
   EXPECT_TRUE(system(cmd) == 0);
   bytes_t crt = read_exact(so);
