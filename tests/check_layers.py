@@ -33,6 +33,10 @@ BELOW["codegen/target"] = BELOW["codegen"] | {"codegen"}
 BELOW["runtime/backend"] = BELOW["runtime"] | {"runtime"}
 TOP = {"tools", "tests", "bench"}  # may include any layer's public headers
 PRIVATE = (("runtime", "backends"), ("codegen", "targets"))
+# Private headers that tests/ alone may include: self-contained parts of a backend (nothing
+# but support/ below them) that their unit test and fuzzer feed hostile bytes directly, one
+# call at a time, where the registry would reach them only through a whole backend.
+TESTED_PRIVATE = {"runtime/backends/cpu/elf_loader.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -71,6 +75,8 @@ def violations(root):
                 continue  # a system-style or local header
             where = "%s:%d: #include \"%s\"" % (path, line, inc)
             if inc_private and inc_private != private:
+                if layer == "tests" and inc in TESTED_PRIVATE:
+                    continue
                 out.append("%s: %s is private to its folder (reach it through the registry)"
                            % (where, inc_private))
             elif layer in TOP or inc_layer == layer:
@@ -89,6 +95,10 @@ def self_test(root):
         ("codegen/zz_planted.c", '#include "runtime/params.h"\n', "codegen may not include runtime"),
         ("runtime/zz_planted.c", '#include "codegen/compile.h"\n', "runtime may not include codegen"),
         ("tools/zz_planted.c", '#include "runtime/backends/cpu/cpu_backend.h"\n',
+         "is private to its folder"),
+        ("tools/zz_planted.c", '#include "runtime/backends/cpu/elf_loader.h"\n',
+         "is private to its folder"),
+        ("tests/zz_planted.c", '#include "runtime/backends/cpu/cpu_backend.h"\n',
          "is private to its folder"),
     ]
     scratch = tempfile.mkdtemp()

@@ -37,6 +37,11 @@ fi
 signs=$(llvm_signs "$RUN")
 if [ -z "$signs" ]; then ok "vlmc-run: no LLVM/MLIR in dependencies, symbols or strings"
 else fail "vlmc-run links LLVM/MLIR: $signs"; fi
+# The cpu kernels are loaded by vlmc's own ELF loader (runtime/backends/cpu/elf_loader.c):
+# nothing in vlmc-run calls the dynamic linker.
+if nm -D --undefined-only "$RUN" 2>/dev/null | grep -qwE 'dlopen|dlmopen'; then
+  fail "vlmc-run imports dlopen: the cpu kernels must go through runtime/backends/cpu/elf_loader.c"
+else ok "vlmc-run imports no dlopen"; fi
 if [ -x "$CONTROL" ]; then
   if [ -n "$(llvm_signs "$CONTROL")" ]; then ok "control: the check finds LLVM in $CONTROL"
   else fail "control: the check finds nothing in $CONTROL"; fi

@@ -371,6 +371,9 @@ vlmc_status_t vlmc_cpu_lowerer_add(vlmc_cpu_lowerer_t *l, const char *name, cons
 
 /* ---- linking ---- */
 
+/* The kernels' shared object for the runtime's own ELF loader
+ * (runtime/backends/cpu/elf_loader.h): no constructors, imports from libm and memset/memcpy
+ * only (-lm stays: the kernels call expf, erff, tanhf, sincos, fmaf, ...). */
 static vlmc_status_t run_linker(const vlmc_cpu_lowerer_t *l, const char *so_path) {
   const char *cc = getenv("VLMC_CC");
   if (!cc || !*cc) cc = "cc";
@@ -380,6 +383,11 @@ static vlmc_status_t run_linker(const vlmc_cpu_lowerer_t *l, const char *so_path
   size_t n = 0;
   argv[n++] = (char *)cc;
   argv[n++] = "-shared";
+  /* No crt files: crtbegin's frame_dummy and __do_global_dtors_aux come with DT_INIT_ARRAY,
+   * DT_FINI_ARRAY and crti's DT_INIT/DT_FINI, which the runtime's loader refuses (nothing of
+   * an artifact runs at load), plus imports (__cxa_finalize, __gmon_start__) it does not
+   * allow. The kernels need none of it. */
+  argv[n++] = "-nostartfiles";
   argv[n++] = "-o";
   argv[n++] = (char *)so_path;
   for (size_t i = 0; i < l->num_objects; ++i) argv[n++] = l->objects[i];

@@ -1,20 +1,18 @@
 /* The `cpu` backend (runtime/backends/cpu/cpu_backend.h): load the kernels' shared object
- * from memory, read the table, and run dispatch regions on the thread pool, in host memory. */
+ * with vlmc's ELF loader, read the table, and run dispatch regions on the thread pool, in
+ * host memory. */
 #define _GNU_SOURCE
 #include "runtime/backends/cpu/cpu_backend.h"
 
-#include <dlfcn.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "artifact/kernel_table.h"
 #include "ir/dispatch.h"
 #include "runtime/backend.h"
+#include "runtime/backends/cpu/elf_loader.h"
 #include "runtime/backends/cpu/thread_pool.h"
 #include "support/strbuf.h"
 
@@ -68,7 +66,7 @@ struct vlmc_cpu_backend_s {
   vlmc_backend_t base;
   const char *source;
   const vlmc_module_t *module;
-  void *handle;
+  vlmc_elf_image_t *image;
   kernel_t *kernels;
   size_t num_kernels, num_dispatches;
   func_table_t *funcs;
@@ -90,43 +88,17 @@ static double now_seconds(void) {
 
 /* ---- the shared object ---- */
 
-/* dlopen needs a path: an anonymous memory file gives one without touching the disk; a
- * deleted temporary file is the fallback where memfd_create is not available. */
-static vlmc_status_t open_shared_object(vlmc_cpu_backend_t *b, const void *data, size_t len) {
-  char path[64];
-  int fd = memfd_create("vlmc-kernels", MFD_CLOEXEC);
-  char tmp[] = "/tmp/vlmc-kernels-XXXXXX";
-  bool temporary = false;
-  if (fd < 0) {
-    fd = mkstemp(tmp);
-    temporary = true;
-  }
-  if (fd < 0)
-    return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot make a memory file for the cpu kernels: %s",
-                            b->source, strerror(errno));
-  const unsigned char *p = data;
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = write(fd, p + done, len - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      close(fd);
-      if (temporary) unlink(tmp);
-      return vlmc_status_make(VLMC_IO_ERROR, "%s: writing the cpu kernels: %s", b->source,
-                              strerror(errno));
-    }
-    done += (size_t)n;
-  }
-  if (temporary) snprintf(path, sizeof path, "%s", tmp);
-  else snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  const char *why = b->handle ? NULL : dlerror();
-  close(fd);
-  if (temporary) unlink(tmp);
-  if (!b->handle)
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: section 'kernels.cpu': not a loadable shared "
-                            "object for this machine: %s", b->source, why ? why : "?");
-  return NULL;
+/* What messages call the section ("m.vlmc: section 'kernels.cpu'"). */
+static void kernels_origin(const char *source, char *out, size_t size) {
+  snprintf(out, size, "%s: section 'kernels.cpu'", source);
+}
+
+/* vlmc's own loader (elf_loader.h), not dlopen: nothing of the image runs until a kernel of
+ * the table is called, and its imports are the allowlist's. */
+static vlmc_status_t load_shared_object(vlmc_cpu_backend_t *b, const void *data, size_t len) {
+  char origin[4096];
+  kernels_origin(b->source, origin, sizeof origin);
+  return vlmc_elf_load(origin, data, len, &b->image);
 }
 
 /* ---- the table ---- */
@@ -149,11 +121,12 @@ static vlmc_status_t load_kernel(vlmc_cpu_backend_t *b, size_t index,
   if (from->num_syms) memcpy(k->syms, from->sym_ids, from->num_syms * sizeof *k->syms);
   k->num_syms = from->num_syms;
   k->cost = from->cost;
-  *(void **)&k->fn = dlsym(b->handle, k->symbol);
-  if (!k->fn)
+  vlmc_elf_fn_t fn;
+  if (!vlmc_elf_symbol(b->image, k->symbol, &fn))
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: section 'kernels.cpu.json': kernels[%zu]: "
-                            "kernel '%s' is not in section 'kernels.cpu'", b->source, index,
-                            k->symbol);
+                            "kernel '%s' is not a function of section 'kernels.cpu'", b->source,
+                            index, k->symbol);
+  k->fn = (kernel_fn)fn;
   return NULL;
 }
 
@@ -248,7 +221,7 @@ static vlmc_status_t cpu_open(const vlmc_backend_open_params_t *p, vlmc_backend_
   const char *poison = getenv("VLMC_CPU_POISON"), *profile = getenv("VLMC_CPU_PROFILE");
   b->poison = poison && *poison && strcmp(poison, "0") != 0;
   b->profile = profile && *profile && strcmp(profile, "0") != 0;
-  vlmc_status_t st = open_shared_object(b, so, so_len);
+  vlmc_status_t st = load_shared_object(b, so, so_len);
   if (!st) st = parse_table(b, table, table_len);
   if (!st) st = vlmc_thread_pool_create(p->threads ? p->threads : 1, &b->pool);
   if (st) {
@@ -278,12 +251,16 @@ static void print_profile(const vlmc_cpu_backend_t *b) {
   free(order);
 }
 
-/* The table against the program, without loading the kernels' code. */
+/* The shared object (validated by the loader, not mapped) and the table against the
+ * program: nothing is mapped and nothing of the artifact runs. */
 static vlmc_status_t cpu_check(const vlmc_backend_open_params_t *p) {
   const void *so;
   const char *table;
   size_t so_len, table_len;
   VLMC_RETURN_IF_ERROR(get_sections(p, &so, &so_len, &table, &table_len));
+  char origin[4096];
+  kernels_origin(p->source, origin, sizeof origin);
+  VLMC_RETURN_IF_ERROR(vlmc_elf_check(origin, so, so_len));
   vlmc_kernel_table_t t;
   vlmc_status_t st = vlmc_kernel_table_parse(p->source, "cpu", table, table_len, &t);
   if (!st) st = vlmc_kernel_table_check(&t, p->module);
@@ -307,7 +284,7 @@ static void cpu_destroy(vlmc_backend_t *base) {
     free(b->kernels[i].inputs);
   }
   free(b->kernels);
-  if (b->handle) dlclose(b->handle);
+  vlmc_elf_unload(b->image);
   free(b);
 }
 

@@ -1,7 +1,8 @@
 /* The `cpu` backend: the generated kernels of an artifact (sections "kernels.cpu", a shared
  * object, and "kernels.cpu.json", its table; docs/artifact.md) loaded without LLVM or MLIR:
- * the shared object is written to an anonymous memory file (memfd) and dlopen'ed from there,
- * so nothing touches the disk. Registered as `vlmc_backend_cpu` (runtime/backend.h); the
+ * the shared object is validated and mapped by vlmc's own ELF loader (elf_loader.h), never
+ * dlopen'ed, so nothing of it runs but the table's kernels and it imports only allowlisted
+ * math and memory functions. Registered as `vlmc_backend_cpu` (runtime/backend.h); the
  * program walker (runtime/program.h) calls it for every dispatch region.
  *
  * Each region call: check the inputs' storage against the kernel's signature, place the
