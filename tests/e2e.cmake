@@ -24,7 +24,7 @@ endif()
 # checkpoint, inline and --params external; chat and the vlmc-run options with the shapes
 # model; vlmc random-checkpoint. (runtime_deps.cmake checks vlmc-run in every build.)
 if(VLMC_COMPILER)
-  foreach(script artifact_tiny chat_shapes random_checkpoint)
+  foreach(script artifact_tiny chat_shapes random_checkpoint hostile_kernels)
     add_test(NAME e2e.${script}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.sh $<TARGET_FILE:vlmc>
                      $<TARGET_FILE:vlmc-run>
