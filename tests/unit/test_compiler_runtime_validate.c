@@ -218,6 +218,40 @@ static void test_overlapping_params(void) {
   vlmc_manifest_deinit(&m);
 }
 
+/* A name listed twice, an alias whose checksum differs, a dtype the program does not read. */
+static void test_manifest_disagreements(void) {
+  vlmc_manifest_t m;
+  read_manifest(&m);
+  vlmc_manifest_param_t copy = m.params[0];
+  EXPECT_OK(vlmc_manifest_add_param(&m, &copy));
+  reseal_manifest(&m);
+  char needle[256];
+  snprintf(needle, sizeof needle, "parameter '%s' is listed twice", m.params[0].name);
+  expect_refused("duplicate name", needle);
+  vlmc_manifest_deinit(&m);
+
+  read_manifest(&m);
+  copy = m.params[0];
+  copy.name = "alias.with.another.checksum";
+  copy.checksum ^= 1;
+  EXPECT_OK(vlmc_manifest_add_param(&m, &copy));
+  reseal_manifest(&m);
+  expect_refused("alias with another checksum", "with different checksums");
+  vlmc_manifest_deinit(&m);
+
+  read_manifest(&m);
+  size_t big = largest_param(&m);
+  vlmc_dtype_t was = m.params[big].dtype;
+  m.params[big].dtype = was == VLMC_DTYPE_F32 ? VLMC_DTYPE_I32 : VLMC_DTYPE_F16; /* same size */
+  EXPECT_TRUE(was == VLMC_DTYPE_F32 || was == VLMC_DTYPE_BF16);
+  reseal_manifest(&m);
+  snprintf(needle, sizeof needle, "parameter '%s' is %s[", m.params[big].name,
+           vlmc_dtype_info(m.params[big].dtype)->name);
+  expect_refused("dtype the program does not read", needle);
+  expect_refused("dtype the program does not read", "reads it as");
+  vlmc_manifest_deinit(&m);
+}
+
 /* 1,000 more names for the largest tensor: it opens, and the weights stay one copy. */
 static void test_alias_heavy_manifest_shares_one_copy(void) {
   vlmc_manifest_t m;
@@ -369,6 +403,7 @@ int main(void) {
     RUN_TEST(test_lying_nbytes);
     RUN_TEST(test_param_outside_the_section);
     RUN_TEST(test_overlapping_params);
+    RUN_TEST(test_manifest_disagreements);
     RUN_TEST(test_alias_heavy_manifest_shares_one_copy);
     RUN_TEST(test_edited_work_count);
     RUN_TEST(test_swapped_kernel);
