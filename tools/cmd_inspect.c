@@ -201,7 +201,7 @@ static vlmc_status_t verify_artifact(const vlmc_artifact_t *a) {
   vlmc_status_t st = NULL;
   for (size_t i = 0; !st && i < vlmc_artifact_section_count(a); ++i)
     st = vlmc_artifact_section_verify(a, vlmc_artifact_section(a, i));
-  if (!st && !m.params_external) st = verify_inline_params(a, &m);
+  if (!st && !m.params_external && m.num_params) st = verify_inline_params(a, &m);
   if (!st)
     printf("verify: every section matches its checksum%s\n",
            m.params_external ? "" : ", and every inline parameter its own");

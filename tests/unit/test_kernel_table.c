@@ -172,9 +172,10 @@ static void test_write_parse_round_trip(void) {
                                      .work = {.den = 1, .off = 16, .scale = 2}};
   EXPECT_OK(vlmc_kernel_table_add_dispatch(&t, &d1));
   EXPECT_OK(vlmc_kernel_table_add_dispatch(&t, &d2));
-  /* Not this program's table (bf16 where it stores f32, an unknown template, work 16 x 2):
-   * the schema round-trips it all the same, and the check refuses it. */
-  EXPECT_ERROR(vlmc_kernel_table_check(&t, m), "kernel vk0 reads input 1 as bf16");
+  /* Not this program's table (another signature, bf16 where it stores f32, an unknown
+   * template, work 16 x 2): the schema round-trips it all the same; the check refuses it. */
+  EXPECT_ERROR(vlmc_kernel_table_check(&t, m), "kernel vk0 (elementwise) was made for a region "
+               "of signature 0123456789abcdef");
   vlmc_strbuf_t first, second;
   vlmc_strbuf_init(&first);
   vlmc_strbuf_init(&second);
