@@ -153,6 +153,8 @@ static void expect_refused(const char *what, const char *needle) {
   if (!st || !strstr(msg, needle) || !strstr(msg, planted_path))
     TEST_FAIL_("%s: vlmc_session_open: got \"%s\", expected a refusal naming '%s'", what, msg,
                needle);
+  else
+    printf("  %-32s refused: %s\n", what, msg);
   vlmc_status_free(st);
   char err[4096];
   int rc = run_inspect(planted_path, err, sizeof err);
