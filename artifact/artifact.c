@@ -42,6 +42,27 @@ static void put_u64(unsigned char *p, uint64_t v) {
 
 /* ---- reading ---- */
 
+/* Fields no version has given a meaning are refused, not ignored: a file that sets them was
+ * written by something this reader does not understand (or damaged and resealed). */
+static vlmc_status_t check_reserved_header_fields(const vlmc_artifact_t *a,
+                                                  const unsigned char *h) {
+  uint32_t version = get_u32(h + 8), min_reader = get_u32(h + 12), flags = get_u32(h + 36);
+  uint64_t reserved = get_u64(h + 48);
+  if (version == 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: header: format_version 0 is not a format "
+                            "version (they start at 1)", a->path);
+  if (min_reader == 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: header: min_reader_version 0 is not a format "
+                            "version (they start at 1)", a->path);
+  if (flags != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: header: flags 0x%08x set; no header flag is "
+                            "defined (must be 0)", a->path, flags);
+  if (reserved != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: header: reserved (bytes 48..55) is "
+                            "0x%016llx; it must be 0", a->path, (unsigned long long)reserved);
+  return NULL;
+}
+
 static vlmc_status_t check_header(vlmc_artifact_t *a, uint64_t *out_table_offset,
                                   uint32_t *out_count, uint64_t *out_table_checksum) {
   const unsigned char *h = a->data;
@@ -56,6 +77,7 @@ static vlmc_status_t check_header(vlmc_artifact_t *a, uint64_t *out_table_offset
     return vlmc_status_make(VLMC_PARSE_ERROR,
                             "%s: header: checksum %016llx does not match contents (%016llx)",
                             a->path, (unsigned long long)stored, (unsigned long long)actual);
+  VLMC_RETURN_IF_ERROR(check_reserved_header_fields(a, h));
   a->format_version = get_u32(h + 8);
   uint32_t min_reader = get_u32(h + 12);
   if (min_reader > VLMC_ARTIFACT_FORMAT_VERSION)
@@ -97,6 +119,9 @@ static vlmc_status_t read_entry(vlmc_artifact_t *a, const unsigned char *e, size
     return vlmc_status_make(VLMC_PARSE_ERROR,
                             "%s: section '%s': offset %llu is not aligned to its alignment %u",
                             a->path, out->name, (unsigned long long)out->offset, out->alignment);
+  if (out->flags & ~(uint32_t)VLMC_SECTION_LAZY_VERIFY)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: section '%s': flags 0x%08x: only bit 0 "
+                            "(LAZY_VERIFY) is defined", a->path, out->name, out->flags);
   out->data = a->data + out->offset;
   return NULL;
 }

@@ -144,6 +144,7 @@ static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
   for (uint32_t i = 0; i < from->num_syms; ++i, ++to->num_syms)
     if (!(to->syms[i] = strdup(from->syms[i]))) return out_of_memory();
   to->cost = from->cost;
+  to->signature = from->signature;
   return NULL;
 }
 
@@ -197,7 +198,8 @@ static vlmc_status_t write_kernel(vlmc_strbuf_t *out, const vlmc_kernel_table_ke
   vlmc_json_write_string(out, k->symbol);
   vlmc_strbuf_puts(out, ", \"template\": ");
   vlmc_json_write_string(out, k->template_name);
-  vlmc_strbuf_puts(out, ", \"inputs\": [");
+  vlmc_strbuf_printf(out, ", \"signature\": \"%016llx\", \"inputs\": [",
+                     (unsigned long long)k->signature);
   for (uint32_t j = 0; j < k->num_inputs; ++j) {
     if (j) vlmc_strbuf_puts(out, ", ");
     VLMC_RETURN_IF_ERROR(write_storage(out, k, k->inputs[j]));
@@ -271,7 +273,7 @@ static vlmc_status_t parse_storage(const vlmc_json_ref_t *ref, const char *expec
   return NULL;
 }
 
-/* An absent list is an empty one (as format 1 has always been read). */
+/* An absent list is an empty one (as tables have always been read). */
 static vlmc_status_t parse_inputs(const vlmc_json_ref_t *ref, vlmc_dtype_t *inputs,
                                   uint32_t *count) {
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(ref, -1));
@@ -304,6 +306,18 @@ static vlmc_status_t parse_syms(const vlmc_json_ref_t *ref, char **syms, uint32_
   return NULL;
 }
 
+/* 16 hex digits: 64 bits, as the manifest writes checksums. */
+static vlmc_status_t parse_signature(const vlmc_json_ref_t *ref, uint64_t *out) {
+  const char *text;
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(ref, &text));
+  char *end = NULL;
+  if (strlen(text) == 16 && strspn(text, "0123456789abcdefABCDEF") == 16)
+    *out = strtoull(text, &end, 16);
+  if (!end || *end)
+    return vlmc_json_error(ref, VLMC_PARSE_ERROR, "expected 16 hex digits, got '%s'", text);
+  return NULL;
+}
+
 static vlmc_status_t parse_kernel(vlmc_kernel_table_t *t, const vlmc_json_ref_t *ref) {
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(ref));
   if (!ref->node) return vlmc_json_missing(ref);
@@ -315,6 +329,8 @@ static vlmc_status_t parse_kernel(vlmc_kernel_table_t *t, const vlmc_json_ref_t 
   VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &symbol));
   r = field_of(ref, "template");
   VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &template_name));
+  r = field_of(ref, "signature");
+  VLMC_RETURN_IF_ERROR(parse_signature(&r, &k.signature));
   r = field_of(ref, "inputs");
   VLMC_RETURN_IF_ERROR(parse_inputs(&r, inputs, &k.num_inputs));
   r = field_of(ref, "output");
@@ -387,7 +403,7 @@ static bool is_schema_key(const char *key) {
 }
 
 /* Top-level strings and integers the schema does not name belong to the target ("cpu",
- * "vector_width"); any other value there is ignored, as format 1 readers always did. */
+ * "vector_width"); any other value there is ignored, as readers always did. */
 static vlmc_status_t keep_target_fields(vlmc_kernel_table_t *t, const cJSON *root) {
   const cJSON *node;
   cJSON_ArrayForEach(node, root) {
@@ -403,10 +419,20 @@ static vlmc_status_t keep_target_fields(vlmc_kernel_table_t *t, const cJSON *roo
   return NULL;
 }
 
+/* Only the current format: an older table lacks what the check recomputes (format 1: the
+ * kernels' signatures), so reading it would take its claims on trust. */
+static vlmc_status_t parse_format(vlmc_kernel_table_t *t, const vlmc_json_ref_t *r) {
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(r, 1, INT32_MAX, &t->format));
+  if (t->format != VLMC_KERNEL_TABLE_FORMAT)
+    return vlmc_json_error(r, VLMC_PARSE_ERROR, "kernel table format %lld; this runtime reads "
+                           "format %d only: recompile the artifact with this vlmc",
+                           (long long)t->format, VLMC_KERNEL_TABLE_FORMAT);
+  return NULL;
+}
+
 static vlmc_status_t parse_root(vlmc_kernel_table_t *t, const char *file, const cJSON *root) {
   vlmc_json_ref_t r = vlmc_json_ref(file, root, "", "format");
-  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, VLMC_KERNEL_TABLE_FORMAT, VLMC_KERNEL_TABLE_FORMAT,
-                                         &t->format));
+  VLMC_RETURN_IF_ERROR(parse_format(t, &r));
   const char *abi = NULL;
   r = vlmc_json_ref(file, root, "", "abi");
   VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&r, &abi, NULL));
@@ -509,6 +535,89 @@ static vlmc_status_t check_work(const checker_t *c, size_t index, vlmc_kernel_ta
   return NULL;
 }
 
+/* The kernel was made for a region like this one: a dispatch pointing at another region's
+ * kernel with as many inputs (a swapped index) reads and writes the wrong shapes. */
+static vlmc_status_t check_signature(const checker_t *c, size_t index,
+                                     const vlmc_kernel_table_dispatch_t *d,
+                                     const vlmc_kernel_table_kernel_t *k,
+                                     const vlmc_dispatch_region_t *region) {
+  uint64_t actual = vlmc_dispatch_signature(c->module, region);
+  if (actual == k->signature) return NULL;
+  return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu].kernel: kernel %s (%s) was made "
+                          "for a region of signature %016llx; @%s dispatch %u has signature "
+                          "%016llx", c->file, index, k->symbol, k->template_name,
+                          (unsigned long long)k->signature, d->func, d->dispatch,
+                          (unsigned long long)actual);
+}
+
+static const char *dtype_name(vlmc_dtype_t d) { return vlmc_dtype_info(d)->name; }
+
+/* The kernel reads each input and writes the output in the storage the program gives them
+ * (a parameter's, which the artifact check ties to the manifest's dtype): never converted. */
+static vlmc_status_t check_storage(const checker_t *c, size_t index,
+                                   const vlmc_kernel_table_dispatch_t *d,
+                                   const vlmc_kernel_table_kernel_t *k,
+                                   const vlmc_dispatch_region_t *region) {
+  for (uint32_t i = 0; i < region->num_inputs; ++i) {
+    vlmc_dtype_t want = vlmc_kernel_input_storage(region->inputs[i]);
+    if (k->inputs[i] != want)
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu]: kernel %s reads input %u "
+                              "as %s; @%s dispatch %u stores it as %s", c->file, index,
+                              k->symbol, i, dtype_name(k->inputs[i]), d->func, d->dispatch,
+                              dtype_name(want));
+  }
+  vlmc_dtype_t out = vlmc_kernel_output_storage(vlmc_dispatch_output(region));
+  if (k->output == out) return NULL;
+  return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu]: kernel %s writes %s; @%s "
+                          "dispatch %u's output is stored as %s", c->file, index, k->symbol,
+                          dtype_name(k->output), d->func, d->dispatch, dtype_name(out));
+}
+
+/* "4096", "4*S", "S/2+1": a work count as messages show it (sym NULL: off alone). */
+static void format_units(const char *sym, int64_t num, int64_t den, int64_t off, char *buf,
+                         size_t size) {
+  if (!sym) {
+    snprintf(buf, size, "%lld", (long long)off);
+    return;
+  }
+  char scaled[48] = "", divided[24] = "", offset[24] = "";
+  if (num != 1) snprintf(scaled, sizeof scaled, "%lld*", (long long)num);
+  if (den != 1) snprintf(divided, sizeof divided, "/%lld", (long long)den);
+  if (off) snprintf(offset, sizeof offset, "%+lld", (long long)off);
+  snprintf(buf, size, "%s%s%s%s", scaled, sym, divided, offset);
+}
+
+static bool same_work(const vlmc_module_t *m, const vlmc_kernel_table_work_t *w, vlmc_dim_t units,
+                      int64_t scale) {
+  if (w->scale != scale || w->off != units.off) return false;
+  if (vlmc_dim_is_static(units)) return w->sym == NULL;
+  return w->sym && !strcmp(w->sym, vlmc_module_symbol_name(m, units.sym)) &&
+         w->num == units.num && w->den == units.den;
+}
+
+/* The work count is the template's rule applied to the region (vlmc_kernel_work): a larger
+ * one would run the kernel past its output, a smaller one leave elements unwritten. */
+static vlmc_status_t check_work_count(const checker_t *c, const vlmc_kernel_table_dispatch_t *d,
+                                      const vlmc_kernel_table_kernel_t *k,
+                                      const vlmc_dispatch_region_t *region) {
+  vlmc_dim_t units;
+  int64_t scale = 1;
+  vlmc_status_t st = vlmc_kernel_work(region, k->template_name, &units, &scale);
+  if (st)
+    return vlmc_status_annotate(st, "%s: @%s dispatch %u: kernel %s: ", c->file, d->func,
+                                d->dispatch, k->symbol);
+  if (same_work(c->module, &d->work, units, scale)) return NULL;
+  char have[96], want[96];
+  const char *sym = vlmc_dim_is_static(units) ? NULL : vlmc_module_symbol_name(c->module,
+                                                                               units.sym);
+  format_units(d->work.sym, d->work.num, d->work.den, d->work.off, have, sizeof have);
+  format_units(sym, units.num, units.den, units.off, want, sizeof want);
+  return vlmc_status_make(VLMC_PARSE_ERROR, "%s: @%s dispatch %u: work %s x %lld, the region's "
+                          "output implies %s x %lld (template %s)", c->file, d->func,
+                          d->dispatch, have, (long long)d->work.scale, want, (long long)scale,
+                          k->template_name);
+}
+
 static vlmc_status_t check_dispatch(checker_t *c, const vlmc_kernel_table_t *t, size_t index,
                                     vlmc_kernel_table_dispatch_t *d) {
   const char *file = c->file;
@@ -534,7 +643,10 @@ static vlmc_status_t check_dispatch(checker_t *c, const vlmc_kernel_table_t *t, 
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu].kernel: kernel %s takes %u "
                             "inputs, @%s dispatch %u has %u", file, index, k->symbol,
                             k->num_inputs, d->func, d->dispatch, region->num_inputs);
-  return check_work(c, index, &d->work);
+  VLMC_RETURN_IF_ERROR(check_signature(c, index, d, k, region));
+  VLMC_RETURN_IF_ERROR(check_storage(c, index, d, k, region));
+  VLMC_RETURN_IF_ERROR(check_work(c, index, &d->work));
+  return check_work_count(c, d, k, region);
 }
 
 /* Every region of the program has a kernel: the artifact never falls back to the

@@ -6,11 +6,18 @@
  * (vlmc_kernel_table_parse + vlmc_kernel_table_check) before loading any code, and the tests
  * and the fuzzer go through the same two calls.
  *
- *   {"format": 1, "abi": "...", <target fields, e.g. "cpu": "x86-64", "vector_width": 8>,
- *    "kernels": [{"symbol", "template", "inputs": [dtype...], "output", "syms": [name...],
- *                 "cost"}...],
+ *   {"format": 2, "abi": "...", <target fields, e.g. "cpu": "x86-64", "vector_width": 8>,
+ *    "kernels": [{"symbol", "template", "signature": "16 hex digits", "inputs": [dtype...],
+ *                 "output", "syms": [name...], "cost"}...],
  *    "dispatches": [{"func", "dispatch", "kernel",
- *                    "work": {"sym" (or null), "num", "den", "off", "scale"}}...]} */
+ *                    "work": {"sym" (or null), "num", "den", "off", "scale"}}...]}
+ *
+ * Nothing in a table is taken on trust: every field that the program determines is
+ * recomputed from the program and compared (vlmc_kernel_table_check): a kernel's signature
+ * (vlmc_dispatch_signature of the regions it serves), its input and output storage
+ * (vlmc_kernel_input_storage / _output_storage) and each dispatch's work count
+ * (vlmc_kernel_work, by template). Format 1 (no signatures; work counts the checker could not
+ * recompute) is refused with a message to recompile. */
 #ifndef VLMC_ARTIFACT_KERNEL_TABLE_H
 #define VLMC_ARTIFACT_KERNEL_TABLE_H
 
@@ -18,14 +25,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir/dispatch.h"
 #include "ir/ir.h"
 #include "support/status.h"
 #include "support/strbuf.h"
 
 enum {
-  VLMC_KERNEL_TABLE_FORMAT = 1,
+  /* 2: kernels carry their region signature; the work counts follow vlmc_kernel_work. */
+  VLMC_KERNEL_TABLE_FORMAT = 2,
   VLMC_KERNEL_MAX_INPUTS = 256, /* inputs of one kernel */
   VLMC_KERNEL_MAX_SYMS = 16,    /* symbols one kernel reads */
+  /* Output features per work unit of the "linear" template (its loops and the work rule). */
+  VLMC_KERNEL_LINEAR_UNIT = 4,
 };
 
 /* A top-level field the schema does not interpret, kept for the target (cpu: "cpu", the
@@ -38,7 +49,8 @@ typedef struct {
 
 typedef struct {
   char *symbol;        /* in the target's code section */
-  char *template_name; /* the generator's template ("linear"), for profiles and inspect */
+  char *template_name; /* the generator's template ("linear"): picks the work rule */
+  uint64_t signature;  /* vlmc_dispatch_signature of every region the kernel serves */
   vlmc_dtype_t *inputs; /* the storage dtype of each region input: f32, bf16, f16, i64 */
   uint32_t num_inputs;
   vlmc_dtype_t output;
@@ -96,7 +108,7 @@ vlmc_status_t vlmc_kernel_table_add_kernel(vlmc_kernel_table_t *table,
 vlmc_status_t vlmc_kernel_table_add_dispatch(vlmc_kernel_table_t *table,
                                              const vlmc_kernel_table_dispatch_t *dispatch);
 
-/* The section's text, format 1: one kernel and one dispatch per line. */
+/* The section's text, the current format: one kernel and one dispatch per line. */
 vlmc_status_t vlmc_kernel_table_to_json(const vlmc_kernel_table_t *table, vlmc_strbuf_t *out);
 
 /* Parses section "kernels.<target>.json" of artifact `source` (`len` bytes, need not be
@@ -108,10 +120,30 @@ vlmc_status_t vlmc_kernel_table_parse(const char *source, const char *target, co
                                       size_t len, vlmc_kernel_table_t *out);
 
 /* Checks the table against the (verified) module it was made for, and resolves its names:
- * every dispatch's function and region exist, its kernel index is in range and the kernel
- * takes as many inputs as the region has, every symbol a kernel or a work count reads is in
- * the program, and every dispatch region of the program has exactly one entry ("no kernel
- * for @decode dispatch 12"): an artifact is refused when it is opened, never partly run. */
+ * every dispatch's function and region exist, its kernel index is in range, the kernel was
+ * made for a region of the same signature, takes exactly the region's inputs (count and
+ * storage dtypes) and writes its output's storage, the work count is the one the template's
+ * rule gives for the region ("@decode dispatch 12: work 4096 x 1, the region implies 128 x
+ * 1"), every symbol a kernel or a work count reads is in the program, and every dispatch
+ * region of the program has exactly one entry ("no kernel for @decode dispatch 12"): an
+ * artifact is refused when it is opened, never partly run. */
 vlmc_status_t vlmc_kernel_table_check(vlmc_kernel_table_t *table, const vlmc_module_t *module);
+
+/* ---- the rules a table must follow, shared by the code generators and the check ---- */
+
+/* The storage a kernel reads region input v in: a bf16 / f16 parameter as it is stored, any
+ * other float value as f32, integers and bools as i64 (the executor's conventions). */
+vlmc_dtype_t vlmc_kernel_input_storage(const vlmc_value_t *v);
+/* The storage a kernel writes an output of v's type in: f32 or i64. */
+vlmc_dtype_t vlmc_kernel_output_storage(const vlmc_value_t *v);
+/* The template a region's anchor (vlmc_dispatch_anchor_index) is written with: "linear",
+ * "elementwise", "copy" (a lone reshape), ...; NULL when no template takes it. */
+const char *vlmc_kernel_template_for(const vlmc_dispatch_region_t *region);
+/* A dispatch's work count: `units` times `scale` work units, as template `template_name`
+ * splits the region's output (one unit per output element, per row, per block of
+ * VLMC_KERNEL_LINEAR_UNIT features, per (query row, kv head) ...). Refused, by name, when
+ * the template does not take this region or the count is not one dim expression. */
+vlmc_status_t vlmc_kernel_work(const vlmc_dispatch_region_t *region, const char *template_name,
+                               vlmc_dim_t *units, int64_t *scale);
 
 #endif

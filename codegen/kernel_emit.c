@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/kernel_table.h"
+
 /* Memo kinds of this file; a target's own start at VLMC_KERNEL_MEMO_TARGET. */
 enum { MEMO_INDEX, MEMO_I64, MEMO_F32, MEMO_DIM, MEMO_SYM };
 
@@ -187,49 +189,11 @@ int vlmc_kernel_emit_dims_product(vlmc_kernel_emit_t *e, const vlmc_type_t *type
 }
 
 vlmc_dim_t vlmc_kernel_emit_count_dims(const vlmc_type_t *type) {
-  vlmc_dim_t symbolic = vlmc_dim_static(1);
-  int64_t fixed = 1;
-  bool have = false;
-  for (uint32_t d = 0; d < type->rank; ++d) {
-    if (vlmc_dim_is_static(type->dims[d])) {
-      fixed *= type->dims[d].off;
-      continue;
-    }
-    if (have) return vlmc_dim_static(-1); /* two symbolic dims: not one dim expression */
-    symbolic = type->dims[d];
-    have = true;
-  }
-  if (!have) return vlmc_dim_static(fixed);
-  /* fixed * (sym*num/den + off) = sym*(num*fixed)/den + off*fixed, since sym*num/den is an
-   * exact quotient for a valid dim. */
-  vlmc_dim_t d = {symbolic.sym, symbolic.num * fixed, symbolic.den, symbolic.off * fixed};
-  return d;
-}
-
-void vlmc_kernel_emit_set_work(vlmc_kernel_emit_t *e, vlmc_dim_t units, int64_t scale) {
-  if (vlmc_dim_is_static(units) && units.off < 0) {
-    vlmc_kernel_emit_fail(e, "'%s': the work count is not one dim expression (two symbolic dims)",
-                          vlmc_op_info(e->anchor->kind)->mnemonic);
-    return;
-  }
-  e->work = units;
-  e->work_scale = scale;
+  vlmc_dim_t d;
+  return vlmc_type_count_dim(type, &d) ? d : vlmc_dim_static(-1);
 }
 
 /* ---- inputs ---- */
-
-static bool is_prologue_op(const vlmc_op_t *op) {
-  if (op->kind == VLMC_OP_RESHAPE) return true;
-  if (op->kind != VLMC_OP_CAST) return false;
-  const vlmc_dtype_info_t *from = vlmc_dtype_info(op->operands[0]->type.dtype);
-  return from->is_float && !from->is_quantized && op->results[0].type.dtype == VLMC_DTYPE_F32;
-}
-
-static int input_index(const vlmc_dispatch_region_t *r, const vlmc_value_t *v) {
-  for (uint32_t i = 0; i < r->num_inputs; ++i)
-    if (r->inputs[i] == v) return (int)i;
-  return -1;
-}
 
 static int member_index(const vlmc_dispatch_region_t *r, const vlmc_op_t *op) {
   for (uint32_t i = 0; op && i < r->num_ops; ++i)
@@ -237,21 +201,8 @@ static int member_index(const vlmc_dispatch_region_t *r, const vlmc_op_t *op) {
   return -1;
 }
 
-/* Follows prologue ops (members before `anchor_index`) back to the region input v reads; -1
- * when v is not readable. */
-static int source_input(const vlmc_dispatch_region_t *r, uint32_t anchor_index,
-                        const vlmc_value_t *v) {
-  for (;;) {
-    int i = input_index(r, v);
-    if (i >= 0) return i;
-    int m = member_index(r, v->def);
-    if (m < 0 || (uint32_t)m >= anchor_index || !is_prologue_op(v->def)) return -1;
-    v = v->def->operands[0];
-  }
-}
-
 int vlmc_kernel_emit_source_input(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
-  return source_input(e->region, e->anchor_index, v);
+  return vlmc_dispatch_source_input(e->region, e->anchor_index, v);
 }
 
 bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
@@ -259,13 +210,7 @@ bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *
 }
 
 vlmc_dtype_t vlmc_kernel_emit_input_storage(const vlmc_kernel_emit_t *e, uint32_t i) {
-  const vlmc_value_t *v = e->region->inputs[i];
-  const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
-  if (!info->is_float) return VLMC_DTYPE_I64;
-  if (v->def && v->def->kind == VLMC_OP_PARAM &&
-      (v->type.dtype == VLMC_DTYPE_BF16 || v->type.dtype == VLMC_DTYPE_F16))
-    return v->type.dtype;
-  return VLMC_DTYPE_F32;
+  return vlmc_kernel_input_storage(e->region->inputs[i]); /* the table's rule */
 }
 
 const char *vlmc_kernel_emit_storage_type(vlmc_dtype_t d) {
@@ -532,14 +477,7 @@ void vlmc_kernel_emit_finish_element(vlmc_kernel_emit_t *e, int value, int flat)
 /* ---- the driver's side ---- */
 
 uint32_t vlmc_kernel_anchor_index(const vlmc_dispatch_region_t *region) {
-  /* The first member that is not a prologue op reading an input or an earlier prologue
-   * result; when every member is one, the root (a copy kernel). */
-  for (uint32_t k = 0; k + 1 < region->num_ops; ++k) {
-    const vlmc_op_t *op = region->ops[k];
-    /* Members before k are the prologue candidates op may read through. */
-    if (!is_prologue_op(op) || source_input(region, k, op->operands[0]) < 0) return k;
-  }
-  return region->num_ops - 1;
+  return vlmc_dispatch_anchor_index(region);
 }
 
 vlmc_status_t vlmc_kernel_emit_init(vlmc_kernel_emit_t *e, const vlmc_module_t *module,
@@ -550,8 +488,6 @@ vlmc_status_t vlmc_kernel_emit_init(vlmc_kernel_emit_t *e, const vlmc_module_t *
   e->func = func;
   e->region = region;
   e->vector_width = vector_width;
-  e->work_scale = 1;
-  e->work = vlmc_dim_static(1);
   vlmc_strbuf_init(&e->entry);
   vlmc_strbuf_init(&e->body);
   e->anchor_index = vlmc_kernel_anchor_index(region);

@@ -25,11 +25,14 @@
  * SSA values are ints: value n is written "%v<n>" (use VLMC_SSA in formats). Constants, dims
  * and counts live in the function's entry block (memoized), so they may be used anywhere.
  *
+ * A template writes the loop over work units %lo..%hi; how many units a region has is not
+ * the template's to say but the kernel table's rule (vlmc_kernel_work, artifact/kernel_table.h,
+ * by template name), which the runtime recomputes when it checks a table.
+ *
  * Example (a cpu template for a unary op over all elements, one element per work unit):
  *
  *   static vlmc_status_t emit_copy(vlmc_kernel_emit_t *e) {
  *     const vlmc_value_t *x = e->anchor->operands[0];
- *     vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&e->anchor->results[0].type), 1);
  *     int one = vlmc_kernel_emit_index(e, 1);
  *     int i = vlmc_kernel_emit_fresh(e);
  *     vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", i, one);
@@ -68,8 +71,6 @@ typedef struct {
 
   /* Filled by the template. */
   const char *template_name; /* "linear", "rms_norm", ... (vlmc inspect shows it) */
-  vlmc_dim_t work;           /* work units = work * work_scale */
-  int64_t work_scale;
   int64_t cost;              /* rough f32 operations per work unit (cpu: decides threading) */
 
   /* Private to kernel_emit.c. */
@@ -104,10 +105,8 @@ int vlmc_kernel_emit_dim(vlmc_kernel_emit_t *e, vlmc_dim_t dim);
 int vlmc_kernel_emit_dims_product(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_t from,
                                   uint32_t to);
 /* The element count of a type as a dim expression when it has at most one symbolic dim
- * (work = that dim times the static rest); for set_work. */
+ * (that dim times the static rest); static -1 otherwise (vlmc_type_count_dim). */
 vlmc_dim_t vlmc_kernel_emit_count_dims(const vlmc_type_t *type);
-/* Sets e->work to `units` times `scale` (a template calls it once). */
-void vlmc_kernel_emit_set_work(vlmc_kernel_emit_t *e, vlmc_dim_t units, int64_t scale);
 
 /* ---- reading inputs ---- */
 

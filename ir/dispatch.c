@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "ir/internal.h"
+#include "support/hash.h"
+#include "support/strbuf.h"
 
 bool vlmc_dispatch_may_contain(vlmc_op_kind_t kind) {
   const vlmc_op_info_t *info = vlmc_op_info(kind);
@@ -289,4 +291,113 @@ vlmc_status_t vlmc_dispatch_check_slots(const vlmc_func_t *func, const vlmc_disp
   free(last);
   free(escapes);
   return st;
+}
+
+/* ---- what a kernel of a region is ---- */
+
+bool vlmc_dispatch_is_prologue_op(const vlmc_op_t *op) {
+  if (op->kind == VLMC_OP_RESHAPE) return true;
+  if (op->kind != VLMC_OP_CAST) return false;
+  const vlmc_dtype_info_t *from = vlmc_dtype_info(op->operands[0]->type.dtype);
+  return from->is_float && !from->is_quantized && op->results[0].type.dtype == VLMC_DTYPE_F32;
+}
+
+static int region_input_index(const vlmc_dispatch_region_t *r, const vlmc_value_t *v) {
+  for (uint32_t i = 0; i < r->num_inputs; ++i)
+    if (r->inputs[i] == v) return (int)i;
+  return -1;
+}
+
+static int region_member_index(const vlmc_dispatch_region_t *r, const vlmc_op_t *op) {
+  for (uint32_t i = 0; op && i < r->num_ops; ++i)
+    if (r->ops[i] == op) return (int)i;
+  return -1;
+}
+
+int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *r, uint32_t anchor_index,
+                               const vlmc_value_t *v) {
+  for (;;) {
+    int i = region_input_index(r, v);
+    if (i >= 0) return i;
+    int m = region_member_index(r, v->def);
+    if (m < 0 || (uint32_t)m >= anchor_index || !vlmc_dispatch_is_prologue_op(v->def)) return -1;
+    v = v->def->operands[0];
+  }
+}
+
+uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region) {
+  /* Members before k are the prologue candidates op may read through. */
+  for (uint32_t k = 0; k + 1 < region->num_ops; ++k) {
+    const vlmc_op_t *op = region->ops[k];
+    if (!vlmc_dispatch_is_prologue_op(op) ||
+        vlmc_dispatch_source_input(region, k, op->operands[0]) < 0)
+      return k;
+  }
+  return region->num_ops - 1;
+}
+
+bool vlmc_type_count_dim(const vlmc_type_t *type, vlmc_dim_t *out) {
+  vlmc_dim_t symbolic = vlmc_dim_static(1);
+  int64_t fixed = 1;
+  bool have = false;
+  for (uint32_t d = 0; d < type->rank; ++d) {
+    if (vlmc_dim_is_static(type->dims[d])) {
+      fixed *= type->dims[d].off;
+      continue;
+    }
+    if (have) return false;
+    symbolic = type->dims[d];
+    have = true;
+  }
+  if (!have) {
+    *out = vlmc_dim_static(fixed);
+    return true;
+  }
+  /* fixed * (sym*num/den + off) = sym*(num*fixed)/den + off*fixed, since sym*num/den is an
+   * exact quotient for a valid dim. */
+  *out = (vlmc_dim_t){symbolic.sym, symbolic.num * fixed, symbolic.den, symbolic.off * fixed};
+  return true;
+}
+
+/* "m3" for the result of member 3, "i1" for input 1. */
+static void print_operand_ref(const vlmc_dispatch_region_t *r, const vlmc_value_t *v,
+                              vlmc_strbuf_t *out) {
+  int m = region_member_index(r, v->def);
+  if (m >= 0) vlmc_strbuf_printf(out, " m%d.%u", m, (unsigned)(v - v->def->results));
+  else vlmc_strbuf_printf(out, " i%d", region_input_index(r, v));
+}
+
+static void print_member(const vlmc_module_t *module, const vlmc_dispatch_region_t *r,
+                         const vlmc_op_t *op, vlmc_strbuf_t *out) {
+  const vlmc_op_info_t *info = vlmc_op_info(op->kind);
+  vlmc_strbuf_puts(out, info->mnemonic);
+  for (uint32_t i = 0; i < op->num_operands; ++i) print_operand_ref(r, op->operands[i], out);
+  for (uint32_t i = 0; i < info->num_attrs; ++i) {
+    if (op->attrs[i].kind == VLMC_ATTR_NONE) continue;
+    vlmc_strbuf_printf(out, " %s=", info->attrs[i].name);
+    vlmc_attr_print(&op->attrs[i], out);
+  }
+  for (uint32_t i = 0; i < op->num_results; ++i) {
+    vlmc_strbuf_puts(out, " : ");
+    vlmc_type_print(module, &op->results[i].type, out);
+  }
+  vlmc_strbuf_putc(out, '\n');
+}
+
+uint64_t vlmc_dispatch_signature(const vlmc_module_t *module,
+                                 const vlmc_dispatch_region_t *region) {
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  for (uint32_t i = 0; i < region->num_inputs; ++i) {
+    const vlmc_value_t *v = region->inputs[i];
+    vlmc_strbuf_printf(&text, "in%u %s: ", i,
+                       v->def && v->def->kind == VLMC_OP_PARAM ? "param" : "value");
+    vlmc_type_print(module, &v->type, &text);
+    vlmc_strbuf_putc(&text, '\n');
+  }
+  for (uint32_t k = 0; k < region->num_ops; ++k) print_member(module, region, region->ops[k], &text);
+  /* Out of memory: a signature no table holds, so the check refuses rather than accepts. */
+  uint64_t h = text.failed ? 0 : vlmc_xxh64(text.data ? text.data : "", text.len, 0);
+  vlmc_strbuf_deinit(&text);
+  return h;
 }

@@ -13,6 +13,7 @@
 #ifndef VLMC_IR_DISPATCH_H
 #define VLMC_IR_DISPATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ir/ir.h"
@@ -57,5 +58,29 @@ vlmc_status_t vlmc_dispatch_check_slots(const vlmc_func_t *func, const vlmc_disp
 
 /* Whether an op kind may be a region member (see the rules above). */
 bool vlmc_dispatch_may_contain(vlmc_op_kind_t kind);
+
+/* ---- what a kernel of a region is, for the code generators and the kernel-table check ---- */
+
+/* A prologue op: a reshape or a widening float cast to f32, which a kernel folds into its
+ * loads (a bf16 weight is read in bf16 and widened as it loads). */
+bool vlmc_dispatch_is_prologue_op(const vlmc_op_t *op);
+/* The region input that v is read from through prologue members before `anchor_index`, or
+ * -1 when v is neither an input nor such a prologue result. */
+int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *region, uint32_t anchor_index,
+                               const vlmc_value_t *v);
+/* The index in region->ops of the anchor: the first member that is not a prologue op of an
+ * input; the root when every member is one. Its kind picks the kernel template. */
+uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region);
+/* The element count of a type as one dim expression (the symbolic dim times the static
+ * rest); false when it has two symbolic dims. */
+bool vlmc_type_count_dim(const vlmc_type_t *type, vlmc_dim_t *out);
+/* XXH64 of a normalized print of the region: each member's op kind, attributes and result
+ * types, its operands as member or input positions, and each input's type and whether it is
+ * a parameter. Value and parameter names are left out, so the same layer shape 36 times
+ * over has one signature; any difference a kernel could depend on changes it. A kernel is
+ * shared only between regions of equal signatures, and a kernel table records its kernels'
+ * signatures so that a dispatch pointing at another region's kernel is refused. */
+uint64_t vlmc_dispatch_signature(const vlmc_module_t *module,
+                                 const vlmc_dispatch_region_t *region);
 
 #endif

@@ -461,6 +461,8 @@ void vlmc_module_print(const vlmc_module_t *module, vlmc_strbuf_t *out);
 /* A malloc'd copy of the module's text, or NULL when out of memory. */
 char *vlmc_module_to_string(const vlmc_module_t *module);
 void vlmc_type_print(const vlmc_module_t *module, const vlmc_type_t *type, vlmc_strbuf_t *out);
+/* An attribute's value as the op printer writes it (kernel signatures hash this text). */
+void vlmc_attr_print(const vlmc_attr_t *attr, vlmc_strbuf_t *out);
 /* One op as it appears in its function (names as the function printer gives them). */
 void vlmc_op_print(const vlmc_op_t *op, vlmc_strbuf_t *out);
 

@@ -243,6 +243,8 @@ static void print_attr_value(const vlmc_attr_t *a, vlmc_strbuf_t *out) {
   }
 }
 
+void vlmc_attr_print(const vlmc_attr_t *a, vlmc_strbuf_t *out) { print_attr_value(a, out); }
+
 static void print_op_with(const namer_t *namer, const vlmc_op_t *op, vlmc_strbuf_t *out) {
   const vlmc_op_info_t *info = vlmc_op_info(op->kind);
   const vlmc_module_t *module = namer->func->module;

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "artifact/validate.h"
 #include "frontend/checkpoint.h"
 #include "support/file.h"
 #include "support/hash.h"
@@ -20,6 +21,8 @@ struct vlmc_params_s {
   const vlmc_artifact_section_t *section; /* inline */
   vlmc_st_archive_t *external;            /* external */
   const void **data;                      /* per manifest param, once resolved */
+  size_t *first;                          /* per param: the entry whose bytes it shares
+                                             (vlmc_manifest_param_aliases), itself if none */
   bool *verified;
   bool resident;                          /* copy each weight into anonymous memory */
   void **copies;                          /* per param: its resident copy, or NULL */
@@ -54,18 +57,20 @@ vlmc_status_t vlmc_params_open(const vlmc_artifact_t *artifact, const vlmc_manif
     p->copy_bytes = calloc(n, sizeof *p->copy_bytes);
     p->file = calloc(n, sizeof *p->file);
     p->file_offset = calloc(n, sizeof *p->file_offset);
+    p->first = calloc(n, sizeof *p->first);
   }
   if (!p || !p->data || !p->verified || !p->copies || !p->copy_bytes || !p->file ||
-      !p->file_offset) {
+      !p->file_offset || !p->first) {
     vlmc_params_destroy(p);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   p->artifact = artifact;
   p->manifest = manifest;
-  vlmc_status_t status =
-      manifest->params_external
-          ? vlmc_st_archive_open(external_dir, &p->external)
-          : vlmc_artifact_require(artifact, "params", "the inline parameters", &p->section);
+  vlmc_status_t status = vlmc_manifest_param_aliases(manifest, p->first);
+  if (!status && manifest->params_external)
+    status = vlmc_st_archive_open(external_dir, &p->external);
+  else if (!status)
+    status = vlmc_artifact_require(artifact, "params", "the inline parameters", &p->section);
   if (status) {
     vlmc_params_destroy(p);
     return status;
@@ -88,6 +93,7 @@ void vlmc_params_destroy(vlmc_params_t *p) {
   free(p->copy_bytes);
   free(p->file);
   free(p->file_offset);
+  free(p->first);
   free(p);
 }
 
@@ -211,7 +217,27 @@ static vlmc_status_t resolve_external(vlmc_params_t *p, const vlmc_manifest_para
   return NULL;
 }
 
+static vlmc_status_t resolve(vlmc_params_t *p, size_t index);
+
+/* An alias (the same bytes as an earlier entry) takes that entry's bytes, copy and checksum
+ * verification: 1,000 names for one tensor hold one resident copy, checked once. */
+static vlmc_status_t share_alias(vlmc_params_t *p, size_t index, size_t first) {
+  if (p->verified[index]) return NULL;
+  VLMC_RETURN_IF_ERROR(resolve(p, first));
+  const vlmc_manifest_param_t *mp = &p->manifest->params[index];
+  const vlmc_manifest_param_t *fp = &p->manifest->params[first];
+  if (mp->checksum != fp->checksum)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: parameter '%s' is the same bytes as '%s' but "
+                            "its checksum %016llx differs (%016llx): the artifact is damaged",
+                            vlmc_artifact_path(p->artifact), mp->name, fp->name,
+                            (unsigned long long)mp->checksum, (unsigned long long)fp->checksum);
+  p->data[index] = p->data[first];
+  p->verified[index] = true;
+  return NULL;
+}
+
 static vlmc_status_t resolve(vlmc_params_t *p, size_t index) {
+  if (p->first[index] != index) return share_alias(p, index, p->first[index]);
   const vlmc_manifest_param_t *mp = &p->manifest->params[index];
   if (!p->data[index])
     VLMC_RETURN_IF_ERROR(p->external ? resolve_external(p, mp, &p->data[index], &p->file[index],
@@ -260,12 +286,13 @@ typedef struct {
   pthread_t thread;
 } verify_job_t;
 
-/* Worker w takes every workers-th parameter: sizes vary, so interleaving balances better
- * than halves. Workers touch disjoint entries; resident_bytes is summed after. */
+/* Worker w takes every workers-th parameter that is not an alias: sizes vary, so
+ * interleaving balances better than halves. Workers touch disjoint entries; the aliases,
+ * which read their first entry's, are linked after, and resident_bytes summed. */
 static void *verify_some(void *arg) {
   verify_job_t *j = arg;
   for (size_t i = j->worker; !j->status && i < j->p->manifest->num_params; i += j->workers)
-    j->status = resolve(j->p, i);
+    if (j->p->first[i] == i) j->status = resolve(j->p, i);
   return NULL;
 }
 
@@ -289,6 +316,8 @@ vlmc_status_t vlmc_params_verify_all_threads(vlmc_params_t *p, uint32_t threads)
     if (!first) first = jobs[w].status;
     else vlmc_status_free(jobs[w].status);
   }
+  for (size_t i = 0; !first && i < p->manifest->num_params; ++i)
+    if (p->first[i] != i) first = resolve(p, i);
   p->resident_bytes = 0;
   for (size_t i = 0; i < p->manifest->num_params; ++i) p->resident_bytes += p->copy_bytes[i];
   return first;

@@ -17,6 +17,7 @@
 #include "runtime/params.h"
 #include "runtime/program.h"
 #include "runtime/request.h"
+#include "runtime/validate.h"
 #include "support/file.h"
 #include "support/strbuf.h"
 
@@ -79,17 +80,6 @@ static vlmc_status_t load_chat_template(vlmc_session_t *s) {
                                                     &s->chat_template));
   s->has_template = true;
   return NULL;
-}
-
-static vlmc_status_t load_program(vlmc_session_t *s) {
-  const vlmc_artifact_section_t *sec;
-  VLMC_RETURN_IF_ERROR(vlmc_artifact_require(s->artifact, "program", "every backend", &sec));
-  char name[512];
-  snprintf(name, sizeof name, "%s: section 'program'", vlmc_artifact_path(s->artifact));
-  vlmc_parse_options_t options = {.filename = name, .first_line = 1};
-  VLMC_RETURN_IF_ERROR(
-      vlmc_module_parse((const char *)sec->data, (size_t)sec->size, &options, &s->module));
-  return vlmc_module_verify(s->module);
 }
 
 static vlmc_status_t param_source(void *ctx, const char *name, const vlmc_type_t *type,
@@ -203,11 +193,8 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
                             o->backend, names);
   }
   VLMC_RETURN_IF_ERROR(vlmc_artifact_open(o->artifact_path, &s->artifact));
-  const vlmc_artifact_section_t *sec;
-  VLMC_RETURN_IF_ERROR(vlmc_artifact_require(s->artifact, "manifest", "the runtime", &sec));
-  VLMC_RETURN_IF_ERROR(vlmc_manifest_from_json(o->artifact_path, (const char *)sec->data,
-                                               (size_t)sec->size, &s->manifest));
-  VLMC_RETURN_IF_ERROR(load_program(s));
+  /* Every cross-reference of the file is checked before anything below uses one. */
+  VLMC_RETURN_IF_ERROR(vlmc_artifact_validate(s->artifact, &s->manifest, &s->module));
   VLMC_RETURN_IF_ERROR(load_convention(s));
   VLMC_RETURN_IF_ERROR(check_signatures(s));
   VLMC_RETURN_IF_ERROR(vlmc_params_open(s->artifact, &s->manifest, o->params_dir, &s->params));

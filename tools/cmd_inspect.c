@@ -2,7 +2,10 @@
  * model and the options that compiled it, the functions of its program, the cpu kernels (each
  * with its template, input storage and the dispatches it serves; the artifact is refused by
  * the runtime, and reported here, when a dispatch region has no kernel), and its parameters
- * (count, dtype mix, bytes). --verify also checks every lazily verified section. */
+ * (count, dtype mix, bytes). --verify runs the runtime's validation at open
+ * (runtime/validate.h: manifest, program, parameters and kernel tables cross-checked, no
+ * artifact code loaded) and checks every checksum, lazily verified sections and each inline
+ * weight's included; it exits non-zero when any of it fails. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,8 @@
 #include "artifact/kernel_table.h"
 #include "artifact/manifest.h"
 #include "runtime/backend.h"
+#include "runtime/params.h"
+#include "runtime/validate.h"
 #include "tools/commands.h"
 
 static void print_sections(const vlmc_artifact_t *a) {
@@ -178,6 +183,33 @@ static void print_kernels(const vlmc_artifact_t *a, const char *path) {
   vlmc_module_destroy(module);
 }
 
+/* Each inline weight's own checksum, as the runtime checks it before first use. */
+static vlmc_status_t verify_inline_params(const vlmc_artifact_t *a, const vlmc_manifest_t *m) {
+  vlmc_params_t *params = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_params_open(a, m, NULL, &params));
+  vlmc_status_t st = vlmc_params_verify_all(params);
+  vlmc_params_destroy(params);
+  return st;
+}
+
+/* --verify: the validation vlmc-run runs at open, then every checksum in the file. */
+static vlmc_status_t verify_artifact(const vlmc_artifact_t *a) {
+  vlmc_manifest_t m;
+  vlmc_module_t *module = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_artifact_validate(a, &m, &module));
+  printf("verify: manifest, program, parameters and kernel tables agree\n");
+  vlmc_status_t st = NULL;
+  for (size_t i = 0; !st && i < vlmc_artifact_section_count(a); ++i)
+    st = vlmc_artifact_section_verify(a, vlmc_artifact_section(a, i));
+  if (!st && !m.params_external && m.num_params) st = verify_inline_params(a, &m);
+  if (!st)
+    printf("verify: every section matches its checksum%s\n",
+           m.params_external ? "" : ", and every inline parameter its own");
+  vlmc_module_destroy(module);
+  vlmc_manifest_deinit(&m);
+  return st;
+}
+
 static int inspect(const char *path, bool verify) {
   vlmc_artifact_t *a = NULL;
   vlmc_status_t status = vlmc_artifact_open(path, &a);
@@ -204,9 +236,7 @@ static int inspect(const char *path, bool verify) {
     print_kernels(a, path);
     print_params(&m);
   }
-  for (size_t i = 0; !status && verify && i < vlmc_artifact_section_count(a); ++i)
-    status = vlmc_artifact_section_verify(a, vlmc_artifact_section(a, i));
-  if (!status && verify) printf("verify: every section matches its checksum\n");
+  if (!status && verify) status = verify_artifact(a);
   vlmc_manifest_deinit(&m);
   vlmc_artifact_destroy(a);
   return vlmc_status_report(status);
@@ -219,7 +249,9 @@ int vlmc_cmd_inspect(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: vlmc inspect model.vlmc [--verify]\n"
              "  Prints the sections, model, compile options, program functions and parameter\n"
-             "  summary. --verify checks every section's checksum, parameters included.\n");
+             "  summary. --verify runs the validation vlmc-run does at open (manifest,\n"
+             "  program, parameters and kernel tables cross-checked) and every checksum,\n"
+             "  parameters included; it exits non-zero if any check fails.\n");
       return 0;
     }
     if (!strcmp(argv[i], "--verify")) verify = true;

@@ -130,12 +130,58 @@ static void test_newer_format_is_refused_by_version(void) {
   free(data);
 }
 
+/* Header fields without a meaning (format_version 0, flags, reserved) and section flags other
+ * than LAZY_VERIFY are refused by name, even with every checksum right. */
+static void set_field(unsigned char *h, size_t offset, int bytes, uint64_t value) {
+  for (int i = 0; i < bytes; ++i) h[offset + (size_t)i] = (unsigned char)(value >> (8 * i));
+}
+
+static void reseal_header(unsigned char *h) { set_field(h, 56, 8, vlmc_xxh64(h, 56, 0)); }
+
+static void test_reserved_fields_are_refused(void) {
+  write_sample();
+  char *data = NULL;
+  size_t size = 0;
+  EXPECT_OK(vlmc_file_read_all(path, &data, &size));
+  if (!data) return;
+  static const struct { size_t offset; int bytes; uint64_t value; const char *needle; } cases[] = {
+      {8, 4, 0, "x.vlmc: header: format_version 0 is not a format version"},
+      {12, 4, 0, "x.vlmc: header: min_reader_version 0"},
+      {36, 4, 1, "x.vlmc: header: flags 0x00000001 set"},
+      {48, 8, 1ull << 40, "x.vlmc: header: reserved (bytes 48..55) is 0x0000010000000000"},
+  };
+  unsigned char *copy = malloc(size);
+  for (size_t i = 0; copy && i < sizeof cases / sizeof cases[0]; ++i) {
+    memcpy(copy, data, size);
+    set_field(copy, cases[i].offset, cases[i].bytes, cases[i].value);
+    reseal_header(copy);
+    vlmc_artifact_t *a = NULL;
+    EXPECT_ERROR(vlmc_artifact_open_memory(copy, size, "x.vlmc", &a), cases[i].needle);
+  }
+  /* A section flag bit beyond LAZY_VERIFY, with the table's checksum recomputed. */
+  if (copy) {
+    memcpy(copy, data, size);
+    uint64_t table = 0;
+    for (int i = 7; i >= 0; --i) table = table << 8 | copy[24 + i];
+    uint32_t count = copy[32] | (uint32_t)copy[33] << 8;
+    set_field(copy, (size_t)table + 60, 4, 2);
+    set_field(copy, 40, 8, vlmc_xxh64(copy + table, (size_t)count * 64, 0));
+    reseal_header(copy);
+    vlmc_artifact_t *a = NULL;
+    EXPECT_ERROR(vlmc_artifact_open_memory(copy, size, "x.vlmc", &a),
+                 "flags 0x00000002: only bit 0 (LAZY_VERIFY) is defined");
+  }
+  free(copy);
+  free(data);
+}
+
 int main(void) {
   snprintf(path, sizeof path, "/tmp/vlmc-test-artifact-%d.vlmc", (int)getpid());
   RUN_TEST(test_round_trip);
   RUN_TEST(test_every_flipped_byte_is_detected);
   RUN_TEST(test_every_truncation_is_detected);
   RUN_TEST(test_newer_format_is_refused_by_version);
+  RUN_TEST(test_reserved_fields_are_refused);
   unlink(path);
   return TEST_SUMMARY();
 }

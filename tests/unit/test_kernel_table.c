@@ -26,6 +26,9 @@ static vlmc_status_t parse_and_check(const vlmc_module_t *m, const char *text) {
   return st;
 }
 
+/* kernel_table_text of kTableProgram, made by main. */
+static char *kValidTable;
+
 /* The valid table with `from` replaced by `to` (which must occur). */
 static vlmc_status_t check_edited(const vlmc_module_t *m, const char *from, const char *to) {
   const char *at = strstr(kValidTable, from);
@@ -47,7 +50,7 @@ static void test_valid_table(void) {
   vlmc_kernel_table_t t;
   EXPECT_OK(vlmc_kernel_table_parse("m.vlmc", "cpu", kValidTable, strlen(kValidTable), &t));
   EXPECT_OK(vlmc_kernel_table_check(&t, m));
-  EXPECT_EQ_INT(t.format, 1);
+  EXPECT_EQ_INT(t.format, 2);
   EXPECT_TRUE(t.abi == NULL);
   const vlmc_kernel_table_field_t *cpu = vlmc_kernel_table_field(&t, "cpu");
   EXPECT_TRUE(cpu && cpu->string && !strcmp(cpu->string, "x86-64"));
@@ -63,8 +66,8 @@ static void test_valid_table(void) {
     EXPECT_STREQ(t.dispatches[0].work.sym, "S");
     EXPECT_EQ_INT(t.dispatches[0].work.num, 4);
     EXPECT_EQ_INT(t.dispatches[0].work.sym_id, 1);
-    EXPECT_TRUE(t.dispatches[1].work.sym == NULL);
-    EXPECT_EQ_INT(t.dispatches[1].work.off, 16);
+    EXPECT_STREQ(t.dispatches[1].work.sym, "S");
+    EXPECT_EQ_INT(t.dispatches[1].work.off, 0);
     EXPECT_EQ_INT(t.dispatches[1].kernel, 1);
     EXPECT_EQ_INT(t.dispatches[1].func_index, 0);
   }
@@ -75,8 +78,10 @@ static void test_valid_table(void) {
 static void test_malformed_tables(void) {
   vlmc_module_t *m = parse_program(kTableProgram);
   static const struct { const char *from, *to, *needle; } cases[] = {
-      {"\"format\": 1", "\"format\": 2", "format"},
-      {"\"format\": 1", "\"formt\": 1", "format"},
+      {"\"format\": 2", "\"format\": 1",
+       "format: kernel table format 1; this runtime reads format 2 only: recompile"},
+      {"\"format\": 2", "\"format\": 3", "kernel table format 3"},
+      {"\"format\": 2", "\"formt\": 2", "format"},
       {"[\"f32\", \"f32\"]", "[\"f32\", \"q4\"]", "expected f32, bf16, f16 or i64, got 'q4'"},
       {"[\"f32\", \"f32\"]", "[\"f32\", 3]", "kernels[0].inputs[1]: expected a string"},
       {"\"output\": \"f32\", \"syms\": [\"S\"]", "\"output\": 7, \"syms\": [\"S\"]", "output"},
@@ -95,7 +100,25 @@ static void test_malformed_tables(void) {
        "dispatches[0].work.sym: symbol 'T' is not in the program"},
       {"\"kernels\": [", "\"kernels\": {", "kernels"},
       {"\"dispatches\": [", "\"dispatches\": 1, \"x\": [", "dispatches: expected an array"},
-      {"\"format\": 1,", "\"format\": 1, \"format\": 1,", "given twice"},
+      {"\"format\": 2,", "\"format\": 2, \"format\": 2,", "given twice"},
+      /* What the program determines is recomputed and compared, never taken on trust. */
+      {"\"signature\": \"", "\"signature\": \"x", "kernels[0].signature: expected 16 hex"},
+      {"\"signature\": \"", "\"sig\": \"", "kernels[0].signature is missing"},
+      {"\"inputs\": [\"f32\", \"f32\"]", "\"inputs\": [\"f32\", \"bf16\"]",
+       "dispatches[0]: kernel vk0 reads input 1 as bf16; @k dispatch 1 stores it as f32"},
+      {"\"output\": \"f32\", \"syms\": [\"S\"]", "\"output\": \"i64\", \"syms\": [\"S\"]",
+       "dispatches[0]: kernel vk0 writes i64; @k dispatch 1's output is stored as f32"},
+      {"\"num\": 4, \"den\": 1, \"off\": 0, \"scale\": 1}},",
+       "\"num\": 8, \"den\": 1, \"off\": 0, \"scale\": 1}},",
+       "@k dispatch 1: work 8*S x 1, the region's output implies 4*S x 1 (template elementwise)"},
+      {"\"sym\": \"S\", \"num\": 4, \"den\": 1, \"off\": 0, \"scale\": 1}},",
+       "\"sym\": null, \"num\": 0, \"den\": 1, \"off\": 4096, \"scale\": 1}},",
+       "@k dispatch 1: work 4096 x 1, the region's output implies 4*S x 1"},
+      {"\"off\": 0, \"scale\": 1}},", "\"off\": 0, \"scale\": 2}},",
+       "@k dispatch 1: work 4*S x 2, the region's output implies 4*S x 1"},
+      {"\"template\": \"elementwise\"", "\"template\": \"linear\"",
+       "@k dispatch 1: kernel vk0: template 'linear' does not take this region (its anchor "
+       "'add' is written by 'elementwise')"},
       /* Both entries name dispatch 1: one region has two kernels (and dispatch 2 none). */
       {"\"dispatch\": 2", "\"dispatch\": 1", "@k dispatch 1 already has an entry (dispatches[0])"},
   };
@@ -115,7 +138,7 @@ static void test_uncovered_region_is_refused(void) {
   vlmc_module_t *m = parse_program(kTableProgram);
   const char *cut = strstr(kValidTable, ",\n {\"func\": \"k\", \"dispatch\": 2");
   size_t head = (size_t)(cut - kValidTable);
-  char text[2048];
+  char text[4096];
   snprintf(text, sizeof text, "%.*s]}", (int)head, kValidTable);
   vlmc_status_t st = parse_and_check(m, text);
   EXPECT_TRUE(st && strstr(vlmc_status_message(st), "no kernel for @k dispatch 2"));
@@ -135,6 +158,7 @@ static void test_write_parse_round_trip(void) {
   vlmc_dtype_t two[] = {VLMC_DTYPE_F32, VLMC_DTYPE_BF16}, one[] = {VLMC_DTYPE_F32};
   char *syms[] = {"S"};
   vlmc_kernel_table_kernel_t k0 = {.symbol = "vk0", .template_name = "elementwise",
+                                   .signature = 0x0123456789abcdefull,
                                    .inputs = two, .num_inputs = 2, .output = VLMC_DTYPE_F32,
                                    .syms = syms, .num_syms = 1, .cost = 2};
   vlmc_kernel_table_kernel_t k1 = {.symbol = "vk1", .template_name = "elementwise \"q\"",
@@ -148,19 +172,23 @@ static void test_write_parse_round_trip(void) {
                                      .work = {.den = 1, .off = 16, .scale = 2}};
   EXPECT_OK(vlmc_kernel_table_add_dispatch(&t, &d1));
   EXPECT_OK(vlmc_kernel_table_add_dispatch(&t, &d2));
-  EXPECT_OK(vlmc_kernel_table_check(&t, m));
+  /* Not this program's table (another signature, bf16 where it stores f32, an unknown
+   * template, work 16 x 2): the schema round-trips it all the same; the check refuses it. */
+  EXPECT_ERROR(vlmc_kernel_table_check(&t, m), "kernel vk0 (elementwise) was made for a region "
+               "of signature 0123456789abcdef");
   vlmc_strbuf_t first, second;
   vlmc_strbuf_init(&first);
   vlmc_strbuf_init(&second);
   EXPECT_OK(vlmc_kernel_table_to_json(&t, &first));
-  EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&first), "{\n  \"format\": 1,\n  \"abi\": ") != NULL);
+  EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&first), "{\n  \"format\": 2,\n  \"abi\": ") != NULL);
+  EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&first), "\"signature\": \"0123456789abcdef\"") != NULL);
   static const char kLastDispatch[] =
       "\n    {\"func\": \"k\", \"dispatch\": 2, \"kernel\": 1, \"work\": {\"sym\": null, "
       "\"num\": 0, \"den\": 1, \"off\": 16, \"scale\": 2}}\n  ]\n}\n";
   EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&first), kLastDispatch) != NULL);
   vlmc_kernel_table_t back;
   EXPECT_OK(vlmc_kernel_table_parse("m.vlmc", "cpu", first.data, first.len, &back));
-  EXPECT_OK(vlmc_kernel_table_check(&back, m));
+  EXPECT_TRUE(back.kernels[0].signature == 0x0123456789abcdefull);
   EXPECT_STREQ(back.kernels[1].template_name, "elementwise \"q\"");
   EXPECT_EQ_INT(back.kernels[0].inputs[1], VLMC_DTYPE_BF16);
   const vlmc_kernel_table_field_t *width = vlmc_kernel_table_field(&back, "vector_width");
@@ -170,6 +198,46 @@ static void test_write_parse_round_trip(void) {
   vlmc_strbuf_deinit(&first);
   vlmc_strbuf_deinit(&second);
   vlmc_kernel_table_deinit(&back);
+  vlmc_kernel_table_deinit(&t);
+  vlmc_module_destroy(m);
+}
+
+/* A table built through the API (as the code generator builds one) with the program's
+ * signatures, storage and work checks out, and the check resolves its symbols. */
+static void test_built_table_checks(void) {
+  vlmc_module_t *m = parse_program(kTableProgram);
+  vlmc_kernel_table_t t;
+  EXPECT_OK(vlmc_kernel_table_init(&t, "cpu"));
+  char sig1[17], sig2[17];
+  kernel_table_signature(m, 1, sig1);
+  kernel_table_signature(m, 2, sig2);
+  vlmc_dtype_t two[] = {VLMC_DTYPE_F32, VLMC_DTYPE_F32}, one[] = {VLMC_DTYPE_F32};
+  char *syms[] = {"S"};
+  vlmc_kernel_table_kernel_t k0 = {.symbol = "vk0", .template_name = "elementwise",
+                                   .signature = strtoull(sig1, NULL, 16), .inputs = two,
+                                   .num_inputs = 2, .output = VLMC_DTYPE_F32, .syms = syms,
+                                   .num_syms = 1, .cost = 2};
+  vlmc_kernel_table_kernel_t k1 = {.symbol = "vk1", .template_name = "elementwise",
+                                   .signature = strtoull(sig2, NULL, 16), .inputs = one,
+                                   .num_inputs = 1, .output = VLMC_DTYPE_F32, .cost = 1};
+  EXPECT_OK(vlmc_kernel_table_add_kernel(&t, &k0));
+  EXPECT_OK(vlmc_kernel_table_add_kernel(&t, &k1));
+  for (uint32_t id = 1; id <= 2; ++id) {
+    vlmc_kernel_table_dispatch_t d = {.func = "k", .dispatch = id, .kernel = id - 1,
+                                      .work = {.sym = "S", .num = 4, .den = 1, .scale = 1}};
+    EXPECT_OK(vlmc_kernel_table_add_dispatch(&t, &d));
+  }
+  EXPECT_OK(vlmc_kernel_table_check(&t, m));
+  EXPECT_EQ_INT(t.kernels[0].sym_ids[0], 1);
+  EXPECT_EQ_INT(t.dispatches[1].work.sym_id, 1);
+  /* The same table with the two dispatches' kernels swapped: refused by signature (the
+   * input counts differ here too, so swap the second dispatch's only). */
+  t.dispatches[1].kernel = 0;
+  EXPECT_ERROR(vlmc_kernel_table_check(&t, m), "kernel vk0 takes 2 inputs, @k dispatch 2 has 1");
+  t.dispatches[1].kernel = 1;
+  t.kernels[1].signature ^= 1;
+  EXPECT_ERROR(vlmc_kernel_table_check(&t, m), "kernel vk1 (elementwise) was made for a region "
+               "of signature");
   vlmc_kernel_table_deinit(&t);
   vlmc_module_destroy(m);
 }
@@ -190,10 +258,16 @@ static void test_writer_refuses_unnamed_storage(void) {
 }
 
 int main(void) {
+  vlmc_module_t *m = parse_program(kTableProgram);
+  kValidTable = m ? kernel_table_text(m) : NULL;
+  vlmc_module_destroy(m);
+  if (!kValidTable) return 1;
   RUN_TEST(test_valid_table);
   RUN_TEST(test_malformed_tables);
   RUN_TEST(test_uncovered_region_is_refused);
   RUN_TEST(test_write_parse_round_trip);
   RUN_TEST(test_writer_refuses_unnamed_storage);
+  RUN_TEST(test_built_table_checks);
+  free(kValidTable);
   return TEST_SUMMARY();
 }

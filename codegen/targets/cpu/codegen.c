@@ -24,6 +24,7 @@
 typedef struct {
   char *text;             /* MLIR with the placeholder name */
   uint64_t hash;
+  uint64_t signature;     /* vlmc_dispatch_signature: kernels are shared only at equal ones */
   char *template_name;
   vlmc_dtype_t inputs[VLMC_IR_MAX_OPERANDS * 4];
   uint32_t num_inputs;
@@ -69,6 +70,13 @@ static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_r
                               vlmc_op_info(anchor->kind)->mnemonic);
 }
 
+static void kernel_free(kernel_t *k) {
+  free(k->text);
+  free(k->template_name);
+  for (uint32_t i = 0; i < k->num_syms; ++i) free(k->syms[i]);
+  memset(k, 0, sizeof *k);
+}
+
 /* Writes the region's kernel text and fills *k (not yet deduplicated). */
 static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
                                   const vlmc_dispatch_region_t *r, kernel_t *k,
@@ -94,15 +102,16 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
     k->template_name = strdup(e.template_name ? e.template_name : "?");
     k->num_inputs = r->num_inputs;
     for (uint32_t i = 0; i < r->num_inputs; ++i) k->inputs[i] = vlmc_kernel_emit_input_storage(&e, i);
-    k->output = vlmc_dtype_info(vlmc_dispatch_output(r)->type.dtype)->is_float ? VLMC_DTYPE_F32
-                                                                              : VLMC_DTYPE_I64;
+    k->output = vlmc_kernel_output_storage(vlmc_dispatch_output(r));
+    k->signature = vlmc_dispatch_signature(g->module, r);
     k->num_syms = e.num_syms;
     for (uint32_t i = 0; i < e.num_syms; ++i)
       k->syms[i] = strdup(vlmc_module_symbol_name(g->module, e.syms[i]));
     k->cost = e.cost > 0 ? e.cost : 1;
-    *work = e.work;
-    *work_scale = e.work_scale;
     if (!k->text || !k->template_name) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    /* The table's rule, which the runtime recomputes: not the template's to choose. */
+    if (!st) st = vlmc_kernel_work(r, k->template_name, work, work_scale);
+    if (st) kernel_free(k);
   }
   vlmc_strbuf_deinit(&text);
   if (st) st = region_error(func, r, e.anchor, st);
@@ -110,16 +119,14 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   return st;
 }
 
-static void kernel_free(kernel_t *k) {
-  free(k->text);
-  free(k->template_name);
-  for (uint32_t i = 0; i < k->num_syms; ++i) free(k->syms[i]);
-}
 
-/* The index of an identical kernel already lowered, or of k after lowering it. */
+/* The index of an identical kernel already lowered for a region of the same signature (the
+ * table records one signature per kernel), or of k after lowering it. */
 static vlmc_status_t intern_kernel(codegen_t *g, kernel_t *k, size_t *out_index) {
   for (size_t i = 0; i < g->num_kernels; ++i) {
-    if (g->kernels[i].hash != k->hash || strcmp(g->kernels[i].text, k->text) != 0) continue;
+    if (g->kernels[i].signature != k->signature || g->kernels[i].hash != k->hash ||
+        strcmp(g->kernels[i].text, k->text) != 0)
+      continue;
     kernel_free(k);
     *out_index = i;
     return NULL;
@@ -186,7 +193,8 @@ static vlmc_kernel_table_kernel_t table_kernel(kernel_t *k, const char *symbol) 
   return (vlmc_kernel_table_kernel_t){.symbol = (char *)symbol, .template_name = k->template_name,
                                       .inputs = k->inputs, .num_inputs = k->num_inputs,
                                       .output = k->output, .syms = k->syms,
-                                      .num_syms = k->num_syms, .cost = k->cost};
+                                      .num_syms = k->num_syms, .cost = k->cost,
+                                      .signature = k->signature};
 }
 
 /* Completes the table (the machine, the kernels) and writes it as JSON. */

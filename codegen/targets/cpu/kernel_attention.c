@@ -633,7 +633,6 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_kernel_emit_t *e) {
   A.scale = scale ? scale->v.f : 1.0 / sqrt((double)(A.d ? A.d : 1));
   A.causal = causal && causal->v.b;
   e->template_name = "attention";
-  vlmc_kernel_emit_set_work(e, qt->dims[0], kv_heads);
   e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16); /* per (row, kv head), guessing 256 keys */
   /* Before the unit loop: an alloca inside it would grow the stack every unit. */
   int buf = vlmc_kernel_emit_fresh(e);

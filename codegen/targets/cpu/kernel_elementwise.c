@@ -53,7 +53,6 @@ vlmc_status_t vlmc_cpu_kernel_elementwise(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   const vlmc_type_t *out = &op->results[0].type;
   e->template_name = op->kind == VLMC_OP_RESHAPE ? "copy" : "elementwise";
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(out), 1);
   e->cost = 1 + (int64_t)(e->region->num_ops - e->anchor_index);
   int one = vlmc_kernel_emit_index(e, 1);
   int flat = vlmc_kernel_emit_fresh(e);

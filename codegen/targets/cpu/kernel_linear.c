@@ -12,9 +12,10 @@
  *
  * matmul: x [..., M, K] @ y [..., K, N] with equal batch dims, one work unit per output row,
  * scalar accumulation along k (no Qwen2.5-VL graph uses it; it is here for completeness). */
+#include "artifact/kernel_table.h"
 #include "codegen/targets/cpu/kernels.h"
 
-enum { UNIT = 4, TILE_ROWS = 4 };
+enum { UNIT = VLMC_KERNEL_LINEAR_UNIT, TILE_ROWS = 4 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
@@ -123,8 +124,6 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   L.n = wt->dims[0].off;
   L.k = wt->dims[1].off;
   e->template_name = "linear";
-  int64_t units = (L.n + UNIT - 1) / UNIT;
-  vlmc_kernel_emit_set_work(e, vlmc_dim_static(units), 1);
   e->cost = 2 * L.k * UNIT * 64; /* per unit and (a guess of) 64 rows */
   L.k_vec = vlmc_kernel_emit_index(e, L.k / L.vl * L.vl);
   int m_total = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
@@ -168,12 +167,9 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
 vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   const vlmc_value_t *x = op->operands[0], *y = op->operands[1];
-  const vlmc_type_t *xt = &x->type, *yt = &y->type, *ot = &op->results[0].type;
+  const vlmc_type_t *xt = &x->type, *yt = &y->type;
   e->template_name = "matmul";
-  /* One work unit per output row (batch and M dims together). */
-  vlmc_type_t rows_type = *ot;
-  rows_type.rank = ot->rank - 1;
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&rows_type), 1);
+  /* One work unit per output row (batch and M dims together: vlmc_kernel_work). */
   int kk = vlmc_kernel_emit_dim(e, xt->dims[xt->rank - 1]);
   int nn = vlmc_kernel_emit_dim(e, yt->dims[yt->rank - 1]);
   int mm = vlmc_kernel_emit_dim(e, xt->dims[xt->rank - 2]);

@@ -81,15 +81,10 @@ static int64_t static_product(const vlmc_type_t *t, uint32_t from, uint32_t to) 
   return n;
 }
 
-/* Sets the work to the element count of dims [0, n) of `type` (one unit per output row) and
- * the cost to the row length; false when the count is not one dim expression. */
-static bool set_row_work(vlmc_kernel_emit_t *e, const vlmc_type_t *type, uint32_t n,
-                         int64_t row_len) {
-  vlmc_type_t rows = *type;
-  rows.rank = n;
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&rows), 1);
+/* The cost of one unit of row work (one output row of `row_len` elements, -1: unknown); the
+ * work count itself is the table's rule (vlmc_kernel_work: rows of dims [0, n)). */
+static void set_row_cost(vlmc_kernel_emit_t *e, int64_t row_len) {
   e->cost = 4 + (row_len >= 0 ? row_len : GUESSED_ROW);
-  return e->error == NULL;
 }
 
 /* Opens `scf.for %u = %lo to %hi` over the work units; returns %u. */
@@ -182,7 +177,7 @@ static vlmc_status_t emit_take(vlmc_kernel_emit_t *e, const vlmc_value_t *x, con
                                uint32_t axis) {
   const vlmc_type_t *xt = &x->type, *it = &idx->type;
   int64_t static_inner = static_product(xt, axis + 1, xt->rank);
-  if (!set_row_work(e, &e->anchor->results[0].type, axis + it->rank, static_inner)) return NULL;
+  set_row_cost(e, static_inner);
   int n = vlmc_kernel_emit_dims_product(e, it, 0, it->rank);
   int len = vlmc_kernel_emit_dim(e, xt->dims[axis]);
   int inner = vlmc_kernel_emit_dims_product(e, xt, axis + 1, xt->rank);
@@ -284,7 +279,7 @@ vlmc_status_t vlmc_cpu_kernel_scatter_rows(vlmc_kernel_emit_t *e) {
   const vlmc_value_t *dst = op->operands[0], *rows = op->operands[1], *at = op->operands[2];
   const vlmc_type_t *ot = &op->results[0].type;
   int64_t static_inner = static_product(ot, 1, ot->rank);
-  if (!set_row_work(e, ot, 1, static_inner)) return NULL;
+  set_row_cost(e, static_inner);
   int inner = vlmc_kernel_emit_dims_product(e, ot, 1, ot->rank);
   int m = vlmc_kernel_emit_dim(e, at->type.dims[0]);
   int sorted = emit_is_sorted(e, at, m);
@@ -358,7 +353,7 @@ vlmc_status_t vlmc_cpu_kernel_slice(vlmc_kernel_emit_t *e) {
   uint32_t axis = (uint32_t)vlmc_op_attr_int(op, "axis"), last = ot->rank - 1;
   int64_t start_attr = vlmc_op_attr_int(op, "start");
   int64_t static_width = static_product(ot, last, ot->rank);
-  if (!set_row_work(e, ot, last, static_width)) return NULL;
+  set_row_cost(e, static_width);
   int size = vlmc_kernel_emit_dim(e, xt->dims[axis]);
   /* Negative counts from the end (the shape rule keeps INT64_MIN out). */
   int start = start_attr >= 0 ? vlmc_kernel_emit_index(e, start_attr)
@@ -426,7 +421,7 @@ vlmc_status_t vlmc_cpu_kernel_concat(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   const vlmc_type_t *ot = &op->results[0].type;
   uint32_t axis = (uint32_t)vlmc_op_attr_int(op, "axis"), last = ot->rank - 1;
-  if (!set_row_work(e, ot, last, static_product(ot, last, ot->rank))) return NULL;
+  set_row_cost(e, static_product(ot, last, ot->rank));
   int width = vlmc_kernel_emit_dim(e, ot->dims[last]);
   int u = open_unit_loop(e);
   int out = mul(e, u, width);
@@ -438,7 +433,6 @@ vlmc_status_t vlmc_cpu_kernel_concat(vlmc_kernel_emit_t *e) {
 
 /* A rank-0 value (perm=[]): its one element. */
 static void emit_scalar_transpose(vlmc_kernel_emit_t *e, const vlmc_value_t *x) {
-  vlmc_kernel_emit_set_work(e, vlmc_dim_static(1), 1);
   e->cost = 1;
   int u = open_unit_loop(e);
   vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, x, u), u);
@@ -459,7 +453,7 @@ vlmc_status_t vlmc_cpu_kernel_transpose(vlmc_kernel_emit_t *e) {
   }
   uint32_t last = ot->rank - 1;
   int64_t static_width = static_product(ot, last, ot->rank);
-  if (!set_row_work(e, ot, last, static_width)) return NULL;
+  set_row_cost(e, static_width);
   int width = vlmc_kernel_emit_dim(e, ot->dims[last]);
   int u = open_unit_loop(e);
   int base = vlmc_kernel_emit_index(e, 0), rest = u;
@@ -485,7 +479,7 @@ vlmc_status_t vlmc_cpu_kernel_kv_cache_append(vlmc_kernel_emit_t *e) {
   const vlmc_value_t *cache = op->operands[0], *rows = op->operands[1];
   const vlmc_type_t *ot = &op->results[0].type;
   int64_t static_inner = static_product(ot, 1, ot->rank);
-  if (!set_row_work(e, ot, 1, static_inner)) return NULL;
+  set_row_cost(e, static_inner);
   int inner = vlmc_kernel_emit_dims_product(e, ot, 1, ot->rank);
   int c = vlmc_kernel_emit_dim(e, cache->type.dims[0]);
   int u = open_unit_loop(e);
@@ -530,7 +524,6 @@ vlmc_status_t vlmc_cpu_kernel_argmax(vlmc_kernel_emit_t *e) {
   uint32_t axis = (uint32_t)vlmc_op_attr_int(op, "axis");
   bool f = is_float(x);
   const char *t = f ? "f32" : "i64";
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&op->results[0].type), 1);
   int64_t static_len = static_product(xt, axis, axis + 1);
   e->cost = 4 + 2 * (static_len >= 0 ? static_len : GUESSED_ROW);
   int len = vlmc_kernel_emit_dim(e, xt->dims[axis]);

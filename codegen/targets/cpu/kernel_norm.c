@@ -199,15 +199,6 @@ static row_t make_row(vlmc_kernel_emit_t *e, const vlmc_value_t *x, vlmc_dim_t l
   return R;
 }
 
-/* The value's type without dim `drop`: the row count's dims. */
-static vlmc_type_t without_dim(const vlmc_type_t *t, uint32_t drop) {
-  vlmc_type_t rows = *t;
-  rows.rank = 0;
-  for (uint32_t d = 0; d < t->rank; ++d)
-    if (d != drop) rows.dims[rows.rank++] = t->dims[d];
-  return rows;
-}
-
 static int64_t row_cost(vlmc_dim_t len, int64_t per_element) {
   return per_element * (vlmc_dim_is_static(len) ? len.off : GUESSED_ROW);
 }
@@ -235,8 +226,6 @@ static row_t norm_setup(vlmc_kernel_emit_t *e, const char *name, int64_t per_ele
   const vlmc_type_t *xt = &op->operands[0]->type;
   vlmc_dim_t len = xt->dims[xt->rank - 1];
   e->template_name = name;
-  vlmc_type_t rows = without_dim(xt, xt->rank - 1);
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&rows), 1);
   e->cost = row_cost(len, per_element);
   row_t R = make_row(e, op->operands[0], len, -1);
   k->len = vlmc_dim_is_static(len) ? f64_const(e, (double)len.off) : index_to_f64(e, R.len);
@@ -320,8 +309,6 @@ vlmc_status_t vlmc_cpu_kernel_softmax(vlmc_kernel_emit_t *e) {
   }
   vlmc_dim_t len = xt->dims[axis];
   e->template_name = "softmax";
-  vlmc_type_t rows = without_dim(xt, (uint32_t)axis);
-  vlmc_kernel_emit_set_work(e, vlmc_kernel_emit_count_dims(&rows), 1);
   e->cost = row_cost(len, 40); /* two exps per element */
   bool contiguous = last_real_axis(xt, (uint32_t)axis);
   int inner = vlmc_kernel_emit_dims_product(e, xt, (uint32_t)axis + 1, xt->rank);

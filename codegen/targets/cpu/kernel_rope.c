@@ -241,7 +241,6 @@ vlmc_status_t vlmc_cpu_kernel_rope(vlmc_kernel_emit_t *e) {
     vlmc_rope_frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
     const vlmc_type_t *xt = &R.x->type;
     e->template_name = "rope";
-    vlmc_kernel_emit_set_work(e, xt->dims[0], 1);
     int64_t heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : 16;
     e->cost = R.half * 40 + heads * R.head_dim * 4; /* a cos and a sin per slot */
     R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
