@@ -475,6 +475,7 @@ static void test_flipped_header_bytes_never_crash(void) {
 
 typedef struct {
   bytes_t so;
+  char *table; /* kernels.cpu.json for kTableProgram (its regions' signatures filled in) */
 } sections_t;
 
 static const void *section_of(void *ctx, const char *name, size_t *out_size) {
@@ -484,8 +485,8 @@ static const void *section_of(void *ctx, const char *name, size_t *out_size) {
     return s->so.data;
   }
   if (!strcmp(name, "kernels.cpu.json")) {
-    *out_size = strlen(kValidTable);
-    return kValidTable;
+    *out_size = s->table ? strlen(s->table) : 0;
+    return s->table;
   }
   if (!strcmp(name, "program")) {
     *out_size = strlen(kTableProgram);
@@ -502,7 +503,7 @@ static void test_cpu_backend_check_and_open_use_the_loader(void) {
   if (module) EXPECT_OK(vlmc_module_verify(module));
   const vlmc_backend_iface_t *cpu = vlmc_backend_find("cpu");
   if (!module || !cpu || !g_good.data) return;
-  sections_t sections = {g_good};
+  sections_t sections = {g_good, kernel_table_text(module)};
   vlmc_backend_open_params_t p = {.source = "t.vlmc", .module = module, .section = section_of,
                                   .section_ctx = &sections, .threads = 1};
   EXPECT_OK(cpu->check(&p));
@@ -527,6 +528,7 @@ static void test_cpu_backend_check_and_open_use_the_loader(void) {
   EXPECT_TRUE(backend == NULL);
   EXPECT_TRUE(access(marker, F_OK) != 0);
   free(sections.so.data);
+  free(sections.table);
   vlmc_module_destroy(module);
 }
 
