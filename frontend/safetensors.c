@@ -868,28 +868,19 @@ static vlmc_status_t write_stream(FILE *stream, const char *path, const vlmc_str
   return NULL;
 }
 
+/* Through a temporary file renamed over `path` (support/file.h): a reader never sees a half
+ * written file, nor a "path.partial" left behind by a crash under the target's own name. */
 static vlmc_status_t write_file_atomically(const char *path, const vlmc_strbuf_t *header,
                                            const vlmc_st_write_tensor_t *tensors, size_t count,
                                            const uint64_t *sizes) {
-  vlmc_strbuf_t temp;
-  vlmc_strbuf_init(&temp);
-  vlmc_strbuf_printf(&temp, "%s.partial", path);
-  if (temp.failed) return out_of_memory(path);
-  FILE *stream = fopen(temp.data, "wb");
-  vlmc_status_t status = NULL;
-  if (!stream) {
-    status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", temp.data, strerror(errno));
-  } else {
-    status = write_stream(stream, path, header, tensors, count, sizes);
-    if (fclose(stream) != 0 && !status)
-      status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", path, strerror(errno));
-    if (!status && rename(temp.data, path) != 0)
-      status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot rename %s into place: %s", path,
-                                temp.data, strerror(errno));
-    if (status) remove(temp.data);
+  vlmc_output_t output;
+  VLMC_RETURN_IF_ERROR(vlmc_output_open(path, &output));
+  vlmc_status_t status = write_stream(output.stream, path, header, tensors, count, sizes);
+  if (status) {
+    vlmc_output_discard(&output);
+    return status;
   }
-  vlmc_strbuf_deinit(&temp);
-  return status;
+  return vlmc_output_commit(&output);
 }
 
 vlmc_status_t vlmc_st_write_file(const char *path, const vlmc_st_write_tensor_t *tensors,

@@ -252,17 +252,19 @@ static vlmc_status_t write_shard(const plan_t *p, const char *dir, int shard, in
   vlmc_strbuf_printf(&path, "%s/%s", dir, name);
   shard_header(p, shard, &header);
   const char *file = vlmc_strbuf_cstr(&path);
-  FILE *f = fopen(file, "wb");
-  vlmc_status_t status = NULL;
-  if (!f) status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", file, strerror(errno));
+  /* A temporary file renamed into place when whole (support/file.h): an interrupted run
+   * leaves no shard that looks complete. */
+  vlmc_output_t output;
+  vlmc_status_t status = vlmc_output_open(file, &output);
+  FILE *f = output.stream;
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = (unsigned char)((uint64_t)header.len >> (8 * i));
   if (!status && (fwrite(len, 1, 8, f) != 8 || fwrite(header.data, 1, header.len, f) != header.len))
     status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", file, strerror(errno));
   for (size_t i = 0; !status && i < p->count; ++i)
     if (p->items[i].shard == shard) status = write_tensor(f, file, &p->items[i], seed, chunk);
-  if (f && fclose(f) != 0 && !status)
-    status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", file, strerror(errno));
+  if (status) vlmc_output_discard(&output);
+  else status = vlmc_output_commit(&output);
   vlmc_strbuf_deinit(&path);
   vlmc_strbuf_deinit(&header);
   return status;
