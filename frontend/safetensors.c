@@ -598,9 +598,11 @@ static bool ends_with(const char *text, const char *suffix) {
   return a >= b && strcmp(text + a - b, suffix) == 0;
 }
 
-static bool is_regular_file(const char *path) {
+/* Any kind of file counts: a FIFO named model.safetensors is then refused by name when it is
+ * mapped ("not a regular file (a FIFO)") instead of being reported as missing. */
+static bool path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path, &st) == 0;
 }
 
 static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir) {
@@ -609,10 +611,10 @@ static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir)
   vlmc_status_t status = NULL;
   if (!single || !index) {
     status = out_of_memory(dir);
-  } else if (is_regular_file(single)) {
+  } else if (path_exists(single)) {
     status = open_shard_file(archive, single, NULL);
     if (!status) status = archive_finish(archive);
-  } else if (is_regular_file(index)) {
+  } else if (path_exists(index)) {
     status = open_index(archive, index);
   } else {
     status = vlmc_status_make(
@@ -783,6 +785,58 @@ vlmc_status_t vlmc_st_tensor_to_f32(const vlmc_st_tensor_t *tensor, float *out, 
   const unsigned char *data = tensor->data;
   for (size_t i = 0; i < count; ++i) out[i] = element_to_f32(tensor->dtype, data + i * size);
   return NULL;
+}
+
+/* The exponent field of each float dtype, and its mantissa: all exponent bits set is an
+ * infinity (mantissa 0) or a NaN. Bit tests, so that the scan of a 3B checkpoint costs about
+ * what its checksum does. */
+typedef struct {
+  uint64_t exponent, mantissa;
+  size_t size;
+} float_bits_t;
+
+static bool float_bits(vlmc_st_dtype_t dtype, float_bits_t *out) {
+  switch (dtype) {
+    case VLMC_ST_F32: *out = (float_bits_t){0x7f800000u, 0x007fffffu, 4}; return true;
+    case VLMC_ST_F16: *out = (float_bits_t){0x7c00u, 0x03ffu, 2}; return true;
+    case VLMC_ST_BF16: *out = (float_bits_t){0x7f80u, 0x007fu, 2}; return true;
+    case VLMC_ST_F64:
+      *out = (float_bits_t){0x7ff0000000000000ull, 0x000fffffffffffffull, 8};
+      return true;
+    default: return false;
+  }
+}
+
+static uint64_t load_bits(const unsigned char *p, size_t size) {
+  if (size == 2) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+  }
+  if (size == 4) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+bool vlmc_st_tensor_find_nonfinite(const vlmc_st_tensor_t *tensor, uint64_t *out_index,
+                                   bool *out_is_nan) {
+  float_bits_t f;
+  if (!float_bits(tensor->dtype, &f)) return false;
+  const unsigned char *data = tensor->data;
+  size_t count = tensor->nbytes / f.size;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = load_bits(data + i * f.size, f.size);
+    if ((bits & f.exponent) != f.exponent) continue;
+    *out_index = i;
+    *out_is_nan = (bits & f.mantissa) != 0;
+    return true;
+  }
+  return false;
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
