@@ -82,8 +82,9 @@ static bool has_block(const vlmc_model_builder_t *m, const char *prefix, int64_t
   vlmc_model_name(name, "%s%lld%s", prefix, (long long)index, suffix);
   vlmc_model_tensor_info_t info;
   vlmc_status_t status = tensor_find(m, name, &info);
+  bool found = status == NULL;
   vlmc_status_free(status);
-  return status == NULL;
+  return found;
 }
 
 /* The last block present, given that block `present` is and block `absent` is not
@@ -101,29 +102,28 @@ static int64_t last_block(const vlmc_model_builder_t *m, const char *prefix, con
 
 vlmc_status_t vlmc_model_require_blocks(const vlmc_model_builder_t *m, const char *field,
                                         int64_t count, const char *prefix, const char *suffix) {
-  char name[VLMC_MODEL_NAME_MAX];
-  if (count <= 0 || has_block(m, prefix, count - 1, suffix, name)) return NULL;
+  char missing[VLMC_MODEL_NAME_MAX];
+  if (count <= 0 || has_block(m, prefix, count - 1, suffix, missing)) return NULL;
   const char *source = table_source(m->tensors);
-  char first[VLMC_MODEL_NAME_MAX];
-  if (!has_block(m, prefix, 0, suffix, first))
+  if (!has_block(m, prefix, 0, suffix, missing))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "config.json: %s is %lld, but %s has no block 0 (%s is absent)", field,
-                            (long long)count, source, first);
+                            (long long)count, source, missing);
   int64_t present = 0, absent = count - 1;
   /* Doubling first keeps a small checkpoint's answer to a few lookups even for a huge count. */
-  for (int64_t probe = 1; probe < absent; probe = probe * 2 + 1) {
-    if (!has_block(m, prefix, probe, suffix, first)) {
+  for (int64_t probe = 1; probe < absent; probe = probe <= absent / 2 ? probe * 2 + 1 : absent) {
+    if (!has_block(m, prefix, probe, suffix, missing)) {
       absent = probe;
       break;
     }
     present = probe;
   }
   int64_t last = last_block(m, prefix, suffix, present, absent);
-  vlmc_model_name(first, "%s%lld%s", prefix, (long long)last + 1, suffix);
+  vlmc_model_name(missing, "%s%lld%s", prefix, (long long)last + 1, suffix);
   return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                           "config.json: %s is %lld, but %s has blocks 0 to %lld only (%s is "
                           "absent)",
-                          field, (long long)count, source, (long long)last, first);
+                          field, (long long)count, source, (long long)last, missing);
 }
 
 vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32_t rank,

@@ -116,7 +116,7 @@ static char *temp_prefix(const char *path) {
  * and an artifact should get the usual 0666 less the umask, as a file made by fopen does. */
 static vlmc_status_t create_temp(const char *target, char *name, int *out_fd) {
   static const char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  static unsigned counter;
+  static _Atomic unsigned counter; /* outputs may be opened from several threads */
   size_t end = strlen(name);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
