@@ -30,6 +30,9 @@
 #include "tools/pass_flags.h"
 
 enum { NAME_MAX_LEN = 128, MAX_RANK = 5, CHUNK_ELEMENTS = 1 << 19 };
+/* The 7B has 729 tensors, the 72B about 1500: a config implying more (num_hidden_layers
+ * 16777216 is inside the parser's range) is refused before its plan takes gigabytes. */
+enum { MAX_PLANNED_TENSORS = 1 << 16 };
 
 typedef struct {
   char name[NAME_MAX_LEN];
@@ -59,6 +62,13 @@ static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shap
 static void plan_add(plan_t *p, bool is_norm, uint32_t rank, const int64_t *shape,
                      const char *fmt, ...) {
   if (p->error) return;
+  if (p->count == MAX_PLANNED_TENSORS) {
+    p->error = vlmc_status_make(VLMC_OUT_OF_RANGE,
+                                "the config implies more than %d tensors (num_hidden_layers, "
+                                "vision_config.depth); vlmc random-checkpoint makes at most that",
+                                MAX_PLANNED_TENSORS);
+    return;
+  }
   if (p->count == p->capacity) {
     size_t capacity = p->capacity ? 2 * p->capacity : 256;
     planned_tensor_t *grown = realloc(p->items, capacity * sizeof *grown);
@@ -96,7 +106,7 @@ static void plan_vision(plan_t *p, const vlmc_vision_config_t *v) {
   int64_t patch[5] = {d, v->in_channels, v->temporal_patch_size, v->patch_size, v->patch_size};
   plan_add(p, false, 5, patch, "visual.patch_embed.proj.weight");
   char prefix[NAME_MAX_LEN];
-  for (int64_t i = 0; i < v->depth; ++i) {
+  for (int64_t i = 0; i < v->depth && !p->error; ++i) {
     plan_add(p, true, 1, &d, "visual.blocks.%lld.norm1.weight", (long long)i);
     plan_add(p, true, 1, &d, "visual.blocks.%lld.norm2.weight", (long long)i);
     snprintf(prefix, sizeof prefix, "visual.blocks.%lld.attn.qkv", (long long)i);
@@ -123,7 +133,7 @@ static void plan_text(plan_t *p, const vlmc_model_config_t *cfg) {
   int64_t embed[2] = {t->vocab_size, h};
   plan_add(p, false, 2, embed, "model.embed_tokens.weight");
   char prefix[NAME_MAX_LEN];
-  for (int64_t j = 0; j < t->num_hidden_layers; ++j) {
+  for (int64_t j = 0; j < t->num_hidden_layers && !p->error; ++j) {
     plan_add(p, true, 1, &h, "model.layers.%lld.input_layernorm.weight", (long long)j);
     plan_add(p, true, 1, &h, "model.layers.%lld.post_attention_layernorm.weight", (long long)j);
     static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
@@ -368,7 +378,7 @@ static vlmc_status_t random_checkpoint(const options_t *o) {
   if (!status) {
     plan_vision(&plan, &cfg.vision);
     plan_text(&plan, &cfg);
-    status = plan.error;
+    status = vlmc_status_annotate(plan.error, "%s: ", o->config_path);
   }
   if (!status) status = plan_check(&plan, family, &cfg, o->config_path);
   if (!status) {

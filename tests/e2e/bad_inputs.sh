@@ -4,6 +4,7 @@
 #  - a config.json whose num_hidden_layers (16777216, inside the parser's range) or vision
 #    depth the checkpoint does not have is refused by field, with the layers the checkpoint
 #    has, before anything is allocated for them;
+#    vlmc random-checkpoint refuses to plan a checkpoint of that size;
 #  - a weight holding a NaN or an infinity is refused by tensor and element, and compiles with
 #    --allow-nonfinite (a warning);
 #  - 300,000 --input-ids are read in linear time: vlmc-run gets to the --max-context refusal
@@ -51,6 +52,11 @@ dir=$(checkpoint_with_config layers 'c["text_config"]["num_hidden_layers"] = 167
 refused "num_hidden_layers 16777216 over a 2-layer checkpoint" \
   "config.json: num_hidden_layers is 16777216, but $dir has blocks 0 to 1 only (model.layers.2.input_layernorm.weight is absent)" \
   "$VLMC" compile "$dir" --target ref -o "$WORK/layers.vlmc"
+refused "random-checkpoint from that config" \
+  "$dir/config.json: the config implies more than 65536 tensors" \
+  "$VLMC" random-checkpoint --config "$dir/config.json" -o "$WORK/random"
+if [ -e "$WORK/random" ]; then fail "a refused random-checkpoint wrote $WORK/random"
+else ok "a refused random-checkpoint writes nothing"; fi
 dir=$(checkpoint_with_config depth 'c["vision_config"]["depth"] = 200')
 refused "vision depth 200 over a 4-block checkpoint" \
   "config.json: vision_config.depth is 200, but $dir has blocks 0 to 3 only" \
