@@ -279,7 +279,9 @@ typedef struct {
 
 struct vlmc_artifact_writer_s {
   char *path;
-  FILE *file;
+  /* A temporary file beside `path`, renamed over it by finish (support/file.h): a running
+   * vlmc-run that has the old artifact mapped keeps reading the old bytes. */
+  vlmc_output_t output;
   uint64_t position;
   pending_section_t *sections;
   size_t count, capacity;
@@ -292,7 +294,7 @@ static vlmc_status_t writer_io_error(vlmc_artifact_writer_t *w, const char *what
 }
 
 static vlmc_status_t writer_raw(vlmc_artifact_writer_t *w, const void *data, size_t size) {
-  if (size && fwrite(data, 1, size, w->file) != size) return writer_io_error(w, "write failed");
+  if (size && fwrite(data, 1, size, w->output.stream) != size) return writer_io_error(w, "write failed");
   w->position += size;
   return NULL;
 }
@@ -313,15 +315,14 @@ vlmc_status_t vlmc_artifact_writer_create(const char *path, vlmc_artifact_writer
     free(w);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", path);
   }
-  w->file = fopen(path, "wb");
-  if (!w->file) {
-    vlmc_status_t status = writer_io_error(w, "cannot create");
+  vlmc_status_t status = vlmc_output_open(path, &w->output);
+  if (status) {
     free(w->path);
     free(w);
     return status;
   }
   unsigned char header[VLMC_ARTIFACT_HEADER_SIZE] = {0}; /* rewritten by finish */
-  vlmc_status_t status = writer_raw(w, header, sizeof header);
+  status = writer_raw(w, header, sizeof header);
   if (status) {
     vlmc_artifact_writer_abort(w);
     return status;
@@ -426,7 +427,8 @@ static vlmc_status_t writer_finish_file(vlmc_artifact_writer_t *w) {
   put_u32(header + 32, (uint32_t)w->count);
   put_u64(header + 40, table_checksum);
   put_u64(header + 56, vlmc_xxh64(header, 56, 0));
-  if (fseek(w->file, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, w->file) != sizeof header)
+  if (fseek(w->output.stream, 0, SEEK_SET) != 0 ||
+      fwrite(header, 1, sizeof header, w->output.stream) != sizeof header)
     return writer_io_error(w, "cannot write header");
   return NULL;
 }
@@ -439,15 +441,14 @@ static void writer_free(vlmc_artifact_writer_t *w) {
 
 vlmc_status_t vlmc_artifact_writer_finish(vlmc_artifact_writer_t *w) {
   vlmc_status_t status = writer_finish_file(w);
-  if (fclose(w->file) != 0 && !status) status = writer_io_error(w, "close failed");
-  if (status) remove(w->path);
+  if (status) vlmc_output_discard(&w->output);
+  else status = vlmc_output_commit(&w->output);
   writer_free(w);
   return status;
 }
 
 void vlmc_artifact_writer_abort(vlmc_artifact_writer_t *w) {
   if (!w) return;
-  fclose(w->file);
-  remove(w->path);
+  vlmc_output_discard(&w->output);
   writer_free(w);
 }

@@ -65,7 +65,9 @@ vlmc_status_t vlmc_artifact_require(const vlmc_artifact_t *artifact, const char 
 vlmc_status_t vlmc_artifact_section_verify(const vlmc_artifact_t *artifact,
                                            const vlmc_artifact_section_t *section);
 
-/* Writing: sections are streamed one after another, then the table and the header. */
+/* Writing: sections are streamed one after another, then the table and the header. The bytes
+ * go to a temporary file beside `path` that finish renames over it (after fsync): until then
+ * `path` keeps its old contents, and a reader that has the old file mapped keeps it. */
 typedef struct vlmc_artifact_writer_s vlmc_artifact_writer_t;
 
 vlmc_status_t vlmc_artifact_writer_create(const char *path, vlmc_artifact_writer_t **out_writer);
@@ -80,9 +82,10 @@ vlmc_status_t vlmc_artifact_writer_end(vlmc_artifact_writer_t *writer);
 vlmc_status_t vlmc_artifact_writer_add(vlmc_artifact_writer_t *writer, const char *name,
                                        const void *data, size_t size, uint32_t alignment,
                                        uint32_t flags);
-/* Writes table and header and closes the file; destroys the writer either way. */
+/* Writes table and header, closes the file and renames it over `path`; destroys the writer
+ * either way (on an error, `path` is left as it was). */
 vlmc_status_t vlmc_artifact_writer_finish(vlmc_artifact_writer_t *writer);
-/* Abandons a partly written file (removes it). */
+/* Abandons a partly written file (removes the temporary file; `path` is left as it was). */
 void vlmc_artifact_writer_abort(vlmc_artifact_writer_t *writer);
 
 #endif

@@ -163,11 +163,31 @@ static vlmc_status_t write_target_sections(compile_t *c) {
 
 /* ---- parameters ---- */
 
+/* A NaN or an infinity in a weight poisons every output it reaches; a checkpoint damaged in
+ * training or conversion is refused by tensor and element here, not discovered as garbage text
+ * at run time. --allow-nonfinite turns the refusal into a warning. */
+static vlmc_status_t check_finite(const compile_t *c, const vlmc_st_tensor_t *t) {
+  uint64_t index;
+  bool is_nan;
+  if (!vlmc_st_tensor_find_nonfinite(t, &index, &is_nan)) return NULL;
+  const char *what = is_nan ? "a NaN" : "an infinity";
+  if (c->o->allow_nonfinite) {
+    progress(c, "compile: warning: tensor '%s': element %llu is %s (kept: --allow-nonfinite)",
+             t->name, (unsigned long long)index, what);
+    return NULL;
+  }
+  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                          "tensor '%s': element %llu is %s; the checkpoint is damaged (vlmc "
+                          "compile --allow-nonfinite compiles it anyway)",
+                          t->name, (unsigned long long)index, what);
+}
+
 static vlmc_status_t param_entry(compile_t *c, const vlmc_param_t *param,
                                  const vlmc_st_tensor_t **out_tensor,
                                  vlmc_manifest_param_t *out) {
   const vlmc_st_tensor_t *t;
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, param->name, &t));
+  VLMC_RETURN_IF_ERROR(check_finite(c, t));
   memset(out, 0, sizeof *out);
   out->name = (char *)param->name;
   if (!vlmc_st_dtype_to_ir(t->dtype, &out->dtype))
@@ -218,9 +238,11 @@ static vlmc_status_t write_params(compile_t *c) {
 
 /* ---- tokenizer, template, manifest ---- */
 
-static bool file_exists(const char *path) {
+/* Any kind of file counts: a FIFO or a folder named tokenizer.json is then refused by name
+ * when it is read ("not a regular file"), rather than skipped as if it were absent. */
+static bool path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path, &st) == 0;
 }
 
 static vlmc_status_t read_tokenizer(compile_t *c) {
@@ -230,7 +252,7 @@ static vlmc_status_t read_tokenizer(compile_t *c) {
     vlmc_strbuf_init(&path);
     vlmc_strbuf_printf(&path, "%s/%s", c->o->checkpoint_dir, names[i]);
     vlmc_status_t status = NULL;
-    if (file_exists(vlmc_strbuf_cstr(&path))) {
+    if (path_exists(vlmc_strbuf_cstr(&path))) {
       status = vlmc_file_read_all(vlmc_strbuf_cstr(&path), &c->tokenizer_bytes, &c->tokenizer_len);
       /* Load it once now, so that a broken tokenizer fails the compile, not the deployment. */
       vlmc_tokenizer_t *tokenizer = NULL;

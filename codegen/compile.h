@@ -32,6 +32,8 @@ typedef struct {
    * read from the checkpoint by name. For debugging and for tests that plant a defect. */
   const char *program_path;
   bool params_external;    /* reference the checkpoint's safetensors instead of copying */
+  /* Compile weights holding a NaN or an infinity (a warning each) instead of refusing them. */
+  bool allow_nonfinite;
   /* A fixed image grid (rows of t, h, w in patches): the window order folds to constants.
    * NULL: any image size at run time. */
   const int64_t *grid;

@@ -164,9 +164,12 @@ static vlmc_status_t parse_rope(model_doc_t *doc, vlmc_text_config_t *text) {
   vlmc_json_ref_t section = vlmc_json_ref(doc->file, rope->node, rope->path, "mrope_section");
   if (!section.node) return vlmc_json_missing(&section);
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(&section, 3));
-  for (int i = 0; i < 3; ++i) {
-    vlmc_json_ref_t element = vlmc_json_ref_index(&section, i);
+  int i = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, section.node) { /* linear, like every walk of a JSON list */
+    vlmc_json_ref_t element = vlmc_json_ref_item(&section, node, i);
     VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&element, 0, MAX_SIZE, &text->mrope_section[i]));
+    ++i;
   }
 
   vlmc_json_ref_t theta = vlmc_json_ref(doc->file, rope->node, rope->path, "rope_theta");

@@ -43,12 +43,15 @@ static vlmc_status_t parse_channel_triple(const pre_doc_t *doc, const char *key,
   vlmc_json_ref_t ref = pre_ref(doc, key);
   if (!ref.node) return vlmc_json_missing(&ref);
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(&ref, 3));
-  for (int c = 0; c < 3; ++c) {
-    vlmc_json_ref_t element = vlmc_json_ref_index(&ref, c);
+  int c = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, ref.node) { /* linear, like every walk of a JSON list */
+    vlmc_json_ref_t element = vlmc_json_ref_item(&ref, node, c);
     VLMC_RETURN_IF_ERROR(vlmc_json_double_req(&element, &out[c]));
     if (positive && !(out[c] > 0))
       return vlmc_json_error(&element, VLMC_OUT_OF_RANGE, "expected a positive number, got %g",
                              out[c]);
+    ++c;
   }
   return NULL;
 }

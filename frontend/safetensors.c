@@ -598,9 +598,11 @@ static bool ends_with(const char *text, const char *suffix) {
   return a >= b && strcmp(text + a - b, suffix) == 0;
 }
 
-static bool is_regular_file(const char *path) {
+/* Any kind of file counts: a FIFO named model.safetensors is then refused by name when it is
+ * mapped ("not a regular file (a FIFO)") instead of being reported as missing. */
+static bool path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path, &st) == 0;
 }
 
 static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir) {
@@ -609,10 +611,10 @@ static vlmc_status_t open_directory(vlmc_st_archive_t *archive, const char *dir)
   vlmc_status_t status = NULL;
   if (!single || !index) {
     status = out_of_memory(dir);
-  } else if (is_regular_file(single)) {
+  } else if (path_exists(single)) {
     status = open_shard_file(archive, single, NULL);
     if (!status) status = archive_finish(archive);
-  } else if (is_regular_file(index)) {
+  } else if (path_exists(index)) {
     status = open_index(archive, index);
   } else {
     status = vlmc_status_make(
@@ -785,6 +787,58 @@ vlmc_status_t vlmc_st_tensor_to_f32(const vlmc_st_tensor_t *tensor, float *out, 
   return NULL;
 }
 
+/* The exponent field of each float dtype, and its mantissa: all exponent bits set is an
+ * infinity (mantissa 0) or a NaN. Bit tests, so that the scan of a 3B checkpoint costs about
+ * what its checksum does. */
+typedef struct {
+  uint64_t exponent, mantissa;
+  size_t size;
+} float_bits_t;
+
+static bool float_bits(vlmc_st_dtype_t dtype, float_bits_t *out) {
+  switch (dtype) {
+    case VLMC_ST_F32: *out = (float_bits_t){0x7f800000u, 0x007fffffu, 4}; return true;
+    case VLMC_ST_F16: *out = (float_bits_t){0x7c00u, 0x03ffu, 2}; return true;
+    case VLMC_ST_BF16: *out = (float_bits_t){0x7f80u, 0x007fu, 2}; return true;
+    case VLMC_ST_F64:
+      *out = (float_bits_t){0x7ff0000000000000ull, 0x000fffffffffffffull, 8};
+      return true;
+    default: return false;
+  }
+}
+
+static uint64_t load_bits(const unsigned char *p, size_t size) {
+  if (size == 2) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+  }
+  if (size == 4) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+bool vlmc_st_tensor_find_nonfinite(const vlmc_st_tensor_t *tensor, uint64_t *out_index,
+                                   bool *out_is_nan) {
+  float_bits_t f;
+  if (!float_bits(tensor->dtype, &f)) return false;
+  const unsigned char *data = tensor->data;
+  size_t count = tensor->nbytes / f.size;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = load_bits(data + i * f.size, f.size);
+    if ((bits & f.exponent) != f.exponent) continue;
+    *out_index = i;
+    *out_is_nan = (bits & f.mantissa) != 0;
+    return true;
+  }
+  return false;
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
 
 
@@ -868,28 +922,19 @@ static vlmc_status_t write_stream(FILE *stream, const char *path, const vlmc_str
   return NULL;
 }
 
+/* Through a temporary file renamed over `path` (support/file.h): a reader never sees a half
+ * written file, nor a "path.partial" left behind by a crash under the target's own name. */
 static vlmc_status_t write_file_atomically(const char *path, const vlmc_strbuf_t *header,
                                            const vlmc_st_write_tensor_t *tensors, size_t count,
                                            const uint64_t *sizes) {
-  vlmc_strbuf_t temp;
-  vlmc_strbuf_init(&temp);
-  vlmc_strbuf_printf(&temp, "%s.partial", path);
-  if (temp.failed) return out_of_memory(path);
-  FILE *stream = fopen(temp.data, "wb");
-  vlmc_status_t status = NULL;
-  if (!stream) {
-    status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", temp.data, strerror(errno));
-  } else {
-    status = write_stream(stream, path, header, tensors, count, sizes);
-    if (fclose(stream) != 0 && !status)
-      status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", path, strerror(errno));
-    if (!status && rename(temp.data, path) != 0)
-      status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot rename %s into place: %s", path,
-                                temp.data, strerror(errno));
-    if (status) remove(temp.data);
+  vlmc_output_t output;
+  VLMC_RETURN_IF_ERROR(vlmc_output_open(path, &output));
+  vlmc_status_t status = write_stream(output.stream, path, header, tensors, count, sizes);
+  if (status) {
+    vlmc_output_discard(&output);
+    return status;
   }
-  vlmc_strbuf_deinit(&temp);
-  return status;
+  return vlmc_output_commit(&output);
 }
 
 vlmc_status_t vlmc_st_write_file(const char *path, const vlmc_st_write_tensor_t *tensors,

@@ -122,6 +122,12 @@ size_t vlmc_st_tensor_numel(const vlmc_st_tensor_t *tensor);
  * must be the tensor's element count. */
 vlmc_status_t vlmc_st_tensor_to_f32(const vlmc_st_tensor_t *tensor, float *out, size_t count);
 
+/* The first element of a float tensor (F32, F16, BF16, F64) that is a NaN or an infinity:
+ * true with its flat index and whether it is a NaN. false when every element is finite, and
+ * for the integer dtypes. One pass over the data. */
+bool vlmc_st_tensor_find_nonfinite(const vlmc_st_tensor_t *tensor, uint64_t *out_index,
+                                   bool *out_is_nan);
+
 /* f16 / bf16 scalar conversions: support/float16.h. */
 
 /* Writing. Tensors are written in the order given; data is copied from `data`. The header is

@@ -117,6 +117,11 @@ bool vlmc_dim_bind(vlmc_dim_t dim, int64_t value, int64_t *symbols, bool *bound,
                    size_t num_symbols);
 /* Product of the dims when all are static; false when symbolic or on overflow. */
 bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count);
+/* Whether the type's element count fits in int64 and its byte size in size_t, counting each
+ * symbolic dim as 1 (its value is bound and checked at run time). The parser and the verifier
+ * refuse a type for which this is false (f32[4611686018427387904,4]): every later size
+ * computation may then multiply its static dims without overflow. */
+bool vlmc_type_size_fits(const vlmc_type_t *type);
 /* Whether a and b have the same number of elements for every value of the symbols. */
 vlmc_status_t vlmc_type_same_count(const vlmc_type_t *a, const vlmc_type_t *b, bool *out_same);
 

@@ -436,6 +436,7 @@ static vlmc_status_t parse_dim(parser_t *p, vlmc_dim_t *out) {
 
 static vlmc_status_t parse_type(parser_t *p, vlmc_type_t *out) {
   memset(out, 0, sizeof *out);
+  token_t start = p->tok;
   if (p->tok.kind != TOK_IDENT || !vlmc_dtype_from_name(p->tok.start, p->tok.len, &out->dtype))
     return expected(p, "a type such as f32[P,1280] (dtypes: f32 f16 bf16 f64 i64 i32 i8 u8 "
                        "bool q4_0 q8_0)");
@@ -447,6 +448,10 @@ static vlmc_status_t parse_type(parser_t *p, vlmc_type_t *out) {
     if (out->rank) VLMC_RETURN_IF_ERROR(expect(p, TOK_COMMA, "',' or ']' in a shape"));
     VLMC_RETURN_IF_ERROR(parse_dim(p, &out->dims[out->rank++]));
   }
+  /* Refused here, where the text can be pointed at, so that no later size computation (the
+   * verifier's, an executor's allocation) multiplies the dims into an overflow. */
+  if (!vlmc_type_size_fits(out))
+    return error_at(p, &start, "the type's element count or byte size overflows 64 bits");
   return advance(p);
 }
 

@@ -574,6 +574,9 @@ vlmc_status_t vlmc_ir_check_type(const vlmc_module_t *module, const vlmc_type_t 
     if (!ok)
       return vlmc_status_make(VLMC_INVALID_ARGUMENT, "malformed dimension %u of a type", i);
   }
+  if (!vlmc_type_size_fits(type))
+    return vlmc_ir_error(module, VLMC_OUT_OF_RANGE,
+                         "%T: the element count or byte size overflows 64 bits", type);
   const vlmc_dtype_info_t *info = vlmc_dtype_info(type->dtype);
   if (!info->is_quantized) return NULL;
   vlmc_dim_t last = type->rank ? type->dims[type->rank - 1] : vlmc_dim_static(0);

@@ -1,5 +1,6 @@
 /* Element types, dimensions in the closed form sym*num/den+off, and tensor types. */
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +212,17 @@ bool vlmc_type_static_count(const vlmc_type_t *type, int64_t *out_count) {
   }
   *out_count = count;
   return true;
+}
+
+bool vlmc_type_size_fits(const vlmc_type_t *type) {
+  for (uint32_t i = 0; i < type->rank; ++i)
+    if (!type->dims[i].sym && type->dims[i].off == 0) return true; /* no elements at all */
+  int64_t count = 1;
+  for (uint32_t i = 0; i < type->rank; ++i)
+    if (!type->dims[i].sym && !vlmc_mul_i64(count, type->dims[i].off, &count)) return false;
+  const vlmc_dtype_info_t *info = vlmc_dtype_info(type->dtype);
+  uint64_t blocks = ((uint64_t)count + info->block_size - 1) / info->block_size, bytes;
+  return vlmc_mul_u64(blocks, info->block_bytes, &bytes) && bytes <= SIZE_MAX;
 }
 
 /* ---- element counts as polynomials ----

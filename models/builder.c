@@ -67,6 +67,65 @@ static vlmc_status_t tensor_check(const vlmc_model_builder_t *m, const char *nam
                           want);
 }
 
+vlmc_status_t vlmc_model_check_tensor(const vlmc_model_builder_t *m, const char *name,
+                                      uint32_t rank, const int64_t *shape) {
+  assert(rank <= VLMC_IR_MAX_RANK);
+  vlmc_model_tensor_info_t info;
+  VLMC_RETURN_IF_ERROR(tensor_find(m, name, &info));
+  return tensor_check(m, name, &info, rank, shape);
+}
+
+/* Whether the table has block `index`'s tensor (under either spelling); `name` gets its hub
+ * name. */
+static bool has_block(const vlmc_model_builder_t *m, const char *prefix, int64_t index,
+                      const char *suffix, char name[VLMC_MODEL_NAME_MAX]) {
+  vlmc_model_name(name, "%s%lld%s", prefix, (long long)index, suffix);
+  vlmc_model_tensor_info_t info;
+  vlmc_status_t status = tensor_find(m, name, &info);
+  bool found = status == NULL;
+  vlmc_status_free(status);
+  return found;
+}
+
+/* The last block present, given that block `present` is and block `absent` is not
+ * (present < absent): bisection, assuming blocks 0..last are all there. */
+static int64_t last_block(const vlmc_model_builder_t *m, const char *prefix, const char *suffix,
+                          int64_t present, int64_t absent) {
+  char name[VLMC_MODEL_NAME_MAX];
+  while (absent - present > 1) {
+    int64_t mid = present + (absent - present) / 2;
+    if (has_block(m, prefix, mid, suffix, name)) present = mid;
+    else absent = mid;
+  }
+  return present;
+}
+
+vlmc_status_t vlmc_model_require_blocks(const vlmc_model_builder_t *m, const char *field,
+                                        int64_t count, const char *prefix, const char *suffix) {
+  char missing[VLMC_MODEL_NAME_MAX];
+  if (count <= 0 || has_block(m, prefix, count - 1, suffix, missing)) return NULL;
+  const char *source = table_source(m->tensors);
+  if (!has_block(m, prefix, 0, suffix, missing))
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "config.json: %s is %lld, but %s has no block 0 (%s is absent)", field,
+                            (long long)count, source, missing);
+  int64_t present = 0, absent = count - 1;
+  /* Doubling first keeps a small checkpoint's answer to a few lookups even for a huge count. */
+  for (int64_t probe = 1; probe < absent; probe = probe <= absent / 2 ? probe * 2 + 1 : absent) {
+    if (!has_block(m, prefix, probe, suffix, missing)) {
+      absent = probe;
+      break;
+    }
+    present = probe;
+  }
+  int64_t last = last_block(m, prefix, suffix, present, absent);
+  vlmc_model_name(missing, "%s%lld%s", prefix, (long long)last + 1, suffix);
+  return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                          "config.json: %s is %lld, but %s has blocks 0 to %lld only (%s is "
+                          "absent)",
+                          field, (long long)count, source, (long long)last, missing);
+}
+
 vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32_t rank,
                                const int64_t *shape, vlmc_value_t **out_value) {
   assert(rank <= VLMC_IR_MAX_RANK);

@@ -75,6 +75,20 @@ vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32
 vlmc_status_t vlmc_model_weight(vlmc_model_builder_t *m, const char *name, uint32_t rank,
                                 const int64_t *shape, vlmc_value_t **out_value);
 
+/* Checks the table against a size the config implies, before a builder allocates for it:
+ * tensor `name` must be there with `shape` (errors as for vlmc_model_param). Adds nothing. */
+vlmc_status_t vlmc_model_check_tensor(const vlmc_model_builder_t *m, const char *name,
+                                      uint32_t rank, const int64_t *shape);
+/* Checks that the table holds the tensor `prefix` + (count - 1) + `suffix` of the last of the
+ * `count` blocks (layers) the config's `field` asks for, before a builder allocates per-block
+ * arrays: a config saying num_hidden_layers 16777216 would otherwise allocate gigabytes before
+ * the first missing tensor is noticed. The error names the field and the blocks the table has
+ * ("config.json: num_hidden_layers is 16777216, but DIR has layers 0 to 1 only
+ * (model.layers.2.input_layernorm.weight is absent)"); blocks are numbered from 0 without
+ * gaps, so the last one present is found by O(log count) lookups. */
+vlmc_status_t vlmc_model_require_blocks(const vlmc_model_builder_t *m, const char *field,
+                                        int64_t count, const char *prefix, const char *suffix);
+
 /* x·Wᵀ (+ b) with the weight `prefix.weight` [out, in] and, when `bias`, `prefix.bias`. */
 vlmc_status_t vlmc_model_linear(vlmc_model_builder_t *m, vlmc_value_t *x, const char *prefix,
                                 int64_t out, int64_t in, bool bias, const char *name,

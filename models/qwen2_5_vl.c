@@ -106,6 +106,27 @@ static vlmc_status_t check_grid(const vlmc_model_config_t *c,
   return NULL;
 }
 
+/* The sizes the config implies against the tensors present, before anything is allocated for
+ * them: the layer and block counts (per-layer argument and result arrays are allocated up
+ * front) and the hidden sizes of both towers. The build checks every tensor again as it goes. */
+static vlmc_status_t check_tensors_cover_config(const qwen_ctx_t *ctx) {
+  const vlmc_text_config_t *t = &ctx->config->text;
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  int64_t embed[2] = {t->vocab_size, t->hidden_size};
+  VLMC_RETURN_IF_ERROR(vlmc_model_check_tensor(&ctx->m, "model.embed_tokens.weight", 2, embed));
+  VLMC_RETURN_IF_ERROR(vlmc_model_require_blocks(&ctx->m, "num_hidden_layers",
+                                                 t->num_hidden_layers, "model.layers.",
+                                                 ".input_layernorm.weight"));
+  VLMC_RETURN_IF_ERROR(vlmc_model_require_blocks(&ctx->m, "vision_config.depth", v->depth,
+                                                 "visual.blocks.", ".norm1.weight"));
+  char name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(name, "model.layers.%lld.input_layernorm.weight",
+                  (long long)t->num_hidden_layers - 1);
+  VLMC_RETURN_IF_ERROR(vlmc_model_check_tensor(&ctx->m, name, 1, &t->hidden_size));
+  vlmc_model_name(name, "visual.blocks.%lld.norm1.weight", (long long)v->depth - 1);
+  return vlmc_model_check_tensor(&ctx->m, name, 1, &v->hidden_size);
+}
+
 /* ---- entry points ----------------------------------------------------------------------- */
 
 static vlmc_status_t add_symbols(qwen_ctx_t *ctx) {
@@ -140,6 +161,7 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
   ctx.options = options;
   ctx.m.tensors = tensors;
   ctx.m.taps = options->taps;
+  VLMC_RETURN_IF_ERROR(check_tensors_cover_config(&ctx));
   VLMC_RETURN_IF_ERROR(vlmc_module_create(&ctx.m.module));
   vlmc_status_t st = build_all(&ctx);
   if (st) {

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "support/hash.h"
 #include "support/strbuf.h"
 
 static vlmc_status_t read_stream(FILE *stream, const char *path, char **out_data, size_t *out_len) {
@@ -37,6 +39,15 @@ static vlmc_status_t read_stream(FILE *stream, const char *path, char **out_data
   return NULL;
 }
 
+static const char *file_type_name(mode_t mode) {
+  return S_ISDIR(mode)    ? "directory"
+         : S_ISFIFO(mode) ? "FIFO"
+         : S_ISCHR(mode)  ? "character device"
+         : S_ISBLK(mode)  ? "block device"
+         : S_ISSOCK(mode) ? "socket"
+                          : "special file";
+}
+
 vlmc_status_t vlmc_file_open_regular(const char *path, int *out_fd, uint64_t *out_size) {
   /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. */
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -50,12 +61,7 @@ vlmc_status_t vlmc_file_open_regular(const char *path, int *out_fd, uint64_t *ou
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     return vlmc_status_make(VLMC_IO_ERROR, "%s: not a regular file (a %s)", path,
-                            S_ISDIR(st.st_mode)    ? "directory"
-                            : S_ISFIFO(st.st_mode) ? "FIFO"
-                            : S_ISCHR(st.st_mode)  ? "character device"
-                            : S_ISBLK(st.st_mode)  ? "block device"
-                            : S_ISSOCK(st.st_mode) ? "socket"
-                                                   : "special file");
+                            file_type_name(st.st_mode));
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -79,15 +85,132 @@ vlmc_status_t vlmc_file_read_all(const char *path, char **out_data, size_t *out_
   return status;
 }
 
+/* ---- outputs: a temporary file beside the target, renamed over it when complete ---- */
+
+/* Renaming over a FIFO or a device would replace it with a file (or, for root, replace
+ * /dev/null): only a missing target or a regular file is replaced. */
+static vlmc_status_t check_replaceable(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return NULL;
+  return vlmc_status_make(VLMC_IO_ERROR, "%s: not a regular file (a %s); vlmc writes outputs "
+                          "as new files, give a file name", path, file_type_name(st.st_mode));
+}
+
+/* "DIR/.NAME." for the target "DIR/NAME" (".NAME." in the current folder); six name
+ * characters go after it. */
+static char *temp_prefix(const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+  const char *base = path + dir_len;
+  size_t base_len = strlen(base);
+  char *prefix = malloc(dir_len + base_len + 2 + 6 + 1);
+  if (!prefix) return NULL;
+  memcpy(prefix, path, dir_len);
+  prefix[dir_len] = '.';
+  memcpy(prefix + dir_len + 1, base, base_len);
+  memcpy(prefix + dir_len + 1 + base_len, ".", 2);
+  return prefix;
+}
+
+/* Creates a new file named prefix + six letters with O_EXCL. Not mkstemp: its mode is 0600,
+ * and an artifact should get the usual 0666 less the umask, as a file made by fopen does. */
+static vlmc_status_t create_temp(const char *target, char *name, int *out_fd) {
+  static const char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  static _Atomic unsigned counter; /* outputs may be opened from several threads */
+  size_t end = strlen(name);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    uint64_t seed = (uint64_t)now.tv_nsec ^ ((uint64_t)getpid() << 32) ^ ++counter;
+    uint64_t bits = vlmc_xxh64(&seed, sizeof seed, (uint64_t)attempt);
+    for (int i = 0; i < 6; ++i, bits /= 62) name[end + (size_t)i] = kLetters[bits % 62];
+    name[end + 6] = '\0';
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      *out_fd = fd;
+      return NULL;
+    }
+    if (errno != EEXIST) break;
+  }
+  return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create a temporary file beside it (%s): %s",
+                          target, name, strerror(errno));
+}
+
+static void output_release(vlmc_output_t *output) {
+  free(output->target);
+  free(output->temp);
+  memset(output, 0, sizeof *output);
+}
+
+vlmc_status_t vlmc_output_open(const char *path, vlmc_output_t *out) {
+  memset(out, 0, sizeof *out);
+  VLMC_RETURN_IF_ERROR(check_replaceable(path));
+  out->target = malloc(strlen(path) + 1);
+  out->temp = temp_prefix(path);
+  if (!out->target || !out->temp) {
+    output_release(out);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  strcpy(out->target, path);
+  int fd = -1;
+  vlmc_status_t status = create_temp(path, out->temp, &fd);
+  if (!status && !(out->stream = fdopen(fd, "wb"))) {
+    status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot open: %s", out->temp, strerror(errno));
+    close(fd);
+    unlink(out->temp);
+  }
+  if (status) output_release(out);
+  return status;
+}
+
+/* The rename itself is made durable too: without the folder's fsync a crash could leave the
+ * old name. Best effort: some file systems refuse fsync on a folder. */
+static void sync_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  free(dir);
+}
+
+vlmc_status_t vlmc_output_commit(vlmc_output_t *output) {
+  vlmc_status_t status = NULL;
+  if (fflush(output->stream) != 0 || fsync(fileno(output->stream)) != 0)
+    status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", output->target,
+                              strerror(errno));
+  if (fclose(output->stream) != 0 && !status)
+    status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", output->target,
+                              strerror(errno));
+  output->stream = NULL;
+  if (!status && rename(output->temp, output->target) != 0)
+    status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot replace it with %s: %s", output->target,
+                              output->temp, strerror(errno));
+  if (status) unlink(output->temp);
+  else sync_parent(output->target);
+  output_release(output);
+  return status;
+}
+
+void vlmc_output_discard(vlmc_output_t *output) {
+  if (output->stream) fclose(output->stream);
+  if (output->temp) unlink(output->temp);
+  output_release(output);
+}
+
 vlmc_status_t vlmc_file_write_all(const char *path, const void *data, size_t len) {
-  FILE *stream = fopen(path, "wb");
-  if (!stream)
-    return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", path, strerror(errno));
-  size_t written = len ? fwrite(data, 1, len, stream) : 0;
-  int close_failed = fclose(stream);
-  if (written != len || close_failed)
-    return vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", path, strerror(errno));
-  return NULL;
+  vlmc_output_t output;
+  VLMC_RETURN_IF_ERROR(vlmc_output_open(path, &output));
+  if (len && fwrite(data, 1, len, output.stream) != len) {
+    vlmc_status_t status =
+        vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", path, strerror(errno));
+    vlmc_output_discard(&output);
+    return status;
+  }
+  return vlmc_output_commit(&output);
 }
 
 vlmc_status_t vlmc_file_map(const char *path, vlmc_mapped_file_t *out_file) {

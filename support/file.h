@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "support/status.h"
 
@@ -16,8 +17,30 @@ vlmc_status_t vlmc_file_open_regular(const char *path, int *out_fd, uint64_t *ou
  * frees *out_data. Embedded NULs are kept; *out_len excludes the terminator. */
 vlmc_status_t vlmc_file_read_all(const char *path, char **out_data, size_t *out_len);
 
-/* Writes `len` bytes to `path` (replaces the file). */
+/* Writes `len` bytes to `path` (replaces the file atomically: vlmc_output_t). */
 vlmc_status_t vlmc_file_write_all(const char *path, const void *data, size_t len);
+
+/* An output file that appears whole or not at all. It is written to a temporary file beside
+ * the target (same folder: ".NAME.XXXXXX", so that rename stays within one file system) and
+ * renamed over the target only when committed, after fsync. A reader never sees a half-written
+ * file, and a process that has the old file mapped keeps a valid mapping (truncating the file
+ * in place would make its next access fault with SIGBUS). An existing target that is not a
+ * regular file (a FIFO, a device) is refused rather than replaced. A symbolic link as the
+ * target is replaced by the new file, not followed. */
+typedef struct {
+  char *target;  /* the path the caller named */
+  char *temp;    /* the temporary file beside it */
+  FILE *stream;  /* open for writing on `temp` */
+} vlmc_output_t;
+
+vlmc_status_t vlmc_output_open(const char *path, vlmc_output_t *out);
+/* Flushes, fsyncs and closes the temporary file and renames it over the target. On failure
+ * the temporary file is removed and the old target is left as it was. Releases `output`
+ * either way. */
+vlmc_status_t vlmc_output_commit(vlmc_output_t *output);
+/* Removes the temporary file; the target is left as it was. Releases `output`. Safe on a
+ * zeroed or already released output. */
+void vlmc_output_discard(vlmc_output_t *output);
 
 typedef struct {
   const unsigned char *data; /* NULL for an empty file */

@@ -42,3 +42,16 @@ if(VLMC_COMPILER)
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
 endif()
+
+# Bad input gets a clear error, never a crash, a hang or a runaway allocation (issue 12): a
+# FIFO and /dev/zero for every file argument of both tools; a config whose sizes the checkpoint
+# does not have, NaN / Inf weights, and a long --input-ids list (tests/unit/
+# test_artifact_atomic.c and test_model_limits.c check the same in process).
+if(VLMC_COMPILER)
+  foreach(script special_files bad_inputs)
+    add_test(NAME e2e.${script}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.sh $<TARGET_FILE:vlmc>
+                     $<TARGET_FILE:vlmc-run>
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
+endif()

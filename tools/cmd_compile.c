@@ -33,6 +33,8 @@ static void print_help(FILE *out) {
           "                            per prompt): the window order folds to constants\n"
           "  --program FILE.vir        take the program from this IR file (an edited dump)\n"
           "                            instead of building the model; weights from CKPT_DIR\n"
+          "  --allow-nonfinite         compile weights holding a NaN or an infinity (a\n"
+          "                            warning each); by default they are refused by name\n"
           "%s",
           vlmc_tool_pass_flags_help);
 }
@@ -93,6 +95,10 @@ int vlmc_cmd_compile(int argc, char **argv) {
       vlmc_strbuf_deinit(&target_options);
       vlmc_strbuf_deinit(&command_line);
       return 0;
+    }
+    if (!strcmp(a, "--allow-nonfinite")) {
+      o.allow_nonfinite = true;
+      continue;
     }
     if (vlmc_tool_pass_flag(argc, argv, &i, &o.debug) ||
         vlmc_tool_flag_value(argc, argv, &i, "-o", &o.output_path) ||

@@ -29,6 +29,9 @@
 #include "tools/pass_flags.h"
 
 enum { NAME_MAX_LEN = 128, MAX_RANK = 5, CHUNK_ELEMENTS = 1 << 19 };
+/* The 7B has 729 tensors, the 72B about 1500: a config implying more (num_hidden_layers
+ * 16777216 is inside the parser's range) is refused before its plan takes gigabytes. */
+enum { MAX_PLANNED_TENSORS = 1 << 16 };
 
 typedef struct {
   char name[NAME_MAX_LEN];
@@ -57,6 +60,13 @@ static void plan_add(void *ctx, const char *name, uint32_t rank, const int64_t *
                      bool is_norm) {
   plan_t *p = ctx;
   if (p->error) return;
+  if (p->count == MAX_PLANNED_TENSORS) {
+    p->error = vlmc_status_make(VLMC_OUT_OF_RANGE,
+                                "the config implies more than %d tensors (num_hidden_layers, "
+                                "vision_config.depth); vlmc random-checkpoint makes at most that",
+                                MAX_PLANNED_TENSORS);
+    return;
+  }
   if (rank > MAX_RANK || strlen(name) >= NAME_MAX_LEN) {
     p->error = vlmc_status_make(VLMC_INTERNAL, "planned tensor '%s' does not fit the tool's "
                                 "limits (rank %d, names below %d bytes)", name, MAX_RANK,
@@ -195,17 +205,19 @@ static vlmc_status_t write_shard(const plan_t *p, const char *dir, int shard, in
   vlmc_strbuf_printf(&path, "%s/%s", dir, name);
   shard_header(p, shard, &header);
   const char *file = vlmc_strbuf_cstr(&path);
-  FILE *f = fopen(file, "wb");
-  vlmc_status_t status = NULL;
-  if (!f) status = vlmc_status_make(VLMC_IO_ERROR, "%s: cannot create: %s", file, strerror(errno));
+  /* A temporary file renamed into place when whole (support/file.h): an interrupted run
+   * leaves no shard that looks complete. */
+  vlmc_output_t output;
+  vlmc_status_t status = vlmc_output_open(file, &output);
+  FILE *f = output.stream;
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = (unsigned char)((uint64_t)header.len >> (8 * i));
   if (!status && (fwrite(len, 1, 8, f) != 8 || fwrite(header.data, 1, header.len, f) != header.len))
     status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", file, strerror(errno));
   for (size_t i = 0; !status && i < p->count; ++i)
     if (p->items[i].shard == shard) status = write_tensor(f, file, &p->items[i], seed, chunk);
-  if (f && fclose(f) != 0 && !status)
-    status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed: %s", file, strerror(errno));
+  if (status) vlmc_output_discard(&output);
+  else status = vlmc_output_commit(&output);
   vlmc_strbuf_deinit(&path);
   vlmc_strbuf_deinit(&header);
   return status;
