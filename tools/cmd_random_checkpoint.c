@@ -322,7 +322,7 @@ static vlmc_status_t random_checkpoint(const options_t *o) {
     status = vlmc_status_make(VLMC_UNSUPPORTED, "%s: random-checkpoint has no tensor list for "
                               "the %s family", o->config_path, family->display_name);
   if (!status) status = family->plan_tensors(&cfg, plan_add, &plan);
-  if (!status) status = plan.error;
+  if (!status) status = vlmc_status_annotate(plan.error, "%s: ", o->config_path);
   if (!status) status = plan_check(&plan, family, &cfg, o->config_path);
   if (!status) {
     int shards = plan_shard(&plan, o->shard_bytes);
