@@ -34,6 +34,9 @@ typedef struct {
   const char *source;
 } vlmc_model_tensors_t;
 
+/* The most tensors a family's plan may hold (random checkpoints, the fuzzer's tables). */
+enum { VLMC_MODEL_MAX_PLANNED_TENSORS = 1 << 16 };
+
 /* Receives one tensor of a family's plan (vlmc_model_family_t.plan_tensors): its hub name,
  * its shape, and whether it is a norm weight (random weights for it are drawn around 1). */
 typedef void (*vlmc_model_tensor_fn)(void *ctx, const char *name, uint32_t rank,

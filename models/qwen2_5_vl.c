@@ -175,6 +175,15 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
 vlmc_status_t vlmc_qwen2_5_vl_plan_tensors(const vlmc_model_config_t *config,
                                            vlmc_model_tensor_fn add, void *ctx) {
   VLMC_RETURN_IF_ERROR(check_config(config)); /* the shapes are products of its sizes */
+  /* Every layer and vision block has at least 12 tensors: refuse a plan that cannot be held
+   * before naming millions of them (num_hidden_layers 2^24 took minutes). */
+  int64_t blocks = config->text.num_hidden_layers + config->vision.depth;
+  if (blocks > VLMC_MODEL_MAX_PLANNED_TENSORS / 12)
+    return vlmc_status_make(VLMC_OUT_OF_RANGE, "the config implies more than %d tensors "
+                            "(num_hidden_layers %lld, vision_config.depth %lld)",
+                            VLMC_MODEL_MAX_PLANNED_TENSORS,
+                            (long long)config->text.num_hidden_layers,
+                            (long long)config->vision.depth);
   qwen_plan_tensors(config, add, ctx);
   return NULL;
 }

@@ -321,7 +321,9 @@ static vlmc_status_t random_checkpoint(const options_t *o) {
   if (!status && !family->plan_tensors)
     status = vlmc_status_make(VLMC_UNSUPPORTED, "%s: random-checkpoint has no tensor list for "
                               "the %s family", o->config_path, family->display_name);
-  if (!status) status = family->plan_tensors(&cfg, plan_add, &plan);
+  if (!status)
+    status = vlmc_status_annotate(family->plan_tensors(&cfg, plan_add, &plan), "%s: ",
+                                  o->config_path);
   if (!status) status = vlmc_status_annotate(plan.error, "%s: ", o->config_path);
   if (!status) status = plan_check(&plan, family, &cfg, o->config_path);
   if (!status) {
