@@ -460,11 +460,6 @@ static vlmc_status_t make_constant(vlmc_program_t *p, const vlmc_op_t *op, vlmc_
 
 /* ---- host steps ---- */
 
-/* Reads a value for a host step; *scratch holds a downloaded copy (release it after). */
-static vlmc_status_t host_input(vlmc_program_t *p, const vlmc_rt_value_t *v, vlmc_tensor_t *out) {
-  return vlmc_program_read(p, v, out);
-}
-
 /* Result 0 of a host index op from `count` computed indices: binds the length's symbol along
  * `axis` (or checks it), then moves the data to the backend. */
 static vlmc_status_t host_index_result(vlmc_program_t *p, const vlmc_op_t *op, int64_t *data,
@@ -491,7 +486,7 @@ static vlmc_status_t host_index_result(vlmc_program_t *p, const vlmc_op_t *op, i
 static vlmc_status_t run_host_index(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *in,
                                     vlmc_rt_value_t *out) {
   vlmc_tensor_t x;
-  VLMC_RETURN_IF_ERROR(host_input(p, in, &x));
+  VLMC_RETURN_IF_ERROR(vlmc_program_read(p, in, &x));
   const int64_t *v = vlmc_tensor_i64(&x);
   size_t n = x.rank ? (size_t)x.shape[0] : 1;
   int64_t *data = NULL;
@@ -539,7 +534,7 @@ static vlmc_status_t run_host_index(vlmc_program_t *p, const vlmc_op_t *op, vlmc
 static vlmc_status_t run_tap(vlmc_program_t *p, const vlmc_op_t *op, const vlmc_rt_value_t *v) {
   if (!p->on_tap) return NULL;
   vlmc_tensor_t host;
-  VLMC_RETURN_IF_ERROR(host_input(p, v, &host));
+  VLMC_RETURN_IF_ERROR(vlmc_program_read(p, v, &host));
   vlmc_status_t st = p->on_tap(p->tap_ctx, vlmc_op_attr(op, "name")->v.symbol, &host);
   vlmc_tensor_release(&host);
   return st;

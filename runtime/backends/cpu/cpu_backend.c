@@ -326,10 +326,6 @@ static void cpu_buffer_free(vlmc_backend_t *b, vlmc_buffer_t *buf) {
   free(buf);
 }
 
-static size_t cpu_buffer_size(const vlmc_backend_t *b, const vlmc_buffer_t *buf) {
-  return buf->capacity;
-}
-
 static void *cpu_buffer_host(vlmc_backend_t *b, vlmc_buffer_t *buf) { return buf->data; }
 
 /* ---- dispatch ---- */
@@ -469,7 +465,6 @@ const vlmc_backend_iface_t vlmc_backend_cpu = {
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_wrap = cpu_buffer_wrap,
     .buffer_free = cpu_buffer_free,
-    .buffer_size = cpu_buffer_size,
     .buffer_host = cpu_buffer_host,
     .run_region = cpu_run_region,
     .counters = cpu_counters,

@@ -53,10 +53,6 @@ static void null_buffer_free(vlmc_backend_t *b, vlmc_buffer_t *buf) {
   free(buf);
 }
 
-static size_t null_buffer_size(const vlmc_backend_t *b, const vlmc_buffer_t *buf) {
-  return buf->size;
-}
-
 static vlmc_status_t null_upload(vlmc_backend_t *b, vlmc_buffer_t *dst, const void *src,
                                  size_t bytes) {
   if (bytes > dst->size)
@@ -102,7 +98,6 @@ const vlmc_backend_iface_t vlmc_backend_null = {
     .destroy = null_destroy,
     .buffer_alloc = null_buffer_alloc,
     .buffer_free = null_buffer_free,
-    .buffer_size = null_buffer_size,
     .upload = null_upload,
     .download = null_download,
     .run_region = null_run_region,

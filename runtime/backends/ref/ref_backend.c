@@ -81,10 +81,6 @@ static void ref_buffer_free(vlmc_backend_t *b, vlmc_buffer_t *buf) {
   free(buf);
 }
 
-static size_t ref_buffer_size(const vlmc_backend_t *b, const vlmc_buffer_t *buf) {
-  return buf->capacity;
-}
-
 static void *ref_buffer_host(vlmc_backend_t *b, vlmc_buffer_t *buf) { return buf->data; }
 
 /* The executor takes owned arguments (and may grow a KV cache in place): an owned value whose
@@ -153,7 +149,6 @@ const vlmc_backend_iface_t vlmc_backend_ref = {
     .buffer_alloc = ref_buffer_alloc,
     .buffer_wrap = ref_buffer_wrap,
     .buffer_free = ref_buffer_free,
-    .buffer_size = ref_buffer_size,
     .buffer_host = ref_buffer_host,
     .run_function = ref_run_function,
 };
