@@ -40,6 +40,10 @@ static const char *storage_name(vlmc_dtype_t dtype) {
 
 /* ---- building ---- */
 
+static void fields_free(vlmc_kernel_table_field_t *fields, size_t count);
+static vlmc_status_t keep_fields(vlmc_kernel_table_field_t **fields, size_t *num_fields,
+                                 const cJSON *object, bool (*is_schema)(const char *));
+
 vlmc_status_t vlmc_kernel_table_init(vlmc_kernel_table_t *t, const char *target) {
   memset(t, 0, sizeof *t);
   t->format = VLMC_KERNEL_TABLE_FORMAT;
@@ -54,17 +58,14 @@ static void kernel_deinit(vlmc_kernel_table_kernel_t *k) {
   for (uint32_t i = 0; k->syms && i < k->num_syms; ++i) free(k->syms[i]);
   free(k->syms);
   free(k->sym_ids);
+  fields_free(k->fields, k->num_fields);
 }
 
 void vlmc_kernel_table_deinit(vlmc_kernel_table_t *t) {
   free(t->target);
   free(t->origin);
   free(t->abi);
-  for (size_t i = 0; i < t->num_fields; ++i) {
-    free(t->fields[i].key);
-    free(t->fields[i].string);
-  }
-  free(t->fields);
+  fields_free(t->fields, t->num_fields);
   for (size_t i = 0; i < t->num_kernels; ++i) kernel_deinit(&t->kernels[i]);
   free(t->kernels);
   for (size_t i = 0; i < t->num_dispatches; ++i) {
@@ -83,12 +84,13 @@ vlmc_status_t vlmc_kernel_table_set_abi(vlmc_kernel_table_t *t, const char *abi)
   return t->abi ? NULL : out_of_memory();
 }
 
-static vlmc_status_t add_field(vlmc_kernel_table_t *t, const char *key, const char *string,
-                               int64_t integer) {
-  vlmc_kernel_table_field_t *grown = realloc(t->fields, (t->num_fields + 1) * sizeof *grown);
+/* Appends a field to a list (the table's or a kernel's). */
+static vlmc_status_t add_field(vlmc_kernel_table_field_t **fields, size_t *num_fields,
+                               const char *key, const char *string, int64_t integer) {
+  vlmc_kernel_table_field_t *grown = realloc(*fields, (*num_fields + 1) * sizeof *grown);
   if (!grown) return out_of_memory();
-  t->fields = grown;
-  vlmc_kernel_table_field_t *f = &t->fields[t->num_fields];
+  *fields = grown;
+  vlmc_kernel_table_field_t *f = &grown[*num_fields];
   f->key = strdup(key);
   f->string = dup_or_null(string);
   f->integer = integer;
@@ -97,25 +99,59 @@ static vlmc_status_t add_field(vlmc_kernel_table_t *t, const char *key, const ch
     free(f->string);
     return out_of_memory();
   }
-  ++t->num_fields;
+  ++*num_fields;
+  return NULL;
+}
+
+static void fields_free(vlmc_kernel_table_field_t *fields, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    free(fields[i].key);
+    free(fields[i].string);
+  }
+  free(fields);
+}
+
+static const vlmc_kernel_table_field_t *find_field(const vlmc_kernel_table_field_t *fields,
+                                                   size_t count, const char *key) {
+  for (size_t i = 0; i < count; ++i)
+    if (!strcmp(fields[i].key, key)) return &fields[i];
   return NULL;
 }
 
 vlmc_status_t vlmc_kernel_table_add_string_field(vlmc_kernel_table_t *t, const char *key,
                                                  const char *value) {
-  return add_field(t, key, value, 0);
+  return add_field(&t->fields, &t->num_fields, key, value, 0);
 }
 
 vlmc_status_t vlmc_kernel_table_add_int_field(vlmc_kernel_table_t *t, const char *key,
                                               int64_t value) {
-  return add_field(t, key, NULL, value);
+  return add_field(&t->fields, &t->num_fields, key, NULL, value);
 }
 
 const vlmc_kernel_table_field_t *vlmc_kernel_table_field(const vlmc_kernel_table_t *t,
                                                          const char *key) {
-  for (size_t i = 0; i < t->num_fields; ++i)
-    if (!strcmp(t->fields[i].key, key)) return &t->fields[i];
-  return NULL;
+  return find_field(t->fields, t->num_fields, key);
+}
+
+vlmc_status_t vlmc_kernel_table_kernel_add_string_field(vlmc_kernel_table_kernel_t *k,
+                                                        const char *key, const char *value) {
+  return add_field(&k->fields, &k->num_fields, key, value, 0);
+}
+
+vlmc_status_t vlmc_kernel_table_kernel_add_int_field(vlmc_kernel_table_kernel_t *k,
+                                                     const char *key, int64_t value) {
+  return add_field(&k->fields, &k->num_fields, key, NULL, value);
+}
+
+void vlmc_kernel_table_kernel_fields_free(vlmc_kernel_table_kernel_t *k) {
+  fields_free(k->fields, k->num_fields);
+  k->fields = NULL;
+  k->num_fields = 0;
+}
+
+const vlmc_kernel_table_field_t *vlmc_kernel_table_kernel_field(
+    const vlmc_kernel_table_kernel_t *k, const char *key) {
+  return find_field(k->fields, k->num_fields, key);
 }
 
 /* `items` with room for one more element (doubling: appends stay linear); NULL when out of
@@ -145,6 +181,9 @@ static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
     if (!(to->syms[i] = strdup(from->syms[i]))) return out_of_memory();
   to->cost = from->cost;
   to->signature = from->signature;
+  for (size_t i = 0; i < from->num_fields; ++i)
+    VLMC_RETURN_IF_ERROR(add_field(&to->fields, &to->num_fields, from->fields[i].key,
+                                   from->fields[i].string, from->fields[i].integer));
   return NULL;
 }
 
@@ -193,6 +232,14 @@ static vlmc_status_t write_storage(vlmc_strbuf_t *out, const vlmc_kernel_table_k
   return NULL;
 }
 
+/* "key": value */
+static void write_field_value(vlmc_strbuf_t *out, const vlmc_kernel_table_field_t *f) {
+  vlmc_json_write_string(out, f->key);
+  vlmc_strbuf_puts(out, ": ");
+  if (f->string) vlmc_json_write_string(out, f->string);
+  else vlmc_strbuf_printf(out, "%lld", (long long)f->integer);
+}
+
 static vlmc_status_t write_kernel(vlmc_strbuf_t *out, const vlmc_kernel_table_kernel_t *k) {
   vlmc_strbuf_puts(out, "{\"symbol\": ");
   vlmc_json_write_string(out, k->symbol);
@@ -211,7 +258,16 @@ static vlmc_status_t write_kernel(vlmc_strbuf_t *out, const vlmc_kernel_table_ke
     if (j) vlmc_strbuf_puts(out, ", ");
     vlmc_json_write_string(out, k->syms[j]);
   }
-  vlmc_strbuf_printf(out, "], \"cost\": %lld}", (long long)k->cost);
+  vlmc_strbuf_printf(out, "], \"cost\": %lld", (long long)k->cost);
+  if (k->num_fields) {
+    vlmc_strbuf_puts(out, ", \"target\": {");
+    for (size_t i = 0; i < k->num_fields; ++i) {
+      if (i) vlmc_strbuf_puts(out, ", ");
+      write_field_value(out, &k->fields[i]);
+    }
+    vlmc_strbuf_puts(out, "}");
+  }
+  vlmc_strbuf_puts(out, "}");
   return NULL;
 }
 
@@ -229,10 +285,7 @@ static void write_dispatch(vlmc_strbuf_t *out, const vlmc_kernel_table_dispatch_
 
 static void write_field(vlmc_strbuf_t *out, const vlmc_kernel_table_field_t *f) {
   vlmc_strbuf_puts(out, "  ");
-  vlmc_json_write_string(out, f->key);
-  vlmc_strbuf_puts(out, ": ");
-  if (f->string) vlmc_json_write_string(out, f->string);
-  else vlmc_strbuf_printf(out, "%lld", (long long)f->integer);
+  write_field_value(out, f);
   vlmc_strbuf_puts(out, ",\n");
 }
 
@@ -339,9 +392,14 @@ static vlmc_status_t parse_kernel(vlmc_kernel_table_t *t, const vlmc_json_ref_t 
   VLMC_RETURN_IF_ERROR(parse_syms(&r, syms, &k.num_syms));
   r = field_of(ref, "cost");
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, INT64_MAX / 2, &k.cost));
+  r = field_of(ref, "target"); /* the target's own per-kernel fields (optional) */
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&r));
+  vlmc_status_t st = r.node ? keep_fields(&k.fields, &k.num_fields, r.node, NULL) : NULL;
   k.symbol = (char *)symbol; /* borrowed until add_kernel copies it */
   k.template_name = (char *)template_name;
-  return vlmc_kernel_table_add_kernel(t, &k);
+  if (!st) st = vlmc_kernel_table_add_kernel(t, &k);
+  fields_free(k.fields, k.num_fields);
+  return st;
 }
 
 static vlmc_status_t parse_work(const vlmc_json_ref_t *ref, vlmc_kernel_table_work_t *w) {
@@ -402,21 +460,28 @@ static bool is_schema_key(const char *key) {
   return false;
 }
 
-/* Top-level strings and integers the schema does not name belong to the target ("cpu",
- * "vector_width"); any other value there is ignored, as readers always did. */
-static vlmc_status_t keep_target_fields(vlmc_kernel_table_t *t, const cJSON *root) {
+/* Strings and integers of a JSON object into a field list, except the schema's own keys
+ * (is_schema: NULL for none); any other value is ignored, as readers always did. */
+static vlmc_status_t keep_fields(vlmc_kernel_table_field_t **fields, size_t *num_fields,
+                                 const cJSON *object, bool (*is_schema)(const char *)) {
   const cJSON *node;
-  cJSON_ArrayForEach(node, root) {
-    if (is_schema_key(node->string)) continue;
+  cJSON_ArrayForEach(node, object) {
+    if (is_schema && is_schema(node->string)) continue;
     if (cJSON_IsString(node)) {
-      VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, node->string, node->valuestring));
+      VLMC_RETURN_IF_ERROR(add_field(fields, num_fields, node->string, node->valuestring, 0));
     } else if (cJSON_IsNumber(node) && node->valuedouble >= -9e15 && node->valuedouble <= 9e15 &&
                node->valuedouble == (double)(int64_t)node->valuedouble) {
-      VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_int_field(t, node->string,
-                                                           (int64_t)node->valuedouble));
+      VLMC_RETURN_IF_ERROR(add_field(fields, num_fields, node->string, NULL,
+                                     (int64_t)node->valuedouble));
     }
   }
   return NULL;
+}
+
+/* Top-level strings and integers the schema does not name belong to the target ("cpu",
+ * "vector_width"). */
+static vlmc_status_t keep_target_fields(vlmc_kernel_table_t *t, const cJSON *root) {
+  return keep_fields(&t->fields, &t->num_fields, root, is_schema_key);
 }
 
 /* Only the current format: an older table lacks what the check recomputes (format 1: the

@@ -8,7 +8,7 @@
  *
  *   {"format": 2, "abi": "...", <target fields, e.g. "cpu": "x86-64", "vector_width": 8>,
  *    "kernels": [{"symbol", "template", "signature": "16 hex digits", "inputs": [dtype...],
- *                 "output", "syms": [name...], "cost"}...],
+ *                 "output", "syms": [name...], "cost", "target": {<target fields>} (optional)}...],
  *    "dispatches": [{"func", "dispatch", "kernel",
  *                    "work": {"sym" (or null), "num", "den", "off", "scale"}}...]}
  *
@@ -57,6 +57,11 @@ typedef struct {
   char **syms; /* the module symbols whose values the kernel gets, in order */
   uint32_t num_syms;
   int64_t cost; /* per work unit, to decide whether to spread a dispatch over threads */
+  /* The target's own fields ("target": {...} in the JSON: the vulkan target's SPIR-V range,
+   * entry point, workgroup size, ...). Strings and integers only; the schema does not
+   * interpret them, the target's backend checks them. */
+  vlmc_kernel_table_field_t *fields;
+  size_t num_fields;
   /* Filled by vlmc_kernel_table_check: the module symbol ids of `syms`. */
   uint32_t *sym_ids;
 } vlmc_kernel_table_kernel_t;
@@ -102,7 +107,17 @@ vlmc_status_t vlmc_kernel_table_add_int_field(vlmc_kernel_table_t *table, const 
 /* NULL when the table has no such field. */
 const vlmc_kernel_table_field_t *vlmc_kernel_table_field(const vlmc_kernel_table_t *table,
                                                          const char *key);
-/* `kernel`'s sym_ids are ignored (check fills them). */
+/* A kernel's own target fields (before add_kernel copies the kernel; the kernel owns them:
+ * free a local one's with vlmc_kernel_table_kernel_fields_free). */
+vlmc_status_t vlmc_kernel_table_kernel_add_string_field(vlmc_kernel_table_kernel_t *kernel,
+                                                        const char *key, const char *value);
+vlmc_status_t vlmc_kernel_table_kernel_add_int_field(vlmc_kernel_table_kernel_t *kernel,
+                                                     const char *key, int64_t value);
+void vlmc_kernel_table_kernel_fields_free(vlmc_kernel_table_kernel_t *kernel);
+/* NULL when the kernel has no such field. */
+const vlmc_kernel_table_field_t *vlmc_kernel_table_kernel_field(
+    const vlmc_kernel_table_kernel_t *kernel, const char *key);
+/* `kernel`'s sym_ids are ignored (check fills them); its fields are copied. */
 vlmc_status_t vlmc_kernel_table_add_kernel(vlmc_kernel_table_t *table,
                                            const vlmc_kernel_table_kernel_t *kernel);
 vlmc_status_t vlmc_kernel_table_add_dispatch(vlmc_kernel_table_t *table,

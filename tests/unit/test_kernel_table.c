@@ -88,6 +88,7 @@ static void test_malformed_tables(void) {
       {"\"syms\": [\"S\"]", "\"syms\": [\"T\"]", "symbol 'T' is not in the program"},
       {"\"syms\": [\"S\"]", "\"syms\": \"S\"", "kernels[0].syms: expected an array"},
       {"\"cost\": 2", "\"cost\": -2", "cost"},
+      {"\"cost\": 2", "\"cost\": 2, \"target\": [1]", "kernels[0].target: expected an object"},
       {"\"symbol\": \"vk1\", ", "", "kernels[1].symbol is missing"},
       {"\"func\": \"k\", \"dispatch\": 1", "\"func\": \"q\", \"dispatch\": 1", "no function @q"},
       {"\"dispatch\": 2", "\"dispatch\": 3", "dispatch"},
@@ -164,8 +165,11 @@ static void test_write_parse_round_trip(void) {
   vlmc_kernel_table_kernel_t k1 = {.symbol = "vk1", .template_name = "elementwise \"q\"",
                                    .inputs = one, .num_inputs = 1, .output = VLMC_DTYPE_F32,
                                    .cost = 1};
+  EXPECT_OK(vlmc_kernel_table_kernel_add_string_field(&k1, "entry", "vk1"));
+  EXPECT_OK(vlmc_kernel_table_kernel_add_int_field(&k1, "workgroup_x", 64));
   EXPECT_OK(vlmc_kernel_table_add_kernel(&t, &k0));
   EXPECT_OK(vlmc_kernel_table_add_kernel(&t, &k1));
+  vlmc_kernel_table_kernel_fields_free(&k1); /* add_kernel copied them */
   vlmc_kernel_table_dispatch_t d1 = {.func = "k", .dispatch = 1, .kernel = 0,
                                      .work = {.sym = "S", .num = 4, .den = 1, .scale = 1}};
   vlmc_kernel_table_dispatch_t d2 = {.func = "k", .dispatch = 2, .kernel = 1,
@@ -193,6 +197,15 @@ static void test_write_parse_round_trip(void) {
   EXPECT_EQ_INT(back.kernels[0].inputs[1], VLMC_DTYPE_BF16);
   const vlmc_kernel_table_field_t *width = vlmc_kernel_table_field(&back, "vector_width");
   EXPECT_TRUE(width && !width->string && width->integer == 8);
+  /* A kernel's own fields ("target": {...}) round-trip; a kernel without them has none. */
+  EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&first), "\"target\": {\"entry\": \"vk1\", "
+                     "\"workgroup_x\": 64}") != NULL);
+  const vlmc_kernel_table_field_t *entry = vlmc_kernel_table_kernel_field(&back.kernels[1], "entry");
+  const vlmc_kernel_table_field_t *wgx = vlmc_kernel_table_kernel_field(&back.kernels[1],
+                                                                        "workgroup_x");
+  EXPECT_TRUE(entry && entry->string && strcmp(entry->string, "vk1") == 0);
+  EXPECT_TRUE(wgx && !wgx->string && wgx->integer == 64);
+  EXPECT_EQ_INT(back.kernels[0].num_fields, 0);
   EXPECT_OK(vlmc_kernel_table_to_json(&back, &second));
   EXPECT_STREQ(vlmc_strbuf_cstr(&second), vlmc_strbuf_cstr(&first));
   vlmc_strbuf_deinit(&first);
