@@ -7,7 +7,8 @@
 #   - compiled with --calibrate IMG (another image than the one asked about: calibration
 #     must cover unseen inputs), it must print exactly f32's greedy tokens, and the upcast set
 #     must name visual.blocks.3.mlp and no other module;
-#   - vlmc inspect reports the upcast counts; --calibrate with --precision f32 is refused.
+#   - vlmc inspect reports the upcast counts; --calibrate with --precision f32 is refused;
+#   - with the shapes model (tokenizer, chat template) the request goes through the template.
 #   usage: precision_overflow.sh VLMC VLMC_RUN SCALE_WEIGHTS TARGET BACKEND
 #   (TARGET and BACKEND: `ref ref` now; `vulkan vulkan` once that target exists)
 set -euo pipefail
@@ -77,6 +78,17 @@ expect_in "inspect counts the calibrated upcasts" \
   "by calibration (visual.blocks.3.mlp)" "$("$VLMC" inspect "$WORK/calibrated.vlmc")"
 expect_in "inspect says an uncalibrated artifact is not" "by calibration (not calibrated)" \
   "$("$VLMC" inspect "$WORK/f16.vlmc")"
+
+# A checkpoint with a tokenizer and chat template: the calibration request is built as
+# vlmc-run builds one (template, tokens, preprocessing, positions), with --calibrate-prompt;
+# the healthy shapes model needs no calibration upcast.
+"$VLMC" compile assets/shapes-vl --target "$TARGET" --precision f16 -o "$WORK/shapes.vlmc" \
+  --calibrate "$CALIBRATION_IMAGE" --calibrate-prompt "Which shapes?" 2>"$WORK/shapes.log"
+log=$(cat "$WORK/shapes.log")
+expect_in "the request goes through the chat template" \
+  'prompt tokens (chat template, "Which shapes?")' "$log"
+expect_in "a model that fits f16 gets no calibration upcast" \
+  "precision f16: 0 ops upcast to f32 by calibration (none)" "$log"
 
 # Nothing to calibrate in f32: refused by name, no artifact written.
 status=0
