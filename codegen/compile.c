@@ -231,9 +231,9 @@ static vlmc_status_t check_calibratable(const pipeline_split_t *s) {
                             "read the ranges");
   if (!strcmp(s->target, "ref"))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "--calibrate: the program computes in f32 (--precision f32), so no "
-                            "value can overflow and there is nothing to calibrate; use "
-                            "--precision f16 or bf16");
+                            "--calibrate: the program computes in f32 (--precision f32, or "
+                            "what auto means for these targets), so no value can overflow and "
+                            "there is nothing to calibrate; use --precision f16 or bf16");
   if (s->has_calibration)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "--calibrate: the pipeline's precision pass already names a ranges "
