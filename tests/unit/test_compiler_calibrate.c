@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "codegen/compile.h"
 #include "passes/precision.h"
+#include "reference/mrope_positions.h"
 #include "support/file.h"
 #include "test.h"
 #include "test_compiler_pass_util.h"
@@ -251,10 +253,102 @@ static vlmc_status_t compile_tiny(const char *precision, const char *passes, boo
   return st;
 }
 
+/* A synthetic request (the tool builds real ones from image files): 16x16 patches of
+ * noise, the image's own tokens, their M-RoPE positions. */
+enum { GRID = 16, ROWS = GRID * GRID, WIDTH = 1176, TOKENS = ROWS / 4 + 2 };
+typedef struct {
+  float pixels[ROWS * WIDTH];
+  int64_t grid[3], ids[TOKENS], positions[3 * TOKENS];
+  int built, released;
+} synthetic_t;
+
+static vlmc_status_t synthetic_sample(void *user, const vlmc_compile_sample_source_t *source,
+                                      const char *image, const char *prompt,
+                                      vlmc_compile_sample_t *out) {
+  synthetic_t *s = user;
+  uint64_t x = 7;
+  for (size_t i = 0; i < ROWS * WIDTH; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    s->pixels[i] = (float)((double)(x >> 40) / 16777216.0 * 4.0 - 2.0);
+  }
+  s->grid[0] = 1, s->grid[1] = GRID, s->grid[2] = GRID;
+  s->ids[0] = source->vision_start_token_id;
+  for (int i = 1; i < TOKENS - 1; ++i) s->ids[i] = source->image_token_id;
+  s->ids[TOKENS - 1] = source->vision_end_token_id;
+  vlmc_grid_thw_t grid = {1, GRID, GRID};
+  vlmc_mrope_config_t config = {source->image_token_id, source->video_token_id,
+                                source->merge_size};
+  int64_t delta = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_mrope_position_ids(s->ids, TOKENS, &grid, 1, config, s->positions,
+                                               &delta));
+  *out = (vlmc_compile_sample_t){s->ids, TOKENS, s->positions, delta, s->pixels, ROWS, WIDTH,
+                                 s->grid, 1, "synthetic", s};
+  s->built++;
+  return NULL;
+}
+
+static void synthetic_release(void *user, vlmc_compile_sample_t *sample) {
+  ((synthetic_t *)user)->released++;
+}
+
+static vlmc_status_t read_manifest(const char *path, vlmc_manifest_t *out) {
+  vlmc_artifact_t *a = NULL;
+  const vlmc_artifact_section_t *section = NULL;
+  vlmc_status_t st = vlmc_artifact_open(path, &a);
+  if (!st) st = vlmc_artifact_require(a, "manifest", "test", &section);
+  if (!st) st = vlmc_manifest_from_json(path, (const char *)section->data, (size_t)section->size,
+                                        out);
+  vlmc_artifact_destroy(a);
+  return st;
+}
+
+/* vlmc_compile with calibration, in process: a pipeline given with --passes is split at its
+ * precision item (with or without options), the builder is called once per image and its
+ * request released, and the manifest records the calibrated f16 program (the tiny model fits
+ * f16 on this input: no calibration upcast). */
+static void test_compile_calibrated(void) {
+  static const char *const images[] = {"first.png", "second.png"};
+  static const char *const pipelines[] = {
+      NULL, "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=f16},dce"};
+  synthetic_t *synthetic = calloc(1, sizeof *synthetic);
+  for (int i = 0; synthetic && i < 2; ++i) {
+    vlmc_compile_options_t o;
+    memset(&o, 0, sizeof o);
+    o.checkpoint_dir = "tests/fixtures/parity/tiny-vocab512";
+    o.output_path = "/tmp/vlmc-test-calibrated.vlmc";
+    o.target = "ref";
+    o.precision = "f16";
+    o.passes = pipelines[i];
+    o.calibrate_images = images;
+    o.num_calibrate_images = 2;
+    o.calibrate_decode_steps = 2;
+    o.sampler = (vlmc_compile_sampler_t){synthetic_sample, synthetic_release, synthetic};
+    synthetic->built = synthetic->released = 0;
+    EXPECT_OK(vlmc_compile(&o));
+    EXPECT_EQ_INT(synthetic->built, 2);
+    EXPECT_EQ_INT(synthetic->released, 2);
+    vlmc_manifest_t m;
+    vlmc_manifest_init(&m);
+    EXPECT_OK(read_manifest(o.output_path, &m));
+    EXPECT_STREQ(m.precision.compute ? m.precision.compute : "(none)", "f16");
+    EXPECT_TRUE(m.precision.calibrated);
+    EXPECT_EQ_INT(m.precision.upcasts_calibrated, 0);
+    EXPECT_TRUE(m.precision.upcasts_rule > 0);
+    EXPECT_STREQ(m.precision.calibrated_modules ? m.precision.calibrated_modules : "(none)", "");
+    vlmc_manifest_deinit(&m);
+    remove(o.output_path);
+  }
+  free(synthetic);
+}
+
 static void test_compile_refusals(void) {
   EXPECT_ERROR(compile_tiny("f32", NULL, true), "there is nothing to calibrate");
   EXPECT_ERROR(compile_tiny("f16", "canonicalize,dce", true),
                "--calibrate: the pipeline has no precision pass");
+  EXPECT_ERROR(compile_tiny("f16", "canonicalize, precision ,dce", true),
+               "there is nothing to calibrate"); /* precision alone: target ref */
+  EXPECT_ERROR(compile_tiny("f16", "canonicalize,precision{target=f16,calibration=r.txt}", true),
+               "already names a ranges file (calibration=...)");
   EXPECT_ERROR(compile_tiny("f16", NULL, false), "--calibrate: no request builder");
   /* The builder's error names the image. */
   EXPECT_ERROR(compile_tiny("f16", NULL, true),
@@ -269,5 +363,6 @@ int main(void) {
   RUN_TEST(test_headroom_option_of_the_pass);
   RUN_TEST(test_manifest_precision_round_trip);
   RUN_TEST(test_compile_refusals);
+  RUN_TEST(test_compile_calibrated);
   return TEST_SUMMARY();
 }
