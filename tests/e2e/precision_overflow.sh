@@ -64,10 +64,11 @@ expect_in "... and how to calibrate" "(--calibrate IMG to measure ranges)" "$(ca
 # Calibration repairs it, upcasting only the scaled MLP.
 same "f16 with --calibrate prints f32's greedy tokens" "$(generate calibrated)" "$want"
 log=$(cat "$WORK/calibrated.log")
-expect_in "calibration reports its progress per image" "calibrate: image 1/1 $CALIBRATION_IMAGE" "$log"
+expect_in "calibration reports its progress per image" \
+  "calibrate: image 1/1 $CALIBRATION_IMAGE" "$log"
 upcasts=$(grep "upcast: " <<<"$log" || true)
-if [ -n "$upcasts" ] && ! grep -v "(visual.blocks.3.mlp) kept in f32: max |x|" <<<"$upcasts" >/dev/null
-then ok "every upcast names visual.blocks.3.mlp and its max |x|: $(wc -l <<<"$upcasts") ops"
+named="(visual.blocks.3.mlp) kept in f32: max |x|"
+if [ -n "$upcasts" ] && ! grep -vF "$named" <<<"$upcasts" >/dev/null; then ok "every upcast names visual.blocks.3.mlp and its max |x|: $(wc -l <<<"$upcasts") ops"
 else fail "upcast lines: '$upcasts'"; fi
 expect_in "the summary names the module" "by calibration (visual.blocks.3.mlp)," "$log"
 if grep -qE "upcast: .*\(visual\.blocks\.[012]\." <<<"$log"; then fail "another block was upcast"
