@@ -29,6 +29,8 @@ void vlmc_manifest_deinit(vlmc_manifest_t *m) {
   free(m->compile_options);
   free(m->targets);
   free(m->chat_template_source);
+  free(m->precision.compute);
+  free(m->precision.calibrated_modules);
   convention_deinit(m);
   for (size_t i = 0; i < m->num_params; ++i) param_deinit(&m->params[i]);
   free(m->params);
@@ -142,6 +144,30 @@ static cJSON *preprocess_to_json(const vlmc_preprocess_params_t *p) {
   return o;
 }
 
+/* "a,b" -> ["a", "b"]; "" -> []. */
+static cJSON *split_list(const char *list) {
+  cJSON *a = cJSON_CreateArray();
+  for (const char *p = list ? list : ""; *p;) {
+    size_t len = strcspn(p, ",");
+    char item[256];
+    snprintf(item, sizeof item, "%.*s", (int)len, p);
+    cJSON_AddItemToArray(a, cJSON_CreateString(item));
+    p += len;
+    if (*p == ',') ++p;
+  }
+  return a;
+}
+
+static cJSON *precision_to_json(const vlmc_manifest_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "compute", m->precision.compute);
+  cJSON_AddBoolToObject(o, "calibrated", m->precision.calibrated);
+  cJSON_AddNumberToObject(o, "upcasts_rule", (double)m->precision.upcasts_rule);
+  cJSON_AddNumberToObject(o, "upcasts_calibrated", (double)m->precision.upcasts_calibrated);
+  cJSON_AddItemToObject(o, "calibrated_modules", split_list(m->precision.calibrated_modules));
+  return o;
+}
+
 static cJSON *convention_to_json(const vlmc_manifest_t *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "encode_image", m->convention.encode_image);
@@ -174,6 +200,7 @@ vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out
   cJSON_AddItemToObject(root, "preprocess", preprocess_to_json(&m->preprocess));
   cJSON_AddStringToObject(root, "chat_template_source",
                           m->chat_template_source ? m->chat_template_source : "");
+  if (m->precision.compute) cJSON_AddItemToObject(root, "precision", precision_to_json(m));
   cJSON *params = cJSON_AddObjectToObject(root, "params");
   cJSON_AddStringToObject(params, "storage", m->params_external ? "external" : "inline");
   cJSON *list = cJSON_AddArrayToObject(params, "tensors");
@@ -430,6 +457,44 @@ static vlmc_status_t read_convention(const reader_t *r, const cJSON *root, vlmc_
   return NULL;
 }
 
+static vlmc_status_t read_module_list(const reader_t *r, const cJSON *o, vlmc_manifest_t *m) {
+  const cJSON *list;
+  VLMC_RETURN_IF_ERROR(get_item(r, o, "calibrated_modules", "precision.calibrated_modules",
+                                &list));
+  if (!cJSON_IsArray(list)) return field_error(r, "precision.calibrated_modules", "a list");
+  vlmc_strbuf_t joined;
+  vlmc_strbuf_init(&joined);
+  const cJSON *item;
+  cJSON_ArrayForEach(item, list) {
+    if (!cJSON_IsString(item) || strchr(item->valuestring, ',')) {
+      vlmc_strbuf_deinit(&joined);
+      return field_error(r, "precision.calibrated_modules", "module names (strings, no commas)");
+    }
+    vlmc_strbuf_printf(&joined, "%s%s", joined.len ? "," : "", item->valuestring);
+  }
+  m->precision.calibrated_modules = vlmc_strbuf_take(&joined);
+  if (!m->precision.calibrated_modules)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", r->source);
+  return NULL;
+}
+
+/* Optional: artifacts compiled before it existed have none. */
+static vlmc_status_t read_precision(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "precision");
+  if (!o) return NULL;
+  if (!cJSON_IsObject(o)) return field_error(r, "precision", "an object");
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "compute", "precision.compute", &m->precision.compute));
+  const cJSON *calibrated;
+  VLMC_RETURN_IF_ERROR(get_item(r, o, "calibrated", "precision.calibrated", &calibrated));
+  if (!cJSON_IsBool(calibrated)) return field_error(r, "precision.calibrated", "true or false");
+  m->precision.calibrated = cJSON_IsTrue(calibrated);
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "upcasts_rule", "precision.upcasts_rule", 0,
+                               &m->precision.upcasts_rule));
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "upcasts_calibrated", "precision.upcasts_calibrated", 0,
+                               &m->precision.upcasts_calibrated));
+  return read_module_list(r, o, m);
+}
+
 static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
   if (!cJSON_IsObject(root)) return field_error(r, "(top level)", "a JSON object");
   char *format = NULL;
@@ -451,6 +516,7 @@ static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manife
   VLMC_RETURN_IF_ERROR(read_preprocess(r, pre, &m->preprocess));
   VLMC_RETURN_IF_ERROR(get_string(r, root, "chat_template_source", "chat_template_source",
                                   &m->chat_template_source));
+  VLMC_RETURN_IF_ERROR(read_precision(r, root, m));
   return read_params(r, root, m);
 }
 

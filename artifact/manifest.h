@@ -53,6 +53,17 @@ typedef struct {
   int64_t eos_token_ids[VLMC_MANIFEST_MAX_EOS];
   vlmc_preprocess_params_t preprocess;
   char *chat_template_source; /* the checkpoint file the template came from */
+  /* What the precision pass did (optional: NULL `compute` when absent, as in artifacts
+   * compiled before the field existed). Written "precision": {"compute": "f16",
+   * "calibrated": true, "upcasts_rule": 52, "upcasts_calibrated": 2, "calibrated_modules":
+   * ["visual.blocks.3.mlp"]}. */
+  struct {
+    char *compute;            /* "f32", "f16" or "bf16" */
+    bool calibrated;          /* vlmc compile --calibrate measured ranges */
+    int64_t upcasts_rule;     /* ops computing in f32 by rule */
+    int64_t upcasts_calibrated; /* values kept in f32 by calibration */
+    char *calibrated_modules; /* their checkpoint modules, comma-separated ("" for none) */
+  } precision;
   bool params_external;
   vlmc_manifest_param_t *params;
   size_t num_params;

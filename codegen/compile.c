@@ -1,16 +1,19 @@
 #define _POSIX_C_SOURCE 200809L
 #include "codegen/compile.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "frontend/chat_template.h"
 #include "frontend/checkpoint.h"
 #include "frontend/config.h"
+#include "codegen/calibrate.h"
 #include "codegen/target.h"
 #include "models/family.h"
 #include "artifact/artifact.h"
@@ -29,6 +32,13 @@ typedef struct {
   vlmc_manifest_t manifest;
   vlmc_chat_template_source_t chat_template;
   bool has_chat_template;
+  vlmc_chat_template_t recognized_template;
+  vlmc_tokenizer_t *tokenizer;       /* kept for the calibration requests */
+  /* The pass manager's options with log and print routed through compile_log/compile_print
+   * (which forward to the caller's): the precision pass's upcast remarks are collected. */
+  vlmc_pass_manager_options_t debug;
+  vlmc_strbuf_t statistics;          /* every pipeline run's "pass: stat = N" lines */
+  vlmc_strbuf_t calibrated_modules;  /* "a,b": the modules of the calibration upcasts */
   char *tokenizer_bytes;
   size_t tokenizer_len;
   vlmc_artifact_writer_t *writer;
@@ -71,10 +81,257 @@ static vlmc_status_t read_program(compile_t *c) {
   return status;
 }
 
+/* ---- precision ---- */
+
+/* The precision pass's remarks name each calibration upcast's module in parentheses:
+ * "upcast: @f: op #3 'mul' %x (visual.blocks.3.mlp) kept in f32: ..." (passes/precision.h). */
+static void note_upcast_module(compile_t *c, const char *message) {
+  const char *end = strstr(message, ") kept in f32");
+  if (strncmp(message, "upcast: ", 8) != 0 || !end) return;
+  const char *open = end;
+  while (open > message && !(open[0] == '(' && open[-1] == ' ')) --open;
+  if (open == message) return;
+  size_t len = (size_t)(end - open - 1);
+  const char *list = vlmc_strbuf_cstr(&c->calibrated_modules);
+  for (const char *p = list; *p;) { /* each module once */
+    size_t n = strcspn(p, ",");
+    if (n == len && !strncmp(p, open + 1, len)) return;
+    p += n + (p[n] == ',');
+  }
+  vlmc_strbuf_printf(&c->calibrated_modules, "%s%.*s", list[0] ? "," : "", (int)len, open + 1);
+}
+
+static void compile_log(void *user, const char *pass, const char *message) {
+  compile_t *c = user;
+  if (!strcmp(pass, "precision")) note_upcast_module(c, message);
+  if (c->o->debug.log) c->o->debug.log(c->o->debug.user, pass, message);
+}
+
+static void compile_print(void *user, const char *header, const char *ir) {
+  compile_t *c = user;
+  if (c->o->debug.print) c->o->debug.print(c->o->debug.user, header, ir);
+}
+
+/* A pipeline split at its precision pass: "a,b{x=1}" / "precision{target=f16}" / "c,d". */
+typedef struct {
+  vlmc_strbuf_t before, item, after;
+  bool found;
+  char target[16];      /* the item's target option; "ref" (f32) when absent */
+  bool has_calibration; /* the item names a ranges file itself */
+} pipeline_split_t;
+
+static void split_deinit(pipeline_split_t *s) {
+  vlmc_strbuf_deinit(&s->before);
+  vlmc_strbuf_deinit(&s->item);
+  vlmc_strbuf_deinit(&s->after);
+}
+
+/* The value of `key=` among the item's options "{k=v,key=value}", or "" into out. */
+static void item_option(const char *item, size_t len, const char *key, char *out, size_t size) {
+  out[0] = '\0';
+  size_t n = strlen(key);
+  for (size_t i = 0; i + n < len; ++i) {
+    if ((item[i] != '{' && item[i] != ',') || strncmp(item + i + 1, key, n) != 0 ||
+        item[i + 1 + n] != '=')
+      continue;
+    const char *v = item + i + 2 + n;
+    size_t vlen = strcspn(v, ",}");
+    snprintf(out, size, "%.*s", (int)vlen, v);
+    return;
+  }
+}
+
+static void split_item(pipeline_split_t *s, const char *item, size_t len) {
+  while (len && isspace((unsigned char)*item)) ++item, --len;
+  while (len && isspace((unsigned char)item[len - 1])) --len;
+  size_t name = 0;
+  while (name < len && item[name] != '{' && !isspace((unsigned char)item[name])) ++name;
+  vlmc_strbuf_t *into = s->found ? &s->after : &s->before;
+  if (!s->found && name == strlen("precision") && !strncmp(item, "precision", name)) {
+    s->found = true;
+    into = &s->item;
+    item_option(item, len, "target", s->target, sizeof s->target);
+    if (!s->target[0]) snprintf(s->target, sizeof s->target, "ref");
+    char calibration[8];
+    item_option(item, len, "calibration", calibration, sizeof calibration);
+    s->has_calibration = calibration[0] != '\0';
+  }
+  vlmc_strbuf_printf(into, "%s%.*s", into->len ? "," : "", (int)len, item);
+}
+
+static void split_pipeline(const char *text, pipeline_split_t *s) {
+  memset(s, 0, sizeof *s);
+  vlmc_strbuf_init(&s->before);
+  vlmc_strbuf_init(&s->item);
+  vlmc_strbuf_init(&s->after);
+  int depth = 0;
+  const char *start = text;
+  for (const char *p = text;; ++p) {
+    if (*p == '{') ++depth;
+    else if (*p == '}') --depth;
+    if (*p == '\0' || (*p == ',' && depth == 0)) {
+      if (p > start) split_item(s, start, (size_t)(p - start));
+      if (*p == '\0') break;
+      start = p + 1;
+    }
+  }
+}
+
+static vlmc_status_t run_pipeline(compile_t *c, const char *text, const char *dump_dir) {
+  vlmc_pass_registry_t registry;
+  vlmc_pass_registry_init(&registry);
+  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
+  vlmc_pass_pipeline_t *pipeline = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, text, &pipeline));
+  vlmc_pass_manager_options_t debug = c->debug;
+  debug.dump_dir = dump_dir;
+  vlmc_status_t status = vlmc_pass_manager_run(pipeline, &debug, c->module);
+  vlmc_pass_pipeline_print_statistics(pipeline, &c->statistics);
+  vlmc_pass_pipeline_destroy(pipeline);
+  return status;
+}
+
+/* A statistic of the pipelines run so far ("precision: rule-upcasts"), 0 when none. */
+static unsigned long long statistic(const compile_t *c, const char *name) {
+  char key[128];
+  snprintf(key, sizeof key, "%s = ", name);
+  unsigned long long total = 0;
+  const char *text = vlmc_strbuf_cstr(&c->statistics);
+  for (const char *p = text; (p = strstr(p, key)); p += strlen(key))
+    if (p == text || p[-1] == '\n') total += strtoull(p + strlen(key), NULL, 10);
+  return total;
+}
+
+/* A temporary ranges file for the pass's calibration= option (its value must not hold the
+ * pipeline syntax's , { } =). */
+static vlmc_status_t write_ranges(const vlmc_precision_calibration_t *cal, char *path,
+                                  size_t size) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !dir[0] || strpbrk(dir, ",{}= ")) dir = "/tmp";
+  snprintf(path, size, "%s/vlmc-calibration-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return vlmc_status_make(VLMC_IO_ERROR, "--calibrate: cannot create %s: %s", path,
+                            strerror(errno));
+  close(fd);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  vlmc_precision_calibration_print(cal, &text);
+  vlmc_status_t status = text.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory")
+                                     : vlmc_file_write_all(path, text.data, text.len);
+  vlmc_strbuf_deinit(&text);
+  if (status) unlink(path);
+  return status;
+}
+
+static vlmc_status_t check_calibratable(const pipeline_split_t *s) {
+  if (!s->found)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--calibrate: the pipeline has no precision pass; nothing would "
+                            "read the ranges");
+  if (!strcmp(s->target, "ref"))
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--calibrate: the program computes in f32 (--precision f32, or "
+                            "what auto means for these targets), so no value can overflow and "
+                            "there is nothing to calibrate; use --precision f16 or bf16");
+  if (s->has_calibration)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--calibrate: the pipeline's precision pass already names a ranges "
+                            "file (calibration=...); give one or the other");
+  return NULL;
+}
+
+/* Runs the passes before precision, the calibration requests on that IR, then precision with
+ * the measured ranges and the rest. */
+static vlmc_status_t calibrate_and_lower(compile_t *c, const pipeline_split_t *s) {
+  VLMC_RETURN_IF_ERROR(check_calibratable(s));
+  VLMC_RETURN_IF_ERROR(run_pipeline(c, vlmc_strbuf_cstr(&s->before), c->o->debug.dump_dir));
+  const vlmc_model_config_t *cfg = vlmc_checkpoint_config(c->checkpoint);
+  const vlmc_manifest_t *m = &c->manifest;
+  vlmc_compile_sample_source_t source = {
+      .tokenizer = c->tokenizer,
+      .chat_template = c->has_chat_template ? &c->recognized_template : NULL,
+      .preprocess = &m->preprocess,
+      .image_token_id = m->image_token_id,
+      .video_token_id = m->video_token_id,
+      .vision_start_token_id = m->vision_start_token_id,
+      .vision_end_token_id = m->vision_end_token_id,
+      .merge_size = m->merge_size};
+  vlmc_calibration_run_t run = {c->module, c->checkpoint, &c->family->convention, &source, c->o,
+                                cfg->text.vocab_size};
+  progress(c, "calibrate: %zu image%s through the f32 program (reference executor), %u decode "
+           "steps each", c->o->num_calibrate_images, c->o->num_calibrate_images == 1 ? "" : "s",
+           c->o->calibrate_decode_steps);
+  vlmc_precision_calibration_t cal;
+  vlmc_precision_calibration_init(&cal);
+  vlmc_status_t status = vlmc_compile_calibrate(&run, &cal);
+  char path[512] = "";
+  if (!status) status = write_ranges(&cal, path, sizeof path);
+  vlmc_precision_calibration_deinit(&cal);
+  if (status) return status;
+  /* precision{target=f16} -> precision{target=f16,calibration=PATH}; "precision" alone gets
+   * braces. The rest of the pipeline follows. */
+  vlmc_strbuf_t rest;
+  vlmc_strbuf_init(&rest);
+  const char *item = vlmc_strbuf_cstr(&s->item);
+  size_t len = strlen(item);
+  if (len && item[len - 1] == '}')
+    vlmc_strbuf_printf(&rest, "%.*s,calibration=%s}", (int)(len - 1), item, path);
+  else vlmc_strbuf_printf(&rest, "%s{calibration=%s}", item, path);
+  if (s->after.len) vlmc_strbuf_printf(&rest, ",%s", vlmc_strbuf_cstr(&s->after));
+  /* The second run's dumps go beside the first's, not over them. */
+  vlmc_strbuf_t dump;
+  vlmc_strbuf_init(&dump);
+  if (c->o->debug.dump_dir) vlmc_strbuf_printf(&dump, "%s/calibrated", c->o->debug.dump_dir);
+  status = rest.failed || dump.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory")
+                                      : run_pipeline(c, vlmc_strbuf_cstr(&rest),
+                                                     c->o->debug.dump_dir ? dump.data : NULL);
+  unlink(path);
+  vlmc_strbuf_deinit(&rest);
+  vlmc_strbuf_deinit(&dump);
+  return status;
+}
+
+/* The summary line and the manifest's record of what the precision pass did. */
+static vlmc_status_t record_precision(compile_t *c, const pipeline_split_t *s) {
+  if (!s->found) return NULL; /* a --passes pipeline without it: nothing to record */
+  const char *compute = strcmp(s->target, "ref") ? s->target : "f32";
+  unsigned long long rule = statistic(c, "precision: rule-upcasts");
+  unsigned long long calibrated = statistic(c, "precision: calibration-upcasts");
+  unsigned long long readers = statistic(c, "precision: f32-readers");
+  bool measured = c->o->num_calibrate_images > 0 || s->has_calibration;
+  if (!strcmp(compute, "f32")) {
+    progress(c, "precision f32: every value is f32 (nothing to upcast)");
+  } else if (measured) {
+    const char *modules = vlmc_strbuf_cstr(&c->calibrated_modules);
+    char more[96] = "";
+    if (readers)
+      snprintf(more, sizeof more, "; %llu more compute in f32 because they read those values",
+               readers);
+    progress(c, "precision %s: %llu ops upcast to f32 by calibration (%s), %llu by rule%s",
+             compute, calibrated, modules[0] ? modules : "none", rule, more);
+  } else {
+    progress(c, "precision %s: rule-based policy only (%llu ops in f32 by rule); no "
+             "calibration was done (--calibrate IMG to measure ranges)", compute, rule);
+  }
+  vlmc_manifest_t *m = &c->manifest;
+  m->precision.compute = strdup(compute);
+  m->precision.calibrated = measured;
+  m->precision.upcasts_rule = (int64_t)rule;
+  m->precision.upcasts_calibrated = (int64_t)calibrated;
+  m->precision.calibrated_modules = strdup(vlmc_strbuf_cstr(&c->calibrated_modules));
+  if (!m->precision.compute || !m->precision.calibrated_modules)
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  return NULL;
+}
+
 static vlmc_status_t build_and_lower(compile_t *c) {
   const char *pipeline_text = c->o->passes;
   if (c->o->program_path) {
     VLMC_RETURN_IF_ERROR(read_program(c));
+    if (!pipeline_text && c->o->num_calibrate_images)
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "--calibrate with --program: give the "
+                              "pipeline with --passes (it must hold the precision pass)");
     if (!pipeline_text) return NULL;
   } else {
     vlmc_model_build_options_t mo = {.grid = c->o->grid, .num_images = c->o->num_images,
@@ -88,16 +345,15 @@ static vlmc_status_t build_and_lower(compile_t *c) {
     status = vlmc_target_list_pipeline(&c->targets, c->o->precision, &default_pipeline);
     pipeline_text = vlmc_strbuf_cstr(&default_pipeline);
   }
-  vlmc_pass_registry_t registry;
-  vlmc_pass_registry_init(&registry);
-  if (!status) status = vlmc_pass_registry_add_builtin(&registry);
-  vlmc_pass_pipeline_t *pipeline = NULL;
-  if (!status) status = vlmc_pass_pipeline_parse(&registry, pipeline_text, &pipeline);
+  pipeline_split_t split;
+  split_pipeline(pipeline_text, &split);
   if (!status) {
     progress(c, "compile: %u functions, pipeline %s", c->module->num_funcs, pipeline_text);
-    status = vlmc_pass_manager_run(pipeline, &c->o->debug, c->module);
+    status = c->o->num_calibrate_images ? calibrate_and_lower(c, &split)
+                                        : run_pipeline(c, pipeline_text, c->o->debug.dump_dir);
   }
-  vlmc_pass_pipeline_destroy(pipeline);
+  if (!status) status = record_precision(c, &split);
+  split_deinit(&split);
   vlmc_strbuf_deinit(&default_pipeline);
   return status;
 }
@@ -255,9 +511,7 @@ static vlmc_status_t read_tokenizer(compile_t *c) {
     if (path_exists(vlmc_strbuf_cstr(&path))) {
       status = vlmc_file_read_all(vlmc_strbuf_cstr(&path), &c->tokenizer_bytes, &c->tokenizer_len);
       /* Load it once now, so that a broken tokenizer fails the compile, not the deployment. */
-      vlmc_tokenizer_t *tokenizer = NULL;
-      if (!status) status = vlmc_tokenizer_create_from_file(vlmc_strbuf_cstr(&path), &tokenizer);
-      vlmc_tokenizer_destroy(tokenizer);
+      if (!status) status = vlmc_tokenizer_create_from_file(vlmc_strbuf_cstr(&path), &c->tokenizer);
       vlmc_strbuf_deinit(&path);
       return status;
     }
@@ -278,12 +532,11 @@ static vlmc_status_t read_chat_template(compile_t *c) {
   }
   VLMC_RETURN_IF_ERROR(status);
   c->has_chat_template = true;
-  vlmc_chat_template_t recognized;
   return vlmc_chat_template_recognize(c->chat_template.source_path, c->chat_template.text,
-                                      c->chat_template.len, &recognized);
+                                      c->chat_template.len, &c->recognized_template);
 }
 
-static char *dup(const char *s) { return strdup(s ? s : ""); }
+static char *copy_or_empty(const char *s) { return strdup(s ? s : ""); }
 
 static vlmc_status_t fill_preprocess(const vlmc_preprocessor_config_t *pc,
                                      vlmc_preprocess_params_t *p) {
@@ -313,12 +566,12 @@ static vlmc_status_t fill_preprocess(const vlmc_preprocessor_config_t *pc,
 static vlmc_status_t fill_manifest(compile_t *c) {
   const vlmc_model_config_t *cfg = vlmc_checkpoint_config(c->checkpoint);
   vlmc_manifest_t *m = &c->manifest;
-  m->model_family = dup(c->family->name);
-  m->producer = dup(VLMC_PRODUCER);
-  m->compile_options = dup(c->o->command_line);
-  m->targets = dup(c->o->target ? c->o->target : "ref");
+  m->model_family = copy_or_empty(c->family->name);
+  m->producer = copy_or_empty(VLMC_PRODUCER);
+  m->compile_options = copy_or_empty(c->o->command_line);
+  m->targets = copy_or_empty(c->o->target ? c->o->target : "ref");
   m->chat_template_source =
-      dup(c->has_chat_template ? base_name(c->chat_template.source_path) : "");
+      copy_or_empty(c->has_chat_template ? base_name(c->chat_template.source_path) : "");
   m->vocab_size = cfg->text.vocab_size;
   m->image_token_id = cfg->image_token_id;
   m->video_token_id = cfg->video_token_id;
@@ -337,10 +590,10 @@ static vlmc_status_t fill_manifest(compile_t *c) {
                                        &m->preprocess));
   /* The family's calling convention: how the runtime drives this program. */
   const vlmc_model_convention_t *cc = &c->family->convention;
-  m->convention.encode_image = dup(cc->encode_image);
-  m->convention.prefill = dup(cc->prefill);
-  m->convention.decode = dup(cc->decode);
-  m->convention.positions = dup(cc->positions);
+  m->convention.encode_image = copy_or_empty(cc->encode_image);
+  m->convention.prefill = copy_or_empty(cc->prefill);
+  m->convention.decode = copy_or_empty(cc->decode);
+  m->convention.positions = copy_or_empty(cc->positions);
   if (!m->model_family || !m->producer || !m->compile_options || !m->targets ||
       !m->chat_template_source || !m->convention.encode_image || !m->convention.prefill ||
       !m->convention.decode || !m->convention.positions)
@@ -382,15 +635,22 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   compile_t c;
   memset(&c, 0, sizeof c);
   c.o = o;
+  c.debug = o->debug;
+  c.debug.log = compile_log;
+  c.debug.print = o->debug.print ? compile_print : NULL;
+  c.debug.user = &c;
+  vlmc_strbuf_init(&c.statistics);
+  vlmc_strbuf_init(&c.calibrated_modules);
   vlmc_manifest_init(&c.manifest);
   vlmc_status_t status = vlmc_model_family_open_checkpoint(o->checkpoint_dir, &c.family,
                                                            &c.checkpoint);
   if (!status) status = read_tokenizer(&c);
   if (!status) status = read_chat_template(&c);
   if (!status) status = configure_targets(&c);
+  /* The manifest first: calibration requests need its preprocessing settings and token ids. */
+  if (!status) status = fill_manifest(&c);
   if (!status) status = build_and_lower(&c);
   if (!status) status = generate_kernels(&c);
-  if (!status) status = fill_manifest(&c);
   if (!status) status = write_artifact(&c);
   if (c.writer) vlmc_artifact_writer_abort(c.writer);
   if (c.has_chat_template) vlmc_chat_template_source_deinit(&c.chat_template);
@@ -400,6 +660,9 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
     free(c.dump_dir[i]);
   }
   free(c.tokenizer_bytes);
+  vlmc_tokenizer_destroy(c.tokenizer);
+  vlmc_strbuf_deinit(&c.statistics);
+  vlmc_strbuf_deinit(&c.calibrated_modules);
   vlmc_module_destroy(c.module);
   vlmc_checkpoint_destroy(c.checkpoint);
   if (!status) progress(&c, "compile: wrote %s", o->output_path);

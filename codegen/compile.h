@@ -12,9 +12,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frontend/chat_template.h"
+#include "frontend/preprocess.h"
+#include "frontend/tokenizer.h"
 #include "passes/pass.h"
 #include "support/status.h"
 #include "support/strbuf.h"
+
+/* ---- calibration inputs ----
+ * `--calibrate IMG`: each image becomes one request, built the way the runtime builds it
+ * (chat template, preprocessing, M-RoPE positions: runtime/request.c), and runs through the
+ * program in f32 before the precision pass. The runtime is above this layer, so the caller
+ * (tools/cmd_compile.c) supplies the builder; the compiler supplies what it reads from the
+ * checkpoint. */
+typedef struct {
+  const vlmc_tokenizer_t *tokenizer;         /* NULL: the checkpoint has no tokenizer.json */
+  const vlmc_chat_template_t *chat_template; /* NULL: no chat template */
+  const vlmc_preprocess_params_t *preprocess;
+  int64_t image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
+  int64_t merge_size;
+} vlmc_compile_sample_source_t;
+
+/* One prompt in the calling convention's terms (what encode_image and prefill take). The
+ * builder owns the arrays until its release call. */
+typedef struct {
+  const int64_t *input_ids;    /* [seq_len] */
+  size_t seq_len;
+  const int64_t *positions;    /* [3][seq_len], plane-major */
+  int64_t rope_delta;
+  const float *pixel_values;   /* [num_rows][row_width] */
+  int64_t num_rows, row_width;
+  const int64_t *image_grid_thw; /* [num_images][3] */
+  size_t num_images;
+  const char *description;     /* for the progress line: "84 tokens (chat template)" */
+  void *owner;                 /* the builder's */
+} vlmc_compile_sample_t;
+
+typedef struct {
+  vlmc_status_t (*build)(void *user, const vlmc_compile_sample_source_t *source,
+                         const char *image_path, const char *prompt, vlmc_compile_sample_t *out);
+  void (*release)(void *user, vlmc_compile_sample_t *sample);
+  void *user;
+} vlmc_compile_sampler_t;
 
 typedef struct {
   const char *checkpoint_dir;
@@ -40,6 +79,14 @@ typedef struct {
   size_t num_images;
   /* Printing and dumps (print callback included); NULL fields mean off. */
   vlmc_pass_manager_options_t debug;
+  /* --calibrate: images to run through the program in f32 before the precision pass, whose
+   * ranges then keep in f32 every value that leaves the low precision's range with headroom
+   * (passes/precision.h). Refused when the program computes in f32. */
+  const char *const *calibrate_images;
+  size_t num_calibrate_images;
+  const char *calibrate_prompt;  /* NULL: "Describe this image." */
+  uint32_t calibrate_decode_steps; /* greedy decode steps after prefill (0: none) */
+  vlmc_compile_sampler_t sampler;  /* required with calibrate_images */
   const char *command_line; /* recorded in the manifest */
   /* Called with progress lines ("compile: 3 functions, 12 passes"); may be NULL. */
   void (*progress)(void *user, const char *line);

@@ -117,7 +117,53 @@ static void record_range(void *ctx, const vlmc_value_range_t *range) {
   r->nonfinite += range->nonfinite;
 }
 
-static vlmc_status_t run_sample(vlmc_executor_t *executor, const vlmc_module_t *module,
+struct vlmc_precision_calibrator_s {
+  recorder_t rec;
+  vlmc_executor_t *executor;
+};
+
+vlmc_status_t vlmc_precision_calibrator_create(const vlmc_module_t *module,
+                                               const vlmc_executor_options_t *executor_options,
+                                               vlmc_precision_calibration_t *calibration,
+                                               vlmc_precision_calibrator_t **out) {
+  *out = NULL;
+  vlmc_precision_calibrator_t *c = calloc(1, sizeof *c);
+  if (!c) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  c->rec.cal = calibration;
+  vlmc_status_t st = value_sites_init(module, &c->rec.sites);
+  vlmc_executor_options_t options =
+      executor_options ? *executor_options : vlmc_executor_options_default();
+  options.emulate_low_precision = false;
+  options.on_range = record_range;
+  options.range_ctx = &c->rec;
+  if (!st) st = vlmc_executor_create(module, &options, &c->executor);
+  if (st) {
+    vlmc_precision_calibrator_destroy(c);
+    return vlmc_status_annotate(st, "precision calibration: ");
+  }
+  *out = c;
+  return NULL;
+}
+
+vlmc_status_t vlmc_precision_calibrator_run(vlmc_precision_calibrator_t *c, const char *func,
+                                            vlmc_tensor_t *args, uint32_t num_args,
+                                            vlmc_tensor_t *out_results, uint32_t num_results) {
+  vlmc_status_t st = vlmc_executor_run(c->executor, func, args, num_args, out_results,
+                                       num_results);
+  if (!st && c->rec.error) st = c->rec.error, c->rec.error = NULL;
+  return vlmc_status_annotate(st, "precision calibration: ");
+}
+
+void vlmc_precision_calibrator_destroy(vlmc_precision_calibrator_t *c) {
+  if (!c) return;
+  vlmc_status_free(c->rec.error);
+  vlmc_executor_destroy(c->executor);
+  value_sites_deinit(&c->rec.sites);
+  free(c);
+}
+
+static vlmc_status_t run_sample(vlmc_precision_calibrator_t *calibrator,
+                                const vlmc_module_t *module,
                                 const vlmc_precision_sample_t *sample) {
   const vlmc_func_t *func = vlmc_module_func_find(module, sample->func);
   if (!func)
@@ -134,8 +180,8 @@ static vlmc_status_t run_sample(vlmc_executor_t *executor, const vlmc_module_t *
     else args[i] = sample->args[i];
   }
   if (!st)
-    st = vlmc_executor_run(executor, sample->func, args, sample->num_args, results,
-                           func->num_results);
+    st = vlmc_precision_calibrator_run(calibrator, sample->func, args, sample->num_args, results,
+                                       func->num_results);
   for (uint32_t i = 0; results && i < func->num_results; ++i) vlmc_tensor_release(&results[i]);
   free(args);
   free(results);
@@ -147,23 +193,13 @@ vlmc_status_t vlmc_precision_calibrate(const vlmc_module_t *module,
                                        const vlmc_precision_sample_t *samples,
                                        size_t num_samples,
                                        vlmc_precision_calibration_t *calibration) {
-  recorder_t rec = {calibration, {0}, NULL};
-  vlmc_status_t st = value_sites_init(module, &rec.sites);
-  vlmc_executor_options_t options =
-      executor_options ? *executor_options : vlmc_executor_options_default();
-  options.emulate_low_precision = false;
-  options.on_range = record_range;
-  options.range_ctx = &rec;
-  vlmc_executor_t *executor = NULL;
-  if (!st) st = vlmc_executor_create(module, &options, &executor);
-  for (size_t i = 0; !st && i < num_samples; ++i) {
-    st = run_sample(executor, module, &samples[i]);
-    if (!st && rec.error) st = rec.error, rec.error = NULL;
-  }
-  vlmc_status_free(rec.error);
-  vlmc_executor_destroy(executor);
-  value_sites_deinit(&rec.sites);
-  return vlmc_status_annotate(st, "precision calibration: ");
+  vlmc_precision_calibrator_t *calibrator = NULL;
+  VLMC_RETURN_IF_ERROR(
+      vlmc_precision_calibrator_create(module, executor_options, calibration, &calibrator));
+  vlmc_status_t st = NULL;
+  for (size_t i = 0; !st && i < num_samples; ++i) st = run_sample(calibrator, module, &samples[i]);
+  vlmc_precision_calibrator_destroy(calibrator);
+  return st;
 }
 
 /* ---- calibration: text form ---------------------------------------------------------------- */
@@ -285,7 +321,8 @@ typedef struct {
   vlmc_precision_summary_t *summary;
   vlmc_func_t *func;
   vlmc_dtype_t low;  /* the storage dtype L */
-  double limit;      /* L's largest finite value */
+  double limit;      /* L's largest finite value over the headroom: pinned above it */
+  double headroom;
   uint32_t size;     /* value ids that existed before the pass */
   const vlmc_precision_range_t **pinned; /* by id: the range that keeps it in f32, or NULL */
   /* Casts made so far, by source value id (grown as casts make new values). */
@@ -307,6 +344,60 @@ static void policy_log(const policy_t *pol, const char *fmt, ...) {
 
 static bool is_float_value(const vlmc_value_t *v) {
   return vlmc_dtype_info(v->type.dtype)->is_float;
+}
+
+/* ---- the checkpoint module of an op ---------------------------------------------------------- */
+
+void vlmc_precision_param_module(const char *param, char *out, size_t size) {
+  size_t len = strlen(param), dots = 0;
+  for (size_t i = 0; i < len; ++i) dots += param[i] == '.';
+  /* "a.b.c.up_proj.weight" -> "a.b.c"; "lm_head.weight" -> "lm_head"; "x" -> "x". */
+  size_t drop = dots >= 2 ? 2 : dots;
+  size_t keep = len;
+  for (size_t k = 0; k < drop; ++k)
+    while (keep > 0 && param[--keep] != '.') {
+    }
+  snprintf(out, size, "%.*s", (int)keep, param);
+}
+
+/* Breadth-first over the values an op reads, nearest first; a module's weights are a few ops
+ * away from its computation (linear <- cast <- param), so the search stops after a bounded
+ * number of values rather than walking the whole function. */
+enum { MODULE_SEARCH_LIMIT = 4096 };
+
+bool vlmc_precision_op_module(const vlmc_op_t *op, char *out, size_t size) {
+  snprintf(out, size, "%s", "");
+  const vlmc_module_t *module = op->block->func->module;
+  uint32_t ids = module->next_value_id;
+  bool *seen = calloc(ids + 1, sizeof *seen);
+  const vlmc_op_t **queue = malloc(MODULE_SEARCH_LIMIT * sizeof *queue);
+  bool found = false;
+  size_t head = 0, tail = 0;
+  if (seen && queue) queue[tail++] = op;
+  while (head < tail && !found) {
+    const vlmc_op_t *at = queue[head++];
+    if (at->kind == VLMC_OP_PARAM) {
+      vlmc_precision_param_module(vlmc_op_attr(at, "name")->v.symbol, out, size);
+      found = true;
+      break;
+    }
+    for (uint32_t i = 0; i < at->num_operands && tail < MODULE_SEARCH_LIMIT; ++i) {
+      const vlmc_value_t *v = at->operands[i];
+      if (!v->def || v->id >= ids || seen[v->id]) continue;
+      seen[v->id] = true;
+      queue[tail++] = v->def;
+    }
+  }
+  free(seen);
+  free(queue);
+  return found;
+}
+
+double vlmc_precision_calibration_limit(vlmc_precision_target_t target, double headroom) {
+  /* bf16 shares f32's exponent: only inf / NaN in the f32 run itself exceed it. */
+  double max = target == VLMC_PRECISION_F16 ? 65504.0 : target == VLMC_PRECISION_BF16 ? FLT_MAX
+                                                                                       : INFINITY;
+  return max / (headroom > 1 ? headroom : 1);
 }
 
 static bool is_pinned(const policy_t *pol, const vlmc_value_t *v) {
@@ -438,16 +529,20 @@ static vlmc_status_t apply_float_op(policy_t *pol, vlmc_op_t *op, uint32_t index
   char label[160];
   value_label(result, label, sizeof label);
   const char *low = vlmc_dtype_info(pol->low)->name;
-  if (range && range->nonfinite > 0) {
+  if (range) {
+    char module[160];
+    if (!vlmc_precision_op_module(op, module, sizeof module))
+      snprintf(module, sizeof module, "no weight");
     pol->summary->range_upcasts++;
-    policy_log(pol, "@%s: op #%u '%s' %s kept in f32: %lld inf/NaN values in calibration",
-               pol->func->name, index, vlmc_op_info(op->kind)->mnemonic, label,
-               (long long)range->nonfinite);
-  } else if (range) {
-    pol->summary->range_upcasts++;
-    policy_log(pol, "@%s: op #%u '%s' %s kept in f32: |x| reached %.6g > %.6g (%s max) in "
-               "calibration", pol->func->name, index, vlmc_op_info(op->kind)->mnemonic, label,
-               range->max_abs, pol->limit, low);
+    if (range->nonfinite > 0)
+      policy_log(pol, "upcast: @%s: op #%u '%s' %s (%s) kept in f32: %lld inf/NaN values in "
+                 "calibration", pol->func->name, index, vlmc_op_info(op->kind)->mnemonic, label,
+                 module, (long long)range->nonfinite);
+    else
+      policy_log(pol, "upcast: @%s: op #%u '%s' %s (%s) kept in f32: max |x| %.3g > %.6g (%s "
+                 "max / headroom %g) in calibration", pol->func->name, index,
+                 vlmc_op_info(op->kind)->mnemonic, label, module, range->max_abs, pol->limit,
+                 low, pol->headroom);
   } else if (rule != RULE_NONE) {
     pol->summary->rule_upcasts++;
     pol->rule_counts[rule]++;
@@ -544,8 +639,8 @@ static vlmc_status_t policy_func(const vlmc_precision_options_t *options,
   pol.summary = summary;
   pol.func = func;
   pol.low = options->target == VLMC_PRECISION_F16 ? VLMC_DTYPE_F16 : VLMC_DTYPE_BF16;
-  /* bf16 shares f32's exponent: only inf / NaN in the f32 run itself exceed it. */
-  pol.limit = options->target == VLMC_PRECISION_F16 ? 65504.0 : FLT_MAX;
+  pol.headroom = options->headroom > 1 ? options->headroom : 1;
+  pol.limit = vlmc_precision_calibration_limit(options->target, pol.headroom);
   pol.size = func->module->next_value_id;
   pol.pinned = calloc(pol.size + 1, sizeof *pol.pinned);
   vlmc_status_t st = pol.pinned ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
@@ -583,6 +678,8 @@ static const vlmc_pass_option_t precision_options[] = {
      "ref (f32 everywhere), f16 or bf16 (activations stored in that dtype)"},
     {"calibration", VLMC_PASS_OPTION_STRING, "",
      "ranges file recorded on this IR (vlmc_precision_calibrate); empty: rules only"},
+    {"headroom", VLMC_PASS_OPTION_INT, "4",
+     "keep in f32 every value whose calibrated |x| exceeds the dtype's max / headroom"},
 };
 
 static void remark(void *user, const char *message) {
@@ -609,8 +706,14 @@ static vlmc_status_t load_calibration(const char *path, vlmc_precision_calibrati
 }
 
 static vlmc_status_t precision_run(vlmc_pass_context_t *ctx, vlmc_module_t *module) {
-  vlmc_precision_options_t options = {VLMC_PRECISION_REF, NULL, remark, ctx};
+  vlmc_precision_options_t options = {VLMC_PRECISION_REF, NULL, remark, ctx, 1};
   VLMC_RETURN_IF_ERROR(parse_target(vlmc_pass_option_string(ctx, "target"), &options.target));
+  int64_t headroom = vlmc_pass_option_int(ctx, "headroom");
+  if (headroom < 1 || headroom > 65504)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "precision: option 'headroom' is %lld; expected 1 to 65504",
+                            (long long)headroom);
+  options.headroom = (double)headroom;
   vlmc_precision_calibration_t cal;
   vlmc_precision_calibration_init(&cal);
   const char *path = vlmc_pass_option_string(ctx, "calibration");

@@ -55,3 +55,17 @@ if(VLMC_COMPILER)
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
 endif()
+
+# f16 precision with calibration through the CLI (issue 13 item 3): the tiny checkpoint with
+# its last vision MLP scaled past f16's range (vlmc-test-scale-weights writes it at test time)
+# compiled --precision f16 without --calibrate must fail (inf/NaN or other tokens than f32),
+# and with --calibrate IMG must print exactly the f32 greedy tokens, upcasting only that MLP.
+# The script takes the target and backend, so another target adds one line here.
+add_executable(vlmc-test-scale-weights ${CMAKE_CURRENT_SOURCE_DIR}/tools/scale_weights.c)
+target_link_libraries(vlmc-test-scale-weights PRIVATE vlmc_frontend vlmc_support)
+if(VLMC_COMPILER)
+  add_test(NAME e2e.precision_overflow.ref
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/precision_overflow.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> $<TARGET_FILE:vlmc-test-scale-weights> ref ref
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()

@@ -2,14 +2,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codegen/compile.h"
 #include "codegen/target.h"
+#include "frontend/image.h"
+#include "reference/mrope_positions.h"
+#include "runtime/request.h"
 #include "support/strbuf.h"
 #include "tools/commands.h"
 #include "tools/pass_flags.h"
 
-enum { MAX_IMAGES = 16 };
+enum { MAX_IMAGES = 16, MAX_CALIBRATION_IMAGES = 64, CALIBRATION_DECODE_STEPS = 2 };
 
 static void print_help(FILE *out) {
   fprintf(out,
@@ -26,6 +30,11 @@ static void print_help(FILE *out) {
           "  --dump-kernels DIR        write each cpu kernel's MLIR (before and after\n"
           "                            lowering), LLVM IR and assembly into DIR\n"
           "  --precision P             auto (target default), f32, f16 or bf16\n"
+          "  --calibrate IMG [IMG...]  with f16/bf16: run these images through the f32\n"
+          "                            program first (reference executor) and keep in f32\n"
+          "                            every value whose |x| passed the dtype's max / 4\n"
+          "  --calibrate-prompt TEXT   the calibration prompt (default \"Describe this\n"
+          "                            image.\"; needs the checkpoint's tokenizer)\n"
           "  --passes LIST             replace the target's pipeline\n"
           "  --params inline|external  copy the weights into the artifact (default), or\n"
           "                            reference them by name and checksum in CKPT_DIR\n"
@@ -40,6 +49,118 @@ static void print_help(FILE *out) {
 }
 
 static void print_progress(void *user, const char *line) { fprintf(stderr, "%s\n", line); }
+
+/* ---- calibration requests ----
+ * Built as vlmc-run builds a request (runtime/request.c: chat template, preprocessing, M-RoPE
+ * positions). A checkpoint without a tokenizer or chat template (test checkpoints) gets the
+ * image's own tokens as the prompt: <|vision_start|>, one pad per merged patch,
+ * <|vision_end|>. */
+typedef struct {
+  vlmc_request_t request;          /* with a tokenizer and template */
+  vlmc_preprocess_output_t pixels; /* without: the image alone */
+  int64_t *ids, *positions;
+  char description[256];
+} calibration_request_t;
+
+static void fill_sample(const int64_t *ids, size_t seq_len, const int64_t *positions,
+                        int64_t rope_delta, const vlmc_preprocess_output_t *px,
+                        vlmc_compile_sample_t *out) {
+  out->input_ids = ids;
+  out->seq_len = seq_len;
+  out->positions = positions;
+  out->rope_delta = rope_delta;
+  out->pixel_values = px->pixel_values;
+  out->num_rows = px->num_rows;
+  out->row_width = px->row_width;
+  out->image_grid_thw = px->image_grid_thw;
+  out->num_images = px->num_images;
+}
+
+static vlmc_status_t image_only_request(const vlmc_compile_sample_source_t *src,
+                                        const char *image_path, calibration_request_t *r,
+                                        vlmc_compile_sample_t *out) {
+  vlmc_image_t image;
+  VLMC_RETURN_IF_ERROR(vlmc_image_load(image_path, &image));
+  vlmc_status_t st = vlmc_preprocess_images(&image, &image_path, 1, src->preprocess, &r->pixels);
+  vlmc_image_destroy(&image);
+  VLMC_RETURN_IF_ERROR(st);
+  const int64_t *g = r->pixels.image_grid_thw;
+  int64_t merge = src->merge_size > 0 ? src->merge_size : 1;
+  size_t pads = (size_t)(g[0] * g[1] * g[2] / (merge * merge)), n = pads + 2;
+  r->ids = malloc(n * sizeof *r->ids);
+  r->positions = malloc(3 * n * sizeof *r->positions);
+  if (!r->ids || !r->positions) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  r->ids[0] = src->vision_start_token_id;
+  for (size_t i = 0; i < pads; ++i) r->ids[1 + i] = src->image_token_id;
+  r->ids[n - 1] = src->vision_end_token_id;
+  vlmc_grid_thw_t grid = {g[0], g[1], g[2]};
+  vlmc_mrope_config_t config = {src->image_token_id, src->video_token_id, merge};
+  int64_t delta = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_mrope_position_ids(r->ids, n, &grid, 1, config, r->positions, &delta));
+  fill_sample(r->ids, n, r->positions, delta, &r->pixels, out);
+  snprintf(r->description, sizeof r->description,
+           "%zu tokens, the image alone (the checkpoint has no tokenizer or chat template)", n);
+  return NULL;
+}
+
+static vlmc_status_t build_sample(void *user, const vlmc_compile_sample_source_t *src,
+                                  const char *image_path, const char *prompt,
+                                  vlmc_compile_sample_t *out) {
+  calibration_request_t *r = calloc(1, sizeof *r);
+  if (!r) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  out->owner = r;
+  if (!src->tokenizer || !src->chat_template) {
+    vlmc_status_t st = image_only_request(src, image_path, r, out);
+    out->description = r->description;
+    return st;
+  }
+  vlmc_request_model_t model = {src->image_token_id, src->video_token_id, src->merge_size};
+  vlmc_request_spec_t spec = {NULL, &image_path, 1, prompt};
+  VLMC_RETURN_IF_ERROR(vlmc_request_build(src->tokenizer, src->chat_template, src->preprocess,
+                                          model, &spec, &r->request));
+  fill_sample(r->request.input_ids, r->request.seq_len, r->request.positions,
+              r->request.rope_delta, &r->request.pixels, out);
+  snprintf(r->description, sizeof r->description, "%zu prompt tokens (chat template, \"%.60s\")",
+           r->request.seq_len, prompt);
+  out->description = r->description;
+  return NULL;
+}
+
+static void release_sample(void *user, vlmc_compile_sample_t *sample) {
+  calibration_request_t *r = sample->owner;
+  if (!r) return;
+  vlmc_request_deinit(&r->request);
+  if (r->pixels.pixel_values || r->pixels.image_grid_thw)
+    vlmc_preprocess_output_destroy(&r->pixels);
+  free(r->ids);
+  free(r->positions);
+  free(r);
+  sample->owner = NULL;
+}
+
+/* --calibrate takes the arguments after it up to the next option; a folder ends the list too
+ * (it is the checkpoint: `vlmc compile --calibrate a.png CKPT -o out`). */
+static bool is_folder(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int take_calibration_images(int argc, char **argv, int *i, const char **images,
+                                   size_t *count) {
+  size_t before = *count;
+  while (*i + 1 < argc && argv[*i + 1][0] != '-' && !is_folder(argv[*i + 1])) {
+    if (*count == MAX_CALIBRATION_IMAGES) {
+      fprintf(stderr, "error: --calibrate: at most %d images\n", MAX_CALIBRATION_IMAGES);
+      return 2;
+    }
+    images[(*count)++] = argv[++*i];
+  }
+  if (*count == before) {
+    fprintf(stderr, "error: --calibrate: expected one or more image files (PNG or JPEG)\n");
+    return 2;
+  }
+  return 0;
+}
 
 /* --target help: every registered target with its summary and options. */
 static void print_targets(FILE *out) {
@@ -82,6 +203,10 @@ int vlmc_cmd_compile(int argc, char **argv) {
   vlmc_tool_pass_flags_init(&o.debug);
   int64_t grid[3 * MAX_IMAGES];
   const char *params = "inline", *size = NULL, *value = NULL;
+  const char *calibration_images[MAX_CALIBRATION_IMAGES];
+  o.calibrate_images = calibration_images;
+  o.calibrate_decode_steps = CALIBRATION_DECODE_STEPS;
+  o.sampler = (vlmc_compile_sampler_t){build_sample, release_sample, NULL};
   vlmc_strbuf_t target_options;
   vlmc_strbuf_init(&target_options);
   vlmc_strbuf_t command_line;
@@ -100,11 +225,22 @@ int vlmc_cmd_compile(int argc, char **argv) {
       o.allow_nonfinite = true;
       continue;
     }
+    if (!strcmp(a, "--calibrate")) {
+      int bad = take_calibration_images(argc, argv, &i, calibration_images,
+                                        &o.num_calibrate_images);
+      if (bad) {
+        vlmc_strbuf_deinit(&target_options);
+        vlmc_strbuf_deinit(&command_line);
+        return bad;
+      }
+      continue;
+    }
     if (vlmc_tool_pass_flag(argc, argv, &i, &o.debug) ||
         vlmc_tool_flag_value(argc, argv, &i, "-o", &o.output_path) ||
         vlmc_tool_flag_value(argc, argv, &i, "--target", &o.target) ||
         vlmc_tool_flag_value(argc, argv, &i, "--dump-kernels", &o.dump_kernels) ||
         vlmc_tool_flag_value(argc, argv, &i, "--precision", &o.precision) ||
+        vlmc_tool_flag_value(argc, argv, &i, "--calibrate-prompt", &o.calibrate_prompt) ||
         vlmc_tool_flag_value(argc, argv, &i, "--passes", &o.passes) ||
         vlmc_tool_flag_value(argc, argv, &i, "--program", &o.program_path) ||
         vlmc_tool_flag_value(argc, argv, &i, "--params", &params))
@@ -142,6 +278,13 @@ int vlmc_cmd_compile(int argc, char **argv) {
     print_targets(stdout);
   } else if (!o.checkpoint_dir || !o.output_path) {
     fprintf(stderr, "error: vlmc compile: need a checkpoint folder and -o FILE\n");
+    rc = 2;
+  } else if (o.num_calibrate_images && !strcmp(o.precision, "f32")) {
+    fprintf(stderr, "error: --calibrate with --precision f32: every value is f32, nothing can "
+            "overflow, so there is nothing to calibrate (use --precision f16 or bf16)\n");
+    rc = 2;
+  } else if (o.calibrate_prompt && !o.num_calibrate_images) {
+    fprintf(stderr, "error: --calibrate-prompt needs --calibrate IMG\n");
     rc = 2;
   } else if (strcmp(params, "inline") != 0 && strcmp(params, "external") != 0) {
     fprintf(stderr, "error: --params %s: expected inline or external\n", params);

@@ -225,6 +225,12 @@ static int inspect(const char *path, bool verify) {
            (long long)m.vocab_size, m.producer);
     printf("compiled with: %s\n", m.compile_options[0] ? m.compile_options : "(defaults)");
     printf("targets: %s\n", m.targets);
+    if (m.precision.compute) /* absent in artifacts compiled before it was recorded */
+      printf("precision: %s; %lld ops upcast to f32 by rule, %lld by calibration%s%s%s\n",
+             m.precision.compute, (long long)m.precision.upcasts_rule,
+             (long long)m.precision.upcasts_calibrated, m.precision.calibrated ? " (" : "",
+             m.precision.calibrated ? m.precision.calibrated_modules : " (not calibrated)",
+             m.precision.calibrated ? ")" : "");
     printf("tokenizer: %s; chat template: %s\n",
            vlmc_artifact_find(a, "tokenizer") ? "yes" : "none (token ids only)",
            vlmc_artifact_find(a, "chat_template") ? m.chat_template_source : "none");

@@ -75,7 +75,7 @@ static void fuzz_calibration(const char *text, size_t len, bool f16) {
     st = vlmc_module_parse(kBlock, strlen(kBlock), &options, &module);
     if (st) fail("the fixed module does not parse", vlmc_status_message(st));
     vlmc_precision_options_t popt = {f16 ? VLMC_PRECISION_F16 : VLMC_PRECISION_BF16, &cal, NULL,
-                                     NULL};
+                                     NULL, 1};
     st = vlmc_precision_apply(module, &popt, NULL);
     if (!st) {
       st = vlmc_module_verify(module);

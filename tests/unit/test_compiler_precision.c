@@ -27,7 +27,7 @@ static void collect(void *user, const char *message) { vlmc_strbuf_printf(user, 
 static vlmc_status_t apply(vlmc_module_t *module, vlmc_precision_target_t target,
                            const vlmc_precision_calibration_t *cal, vlmc_strbuf_t *log,
                            vlmc_precision_summary_t *summary) {
-  vlmc_precision_options_t options = {target, cal, log ? collect : NULL, log};
+  vlmc_precision_options_t options = {target, cal, log ? collect : NULL, log, 1};
   VLMC_RETURN_IF_ERROR(vlmc_precision_apply(module, &options, summary));
   return vlmc_module_verify(module);
 }
@@ -116,9 +116,9 @@ static void test_calibration_upcast_and_readers(void) {
   EXPECT_EQ_INT(summary.range_upcasts, 2);
   EXPECT_EQ_INT(summary.f32_readers, 1);
   const char *out = vlmc_strbuf_cstr(&log);
-  EXPECT_TRUE(strstr(out, "@block: op #3 'linear' %y kept in f32: |x| reached 100000 > 65504 "
-                          "(f16 max) in calibration\n") != NULL);
-  EXPECT_TRUE(strstr(out, "@block: op #4 'silu' %z kept in f32") != NULL);
+  EXPECT_TRUE(strstr(out, "upcast: @block: op #3 'linear' %y (no weight) kept in f32: max |x| "
+                          "1e+05 > 65504 (f16 max / headroom 1) in calibration\n") != NULL);
+  EXPECT_TRUE(strstr(out, "upcast: @block: op #4 'silu' %z (no weight) kept in f32") != NULL);
   EXPECT_TRUE(strstr(out, "@block: op #5 'mul' %p computes in f32: it reads %z, kept in f32; its "
                           "result is stored in f16\n") != NULL);
   vlmc_strbuf_deinit(&log);
@@ -144,7 +144,8 @@ static void test_nonfinite_upcasts_in_bf16_too(void) {
   if (module) EXPECT_OK(apply(module, VLMC_PRECISION_BF16, &cal, &log, NULL));
   EXPECT_EQ_INT(dtype_of(module, "o"), VLMC_DTYPE_F32);
   EXPECT_TRUE(strstr(vlmc_strbuf_cstr(&log),
-                     "op #6 'add' %o kept in f32: 3 inf/NaN values in calibration") != NULL);
+                     "op #6 'add' %o (no weight) kept in f32: 3 inf/NaN values in "
+                     "calibration") != NULL);
   vlmc_strbuf_deinit(&log);
   vlmc_module_destroy(module);
   vlmc_precision_calibration_deinit(&cal);
