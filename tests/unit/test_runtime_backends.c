@@ -35,7 +35,11 @@ static void test_registry(void) {
   EXPECT_TRUE(vlmc_backend_find("vulkan2") == NULL);
   char names[128];
   vlmc_backend_names(names, sizeof names);
+#ifdef VLMC_HAVE_VULKAN
+  EXPECT_STREQ(names, "cpu, vulkan, ref, null"); /* vulkan: tests/unit/test_vulkan_backend.c */
+#else
   EXPECT_STREQ(names, "cpu, ref, null");
+#endif
   const char *with_kernels[] = {"program", "kernels.cpu", "kernels.cpu.json", NULL};
   const char *program_only[] = {"program", NULL};
   const char *nothing[] = {NULL};

@@ -152,7 +152,9 @@ static vlmc_status_t on_capability(const module_t *m, size_t at, uint32_t count,
 static vlmc_status_t on_named(const module_t *m, size_t at, uint32_t count, uint32_t opcode) {
   char name[128];
   const char *what = opcode == OP_EXTENSION ? "OpExtension" : "OpExtInstImport";
-  if (!literal_string(m, at, count, 1, name, sizeof name))
+  /* OpExtension "name"; OpExtInstImport %result "name". */
+  uint32_t first = opcode == OP_EXTENSION ? 1 : 2;
+  if (!literal_string(m, at, count, first, name, sizeof name))
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: %s at word %zu: unterminated string",
                             m->origin, what, at);
   if (opcode == OP_EXT_INST_IMPORT) {
