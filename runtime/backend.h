@@ -57,6 +57,9 @@ enum {
   VLMC_BACKEND_STREAMS_WEIGHTS = 1u << 2,
   /* Never picked by default, only by name (skeletons). */
   VLMC_BACKEND_EXPLICIT_ONLY = 1u << 3,
+  /* Memory of its own, to fill before the first call: the session uploads every parameter
+   * at open (vlmc_program_preload_params, with progress), not on first use. */
+  VLMC_BACKEND_PRELOADS_PARAMS = 1u << 4,
 };
 
 /* A parameter's bytes as stored (bf16, f16, f32, ... ; borrowed, valid while the session

@@ -50,6 +50,7 @@ struct vlmc_program_s {
   bool *bound;
   vlmc_program_transfers_t *transfers; /* by function index */
   size_t current;                      /* the function transfers count for now */
+  uint64_t params_uploaded;            /* bytes of parameters uploaded at open (preload) */
 };
 
 /* ---- plans ---- */
@@ -404,12 +405,10 @@ static vlmc_status_t convert_param(const vlmc_tensor_t *view, vlmc_tensor_t *out
   return NULL;
 }
 
-static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
-  const char *name = vlmc_op_attr(op, "name")->v.symbol;
-  const vlmc_param_t *param = vlmc_module_param_find(p->module, name);
-  uint32_t index = 0;
-  while (index < p->module->num_params && p->module->params[index] != param) ++index;
-  assert(param && index < p->module->num_params); /* the verifier resolved the name */
+/* Makes parameter `index` resident in the backend (once). */
+static vlmc_status_t load_param_at(vlmc_program_t *p, uint32_t index) {
+  const vlmc_param_t *param = p->module->params[index];
+  const char *name = param->name;
   if (!p->params[index].buffer) {
     if (!p->get_param)
       return vlmc_status_make(VLMC_NOT_FOUND, "param @%s: no parameter source", name);
@@ -433,8 +432,42 @@ static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_
     vlmc_tensor_release(&view); /* an owned view was converted or copied */
     if (st) return vlmc_status_annotate(st, "param @%s: ", name);
   }
+  return NULL;
+}
+
+static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
+  const char *name = vlmc_op_attr(op, "name")->v.symbol;
+  const vlmc_param_t *param = vlmc_module_param_find(p->module, name);
+  uint32_t index = 0;
+  while (index < p->module->num_params && p->module->params[index] != param) ++index;
+  assert(param && index < p->module->num_params); /* the verifier resolved the name */
+  VLMC_RETURN_IF_ERROR(load_param_at(p, index));
   *out = borrowed(&p->params[index]);
   return NULL;
+}
+
+vlmc_status_t vlmc_program_preload_params(vlmc_program_t *p, vlmc_program_progress_fn progress,
+                                          void *ctx) {
+  size_t total = 0, done = 0;
+  for (uint32_t i = 0; i < p->module->num_params; ++i) {
+    size_t bytes = 0;
+    const vlmc_type_t *t = &p->module->params[i]->type;
+    int64_t shape[VLMC_IR_MAX_RANK];
+    for (uint32_t d = 0; d < t->rank; ++d) shape[d] = t->dims[d].off;
+    if (vlmc_tensor_byte_size(t->dtype, t->rank, shape, &bytes)) total += bytes;
+  }
+  /* Bytes uploaded here count as the open's, not the first call's. */
+  uint64_t before = p->transfers[p->current].bytes_to_device;
+  vlmc_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < p->module->num_params; ++i) {
+    st = load_param_at(p, i);
+    size_t bytes = 0;
+    if (!st && vlmc_rt_value_bytes(&p->params[i], &bytes)) done += bytes;
+    if (!st && progress) progress(ctx, p->module->params[i]->name, done, total);
+  }
+  p->params_uploaded += p->transfers[p->current].bytes_to_device - before;
+  p->transfers[p->current].bytes_to_device = before;
+  return st;
 }
 
 static vlmc_status_t make_constant(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
@@ -762,6 +795,7 @@ static size_t largest_live_set(const plan_t *plan) {
 void vlmc_program_memory(const vlmc_program_t *p, vlmc_program_memory_t *out) {
   memset(out, 0, sizeof *out);
   out->slots = p->num_slots;
+  out->params_uploaded = p->params_uploaded;
   for (uint32_t s = 1; s <= p->num_slots; ++s) out->slot_bytes += p->slots[s].capacity;
   for (uint32_t f = 0; f < p->module->num_funcs; ++f) {
     if (!p->plans[f]) continue;

@@ -276,9 +276,10 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
             (double)st.memory.slot_bytes / 1e6, st.memory.slots,
             (double)st.memory.largest_live_set / 1e6);
   if (st.backend.submits)
-    fprintf(stderr, "stats: %s: %llu submits, %.1f ms device time (timestamps)\n",
-            vlmc_session_backend(s), (unsigned long long)st.backend.submits,
-            st.backend.device_seconds * 1e3);
+    fprintf(stderr, "stats: %s: %llu submits, %.1f ms device time (timestamps) | weights "
+            "uploaded at open %.2f MB\n", vlmc_session_backend(s),
+            (unsigned long long)st.backend.submits, st.backend.device_seconds * 1e3,
+            (double)st.memory.params_uploaded / 1e6);
   print_transfers(&st);
   if (!r->stopped_on_eos)
     fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
