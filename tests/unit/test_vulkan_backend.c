@@ -363,6 +363,19 @@ static void test_open_errors(void) {
   EXPECT_ERROR(vulkan()->check(&bp), "LocalSize 64 x 1 x 1, the table says 16 x 1 x 1");
   EXPECT_ERROR(vulkan()->open(&bp, &b), "LocalSize 64 x 1 x 1");
   free(bad);
+  /* A device lacking a feature a kernel lists is refused by name, before any pipeline. */
+  const char *old = "\"features\": \"\"";
+  char *f16 = malloc(strlen(g_table) + 32);
+  at = strstr(g_table, old);
+  sprintf(f16, "%.*s\"features\": \"shaderFloat16\"%s", (int)(at - g_table), g_table,
+          at + strlen(old));
+  a.table = f16;
+  EXPECT_OK(vulkan()->check(&bp));
+  setenv("VLMC_VULKAN_HIDE_FEATURES", "shaderFloat16", 1);
+  EXPECT_ERROR(vulkan()->open(&bp, &b), "lacks shaderFloat16, needed by kernel vk0 "
+               "(elementwise); recompile with --precision f32");
+  unsetenv("VLMC_VULKAN_HIDE_FEATURES");
+  free(f16);
 }
 
 static const void *named_sections(void *ctx, const char *name, size_t *size) {

@@ -736,10 +736,22 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
   return NULL;
 }
 
+/* VLMC_VULKAN_HIDE_FEATURES=shaderFloat16,...: the devices are taken to lack those features
+ * (a test hook: lavapipe offers every feature a kernel may list, so the refusal by name is
+ * tested this way). */
+static void hide_features(vk_backend_t *b) {
+  const char *hide = getenv("VLMC_VULKAN_HIDE_FEATURES");
+  if (!hide || !*hide) return;
+  for (unsigned bit = 0; bit < VLMC_VK_NUM_FEATURES; ++bit)
+    if (strstr(hide, vlmc_vk_feature_name(bit)))
+      for (uint32_t i = 0; i < b->num_devices; ++i) b->devices[i].features &= ~(1u << bit);
+}
+
 static vlmc_status_t pick_device(vk_backend_t *b, uint32_t index) {
   VLMC_RETURN_IF_ERROR(vlmc_vk_open(&b->vk));
   VLMC_RETURN_IF_ERROR(vlmc_vk_instance_create(&b->vk, &b->instance));
   VLMC_RETURN_IF_ERROR(vlmc_vk_devices(&b->vk, b->instance, &b->devices, &b->num_devices));
+  hide_features(b);
   if (index >= b->num_devices) {
     char list[512] = "";
     size_t used = 0;
