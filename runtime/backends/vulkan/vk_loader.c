@@ -28,6 +28,7 @@ vlmc_status_t vlmc_vk_open(vlmc_vk_t *vk) {
   void *sym = dlsym(vk->library, "vkGetInstanceProcAddr");
   memcpy(&vk->vkGetInstanceProcAddr, &sym, sizeof sym);
   if (!vk->vkGetInstanceProcAddr) {
+    dlclose(vk->library); /* not a Vulkan loader: nothing of it ran */
     vlmc_vk_close(vk);
     return vlmc_status_make(VLMC_UNSUPPORTED, "vulkan: %s has no vkGetInstanceProcAddr: not a "
                             "Vulkan loader", path);
@@ -68,10 +69,10 @@ vlmc_status_t vlmc_vk_load_device(vlmc_vk_t *vk, VkDevice device, bool push_desc
   return NULL;
 }
 
-void vlmc_vk_close(vlmc_vk_t *vk) {
-  if (vk->library) dlclose(vk->library);
-  vk->library = NULL;
-}
+/* The loader stays loaded for the life of the process (dlopen of a loaded library only
+ * counts a reference): unloading it would unload the drivers it opened, and Mesa's leave
+ * thread-local destructors, atexit handlers and JIT caches pointing into their code. */
+void vlmc_vk_close(vlmc_vk_t *vk) { vk->library = NULL; }
 
 const char *vlmc_vk_result_name(VkResult r) {
   switch (r) {
