@@ -40,6 +40,7 @@ struct vlmc_session_s {
   } convention;
   uint32_t num_layers;              /* KV cache pairs, from decode's signature */
   uint32_t threads;
+  uint32_t device; /* the device backend's device index */
   double open_ms;
 };
 
@@ -180,12 +181,15 @@ static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t 
                                    .section_ctx = s->artifact,
                                    .get_param = param_source,
                                    .param_ctx = s->params,
-                                   .threads = s->threads};
+                                   .threads = s->threads,
+                                   .device = s->device};
   VLMC_RETURN_IF_ERROR(backend->open(&bp, &s->backend));
   return vlmc_program_create(s->module, s->backend, param_source, s->params, &s->program);
 }
 
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
+  const char *not_built = vlmc_backend_not_built(o->backend);
+  if (not_built) return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s': %s", o->backend, not_built);
   if (o->backend && !vlmc_backend_find(o->backend)) {
     char names[256];
     vlmc_backend_names(names, sizeof names);
@@ -209,6 +213,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
   s->threads = o->threads ? o->threads : 1;
+  s->device = o->device;
   return open_backend(s, backend);
 }
 
