@@ -3,9 +3,9 @@
  * token, as on the cpu (codegen/targets/cpu/kernel_rope.c), one invocation per unit.
  *
  * The frequency and plane tables depend only on attributes: computed here in C exactly as the
- * reference computes them (reference/rope_tables.h) and written into the kernel as constants,
- * the rotary slots unrolled (a SPIR-V kernel has no indexable constant arrays without
- * workgroup memory). The angle is (f32)pos * inv_freq in f32 as in the reference; cos and sin
+ * reference computes them (reference/rope_tables.h) and written into the kernel as constants
+ * that invocation 0 stores into workgroup memory (a SPIR-V kernel has no indexable constant
+ * arrays). The angle is (f32)pos * inv_freq in f32 as in the reference; cos and sin
  * are computed here rather than by GLSL.std.450 Cos / Sin, whose Vulkan precision is only
  * 2^-11 absolute: a Cody-Waite reduction by pi/2 in three f32 parts (the first two short
  * enough that k * part is exact for the quadrant counts of positions below ~10^4) and the
@@ -18,7 +18,7 @@
 #include "reference/rope_tables.h"
 
 /* Invocations per workgroup, one token each. */
-enum { GROUP = 64, MAX_PLANES = 8 };
+enum { GROUP = 64 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
@@ -86,24 +86,26 @@ static void emit_cos_sin(vlmc_kernel_emit_t *e, int x, int *out_cos, int *out_si
   *out_sin = select_f32(e, neg_sin, vlmc_kernel_emit_float_unary(e, "arith.negf", sin_mag, 0), sin_mag);
 }
 
-/* Token t's position in `plane` as f32. */
-static int position(const rope_t *R, int64_t plane, int t) {
+/* Token t's position in `plane` (an index SSA) as f32. */
+static int position(const rope_t *R, int plane, int t) {
   vlmc_kernel_emit_t *e = R->e;
-  int row = vlmc_kernel_emit_index_op(e, "arith.muli", vlmc_kernel_emit_index(e, plane), R->tokens);
+  int row = vlmc_kernel_emit_index_op(e, "arith.muli", plane, R->tokens);
   int p = vlmc_kernel_emit_load(e, R->pos, vlmc_kernel_emit_index_op(e, "arith.addi", row, t));
   int f = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", f, p);
   return f;
 }
 
-/* Rotary slot j of every head of token t: the pair (j, j + half) by the angle's cos, sin. */
-static void rotate_slot(const rope_t *R, int t, int64_t j, int c, int s) {
+/* Rotary slot j (an index SSA) of every head of token t: the pair (j, j + half) by the
+ * angle's cos c and sin s. */
+static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
   vlmc_kernel_emit_t *e = R->e;
+  int j2 = vlmc_kernel_emit_index_op(e, "arith.addi", j, vlmc_kernel_emit_index(e, R->half));
   int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
   int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
   int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
-  int at1 = vlmc_kernel_emit_index_op(e, "arith.addi", base, vlmc_kernel_emit_index(e, j));
-  int at2 = vlmc_kernel_emit_index_op(e, "arith.addi", base, vlmc_kernel_emit_index(e, j + R->half));
+  int at1 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j);
+  int at2 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j2);
   int x1 = vlmc_kernel_emit_load(e, R->x, at1), x2 = vlmc_kernel_emit_load(e, R->x, at2);
   /* Each product rounds to f32 before the sum, as in the reference (and torch). */
   int y1 = fop(e, "arith.subf", fop(e, "arith.mulf", x1, c), fop(e, "arith.mulf", x2, s));
@@ -147,23 +149,49 @@ static bool rope_dims(vlmc_kernel_emit_t *e, const vlmc_op_t *op, rope_t *R) {
   return true;
 }
 
-/* The kernel body for one token t, given the tables. */
-static void emit_token(const rope_t *R, int t, const float *inv_freq, const int64_t *plane) {
+/* The tables in workgroup memory, written by invocation 0 from constants (straight-line
+ * stores: unrolling the slots instead makes shaders that take lavapipe minutes to compile),
+ * then a barrier, reached by every invocation. *freq: f32[half]; *planes: i32[half], or -1
+ * when every slot reads plane[0]. */
+static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *plane, int *freq,
+                        int *planes) {
   vlmc_kernel_emit_t *e = R->e;
-  int pos[MAX_PLANES];
-  for (int p = 0; p < MAX_PLANES; ++p) pos[p] = -1;
+  bool uniform = true;
+  for (int64_t j = 1; j < R->half; ++j) uniform &= plane[j] == plane[0];
+  *freq = vlmc_vk_emit_shared(e, "f32", R->half);
+  *planes = uniform ? -1 : vlmc_vk_emit_shared(e, "i32", R->half);
+  int first = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first,
+                        vlmc_vk_emit_thread_id(e, 0), vlmc_kernel_emit_index(e, 0));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", first);
   for (int64_t j = 0; j < R->half; ++j) {
-    int64_t p = plane[j];
-    if (p < 0 || p >= MAX_PLANES) {
-      vlmc_kernel_emit_fail(e, "rope: position plane %lld (at most %d planes)", (long long)p, MAX_PLANES);
-      return;
-    }
-    if (pos[p] < 0) pos[p] = position(R, p, t);
-    int angle = fop(e, "arith.mulf", pos[p], f32c(e, inv_freq[j]));
-    int c, s;
-    emit_cos_sin(e, angle, &c, &s);
-    rotate_slot(R, t, j, c, s);
+    int at = vlmc_kernel_emit_index(e, j);
+    vlmc_vk_emit_shared_store(e, *freq, f32c(e, inv_freq[j]), at);
+    if (uniform) continue;
+    int p = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", p, (long long)plane[j]);
+    vlmc_vk_emit_shared_store(e, *planes, p, at);
   }
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+}
+
+/* The kernel body for token t: every rotary slot (a loop), then the pass-through dims. */
+static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t plane0) {
+  vlmc_kernel_emit_t *e = R->e;
+  int j = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
+                               vlmc_kernel_emit_index(e, 1));
+  int plane = vlmc_kernel_emit_index(e, plane0);
+  if (planes >= 0) {
+    plane = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", plane,
+                          vlmc_vk_emit_shared_load(e, planes, j));
+  }
+  int angle = fop(e, "arith.mulf", position(R, plane, t), vlmc_vk_emit_shared_load(e, freq, j));
+  int c, s;
+  emit_cos_sin(e, angle, &c, &s);
+  rotate_slot(R, t, j, c, s);
+  vlmc_kernel_emit_line(e, "}");
   pass_through(R, t);
 }
 
@@ -197,8 +225,10 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
     R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
     R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
     vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, GROUP);
+    int freq, planes;
+    emit_tables(&R, inv_freq, plane, &freq, &planes);
     int t = vlmc_vk_emit_open_unit(e);
-    emit_token(&R, t, inv_freq, plane);
+    emit_token(&R, t, freq, planes, plane[0]);
     vlmc_kernel_emit_line(e, "}");
   }
   free(plane);
