@@ -6,23 +6,27 @@
  * online (flash-style) softmax: a running max m and sum l per head, the accumulator rescaled
  * by exp(m_old - m_new) when the max grows, divided by l at the end.
  *
- * Work units are (query row, kv head) pairs, one per workgroup of ATT_THREADS (128)
- * invocations: the group of G = Hq / Hkv query heads that share the kv head reads each key
- * tile once. The group's queries are staged once; the keys go in tiles of TK (a power of two,
- * 8 .. 64, as many as keep all the workgroup memory within the 16 KiB every Vulkan device
- * has: 8 keys for a decode step's 8 heads of 128, 16 for the vision tower). Per tile:
+ * Work units are (query row, kv head) pairs, as on the cpu. A workgroup of ATT_THREADS (128)
+ * invocations takes a block of `rows` query rows on one kv head at a time: the block's
+ * slots (row, query head of the kv head's group of G = Hq / Hkv) share every key tile, read
+ * once. rows is about TARGET_SLOTS / G (a decode step's 8 heads: 1 row, one unit per
+ * workgroup; the vision tower, no GQA: 8 rows, which then go over the kv heads in turn, a
+ * workgroup taking 8 * Hkv units). The block's queries are staged in workgroup memory, and
+ * the keys go in tiles of TK (a power of two, 8 .. 64: as many as keep all the workgroup
+ * memory within the 16 KiB every Vulkan device has). The tiles cover the union of the block
+ * rows' key ranges; per tile:
  *   1. stage the tile's K [TK, D] and V [TK, Dv] rows of this kv head in workgroup memory
- *      (coalesced; keys past the range read as 0), barrier;
- *   2. the G x TK scores, one (head, key) pair per invocation at a time, from the staged
- *      queries and keys; keys past the range score -inf; barrier;
- *   3. invocation h < G updates head h's max and sum and turns its scores into weights
- *      exp(s - m_new) (0 for -inf), keeping exp(m_old - m_new) for step 4; barrier;
- *   4. each invocation owns a fixed set of (head, value column) pairs (ceil(G Dv / 128) of
- *      them, registers carried through the tile loop) and adds the tile's weighted values to
- *      them; barrier (the next tile overwrites the workgroup memory).
- * The loops over tiles and the barriers are uniform: every invocation of the workgroup has
- * the same unit, so the same key range. At the end, each owned pair is divided by its head's
- * sum and stored through the epilogue.
+ *      (coalesced; keys past the union read as 0), barrier;
+ *   2. the slots x TK scores, one (slot, key) pair per invocation at a time, from the staged
+ *      queries and keys; a key outside the slot's row's own range scores -inf; barrier;
+ *   3. invocation s < slots updates slot s's max and sum and turns its scores into weights
+ *      exp(score - max) (0 for -inf), keeping exp(m_old - m_new) for step 4; barrier;
+ *   4. each invocation owns a fixed set of (slot, value column) pairs (ceil(slots Dv / 128)
+ *      of them, registers carried through the tile loop) and adds the tile's weighted values
+ *      to them; barrier (the next tile overwrites the workgroup memory).
+ * The loops over kv heads and tiles and the barriers are uniform: every invocation computes
+ * the same block ranges. At the end, each owned pair of a row inside S is divided by its
+ * slot's sum and stored through the epilogue.
  *
  * A query that sees no key gets 0 / 0 = NaN, as on the cpu (the reference refuses such
  * inputs). Known cost: a decode step has only Hkv units (workgroups); splitting the keys over
@@ -35,7 +39,8 @@
 enum {
   ATT_THREADS = 128,
   MAX_HEAD_DIM = 256,
-  MAX_OWNED = 64,                 /* (head, column) pairs one invocation owns: G * Dv / 128 */
+  MAX_OWNED = 64,                 /* (slot, column) pairs one invocation owns */
+  TARGET_SLOTS = 8,               /* (row, head) pairs a block aims at: a vision block of 8 rows */
   SHARED_BYTES = 16384,           /* the least maxComputeSharedMemorySize Vulkan allows */
   MIN_TILE = 8,
   MAX_TILE = 64,
@@ -45,11 +50,14 @@ typedef struct {
   vlmc_kernel_emit_t *e;
   const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
   int64_t heads, kv_heads, group, d, dv, tile;
+  int64_t rows;                    /* query rows per workgroup (a block) */
+  int64_t slots;                   /* rows * group: (row, query head) pairs of the block */
   double scale;
   bool causal;
   int tid;
-  int qs, ks, vs, ps, ms, ls, as; /* workgroup memory */
-  int owned;                       /* pairs per invocation */
+  int qs, ks, vs, ps, ms, ls, as; /* workgroup memory (per slot: q, scores, m, l, alpha) */
+  int starts, ends;                /* workgroup memory: the key range of each block row (i32) */
+  int owned;                       /* (slot, value column) pairs per invocation */
 } attention_t;
 
 /* ---- small emitters ---- */
@@ -166,67 +174,82 @@ static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, i
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* Step 2: ps[h * TK + j] = scale * q_h . k_j, or -inf for a key past the range. */
-static void emit_scores(const attention_t *A, int t0, int end) {
+/* Block row r's key range [start, end), from workgroup memory. */
+static int range_bound(const attention_t *A, int array, int r) {
   vlmc_kernel_emit_t *e = A->e;
-  int p = vlmc_kernel_emit_for(e, A->tid, idx(e, A->group * A->tile), idx(e, ATT_THREADS));
-  int h = divu(e, p, A->tile), j = remu(e, p, A->tile);
-  int q_row = mul(e, h, idx(e, A->d)), k_row = mul(e, j, idx(e, A->d));
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", v,
+                        vlmc_vk_emit_shared_load(e, array, r));
+  return v;
+}
+
+/* Step 2: ps[slot * TK + j] = scale * q_slot . k_j, or -inf for a key outside the slot's row's
+ * range. */
+static void emit_scores(const attention_t *A, int t0) {
+  vlmc_kernel_emit_t *e = A->e;
+  int p = vlmc_kernel_emit_for(e, A->tid, idx(e, A->slots * A->tile), idx(e, ATT_THREADS));
+  int slot = divu(e, p, A->tile), j = remu(e, p, A->tile);
+  int q_row = mul(e, slot, idx(e, A->d)), k_row = mul(e, j, idx(e, A->d));
   int c, acc;
   int dot = open_sum(e, idx(e, 0), idx(e, A->d), idx(e, 1), vlmc_kernel_emit_f32(e, 0), &c, &acc);
   int qv = vlmc_vk_emit_shared_load(e, A->qs, add(e, q_row, c));
   int kv = vlmc_vk_emit_shared_load(e, A->ks, add(e, k_row, c));
   close_sum(e, fma_f32(e, qv, kv, acc)); /* D >= 1 (static): the loop runs */
   int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
-  int ok = cmp(e, "slt", add(e, t0, j), end);
+  int r = divu(e, slot, A->group), key = add(e, t0, j);
+  int ok = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
+                        cmp(e, "sge", key, range_bound(A, A->starts, r)),
+                        cmp(e, "slt", key, range_bound(A, A->ends, r)));
   vlmc_vk_emit_shared_store(e, A->ps, select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32"), p);
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* Step 3: invocation h < G raises head h's max, rescales its sum, turns scores into weights. */
+/* Step 3: invocation s < slots raises slot s's max, rescales its sum, turns its scores into
+ * weights. A slot whose row has no key in this tile keeps its max (which stays -inf before
+ * its first key: weight() gives 0 for -inf, never exp(-inf - -inf)). */
 static void emit_softmax_step(const attention_t *A) {
   vlmc_kernel_emit_t *e = A->e;
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->group)));
-  int h = A->tid, row = mul(e, h, idx(e, A->tile));
-  int m_old = vlmc_vk_emit_shared_load(e, A->ms, h);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->slots)));
+  int s = A->tid, row = mul(e, s, idx(e, A->tile));
+  int m_old = vlmc_vk_emit_shared_load(e, A->ms, s);
   int j, m;
-  int tile_max = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), m_old, &j, &m);
+  int m_new = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), m_old, &j, &m);
   close_sum(e, vlmc_kernel_emit_float_op(e, "arith.maximumf", m,
                                          vlmc_vk_emit_shared_load(e, A->ps, add(e, row, j)), 0));
-  /* the tile has a key in range (t0 < end), so tile_max is finite */
-  int alpha = weight(e, m_old, tile_max);
-  int l0 = vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_vk_emit_shared_load(e, A->ls, h), alpha, 0);
+  int alpha = weight(e, m_old, m_new);
+  int l0 = vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_vk_emit_shared_load(e, A->ls, s), alpha, 0);
   int j2, l;
   int sum = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), l0, &j2, &l);
   int at = add(e, row, j2);
-  int p = weight(e, vlmc_vk_emit_shared_load(e, A->ps, at), tile_max);
+  int p = weight(e, vlmc_vk_emit_shared_load(e, A->ps, at), m_new);
   vlmc_vk_emit_shared_store(e, A->ps, p, at);
   close_sum(e, vlmc_kernel_emit_float_op(e, "arith.addf", l, p, 0));
-  vlmc_vk_emit_shared_store(e, A->ms, tile_max, h);
-  vlmc_vk_emit_shared_store(e, A->ls, sum, h);
-  vlmc_vk_emit_shared_store(e, A->as, alpha, h);
+  vlmc_vk_emit_shared_store(e, A->ms, m_new, s);
+  vlmc_vk_emit_shared_store(e, A->ls, sum, s);
+  vlmc_vk_emit_shared_store(e, A->as, alpha, s);
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* The (head, column) pair r of this invocation (clamped to pair 0 past the last one). */
-static void owned_pair(const attention_t *A, int r, int *ok, int *h, int *col) {
+/* The (slot, column) pair r of this invocation (clamped to pair 0 past the last one). */
+static void owned_pair(const attention_t *A, int r, int *ok, int *slot, int *col) {
   vlmc_kernel_emit_t *e = A->e;
   int pair = add(e, A->tid, idx(e, (int64_t)r * ATT_THREADS));
-  *ok = cmp(e, "slt", pair, idx(e, A->group * A->dv));
+  *ok = cmp(e, "slt", pair, idx(e, A->slots * A->dv));
   int safe = select_as(e, *ok, pair, idx(e, 0), "index");
-  *h = divu(e, safe, A->dv);
+  *slot = divu(e, safe, A->dv);
   *col = remu(e, safe, A->dv);
 }
 
-/* Step 4: acc_r = acc_r * alpha_h + sum_j w[h, j] v[j, col]. */
+/* Step 4: acc_r = acc_r * alpha_slot + sum_j w[slot, j] v[j, col]. */
 static void emit_accumulate(const attention_t *A, const int *in, int *out) {
   vlmc_kernel_emit_t *e = A->e;
   for (int r = 0; r < A->owned; ++r) {
-    int ok, h, col;
-    owned_pair(A, r, &ok, &h, &col);
-    int scaled = vlmc_kernel_emit_float_op(e, "arith.mulf", in[r], vlmc_vk_emit_shared_load(e, A->as, h), 0);
+    int ok, slot, col;
+    owned_pair(A, r, &ok, &slot, &col);
+    int scaled = vlmc_kernel_emit_float_op(e, "arith.mulf", in[r], vlmc_vk_emit_shared_load(e, A->as, slot), 0);
     int j, acc;
-    int row = mul(e, h, idx(e, A->tile));
+    int row = mul(e, slot, idx(e, A->tile));
     out[r] = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), scaled, &j, &acc);
     int w = vlmc_vk_emit_shared_load(e, A->ps, add(e, row, j));
     int v = vlmc_vk_emit_shared_load(e, A->vs, add(e, mul(e, j, idx(e, A->dv)), col));
@@ -234,7 +257,7 @@ static void emit_accumulate(const attention_t *A, const int *in, int *out) {
   }
 }
 
-/* ---- one work unit ---- */
+/* ---- one block ---- */
 
 static void state_line(const attention_t *A, vlmc_strbuf_t *line, const int *values) {
   for (int r = 0; r < A->owned; ++r) vlmc_strbuf_printf(line, "%s%%v%d", r ? ", " : "", values[r]);
@@ -244,8 +267,9 @@ static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
   for (int r = 0; r < A->owned; ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
 }
 
-/* The loop over the key tiles, carrying the owned accumulators; fills acc with the results
- * (guarded: a query that sees no key gets the initial zeros). */
+/* The loop over the key tiles of [start, end) (the union of the block rows' ranges),
+ * carrying the owned accumulators; fills acc with the results (guarded: with no key at all
+ * they are the initial zeros). */
 static void emit_tiles(const attention_t *A, int start, int end, int kvh, int *acc) {
   vlmc_kernel_emit_t *e = A->e;
   int results = vlmc_kernel_emit_fresh(e), t0 = vlmc_kernel_emit_fresh(e);
@@ -265,7 +289,7 @@ static void emit_tiles(const attention_t *A, int start, int end, int kvh, int *a
   stage_rows(A, A->k, A->ks, A->d, t0, end, kvh);
   stage_rows(A, A->v, A->vs, A->dv, t0, end, kvh);
   vlmc_vk_emit_barrier(e);
-  emit_scores(A, t0, end);
+  emit_scores(A, t0);
   vlmc_vk_emit_barrier(e);
   emit_softmax_step(A);
   vlmc_vk_emit_barrier(e);
@@ -286,33 +310,74 @@ static void emit_tiles(const attention_t *A, int start, int end, int kvh, int *a
   }
 }
 
-/* Unit u: query row i = u / Hkv and kv head u % Hkv, with the group of query heads on it. */
-static void emit_unit(const attention_t *A, int u) {
+/* The key ranges of the block's rows i0 .. i0 + rows - 1 into workgroup memory (a row past S:
+ * empty) and their union in *start, *end (the same in every invocation: each computes all). */
+static void emit_block_ranges(const attention_t *A, int i0, int *start, int *end) {
   vlmc_kernel_emit_t *e = A->e;
-  int i = divu(e, u, A->kv_heads), kvh = remu(e, u, A->kv_heads);
-  int head0 = add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group))); /* (row, head) pair */
-  /* the group's queries into workgroup memory; the heads' running max and sum reset */
-  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->group * A->d), idx(e, ATT_THREADS));
-  vlmc_vk_emit_shared_store(e, A->qs, vlmc_kernel_emit_load(e, A->q, add(e, mul(e, head0, idx(e, A->d)), at)), at);
+  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
+  int keys = vlmc_kernel_emit_dim(e, A->k->type.dims[0]);
+  int lo = keys, hi = idx(e, 0);
+  int writer = cmp(e, "eq", A->tid, idx(e, 0));
+  for (int64_t r = 0; r < A->rows; ++r) {
+    int i = add(e, i0, idx(e, r));
+    int valid = cmp(e, "slt", i, s_rows);
+    int rs, re;
+    emit_key_range(A, i, &rs, &re);
+    rs = select_as(e, valid, rs, idx(e, 0), "index");
+    re = select_as(e, valid, re, idx(e, 0), "index");
+    lo = select_as(e, valid, vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs), lo, "index");
+    hi = vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re);
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", writer);
+    int rs32 = vlmc_kernel_emit_fresh(e), re32 = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", rs32, rs);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", re32, re);
+    vlmc_vk_emit_shared_store(e, A->starts, rs32, idx(e, r));
+    vlmc_vk_emit_shared_store(e, A->ends, re32, idx(e, r));
+    vlmc_kernel_emit_line(e, "}");
+  }
+  *start = lo;
+  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, lo);
+}
+
+/* The block's queries for kv head kvh into workgroup memory (slot s = r * G + h at s * D; a row
+ * past S reads row S - 1, and is never stored), and every slot's max and sum reset. */
+static void emit_stage_queries(const attention_t *A, int i0, int kvh) {
+  vlmc_kernel_emit_t *e = A->e;
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->q->type.dims[0]), idx(e, 1));
+  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->slots * A->d), idx(e, ATT_THREADS));
+  int r = divu(e, at, A->group * A->d), within = remu(e, at, A->group * A->d);
+  int i = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last);
+  int head0 = add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group)));
+  vlmc_vk_emit_shared_store(e, A->qs, vlmc_kernel_emit_load(e, A->q, add(e, mul(e, head0, idx(e, A->d)), within)), at);
   vlmc_kernel_emit_line(e, "}");
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->group)));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->slots)));
   vlmc_vk_emit_shared_store(e, A->ms, vlmc_kernel_emit_f32(e, -INFINITY), A->tid);
   vlmc_vk_emit_shared_store(e, A->ls, vlmc_kernel_emit_f32(e, 0), A->tid);
   vlmc_kernel_emit_line(e, "}");
+}
+
+/* The block of rows i0.. on kv head kvh: queries, the key tiles, the outputs of valid rows. */
+static void emit_block(const attention_t *A, int i0, int kvh, int start, int end) {
+  vlmc_kernel_emit_t *e = A->e;
+  emit_stage_queries(A, i0, kvh);
   vlmc_vk_emit_barrier(e);
-  int start, end;
-  emit_key_range(A, i, &start, &end);
   int acc[MAX_OWNED];
   emit_tiles(A, start, end, kvh, acc);
+  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
   for (int r = 0; r < A->owned; ++r) {
-    int ok, h, col;
-    owned_pair(A, r, &ok, &h, &col);
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
-    int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[r], vlmc_vk_emit_shared_load(e, A->ls, h), 0);
-    vlmc_kernel_emit_finish_element(e, y, add(e, mul(e, add(e, head0, h), idx(e, A->dv)), col));
+    int ok, slot, col;
+    owned_pair(A, r, &ok, &slot, &col);
+    int i = add(e, i0, divu(e, slot, A->group));
+    int store = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store, ok,
+                          cmp(e, "slt", i, s_rows));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
+    int head = add(e, add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group))), remu(e, slot, A->group));
+    int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[r], vlmc_vk_emit_shared_load(e, A->ls, slot), 0);
+    vlmc_kernel_emit_finish_element(e, y, add(e, mul(e, head, idx(e, A->dv)), col));
     vlmc_kernel_emit_line(e, "}");
   }
-  vlmc_vk_emit_barrier(e); /* the next unit of the group overwrites the workgroup memory */
+  vlmc_vk_emit_barrier(e); /* the next kv head overwrites the workgroup memory */
 }
 
 /* ---- the template ---- */
@@ -324,9 +389,9 @@ static bool static_dims(const vlmc_type_t *t, uint32_t from) {
 }
 
 /* Workgroup memory (bytes) with `keys` keys per tile: the queries, the K and V tiles, the
- * scores, and three floats per head. */
+ * scores, three floats per slot, two i32 per block row. */
 static int64_t shared_bytes(const attention_t *A, int64_t keys) {
-  return 4 * (A->group * A->d + keys * (A->d + A->dv) + A->group * keys + 3 * A->group);
+  return 4 * (A->slots * A->d + keys * (A->d + A->dv) + A->slots * keys + 3 * A->slots + 2 * A->rows);
 }
 
 /* Keys per tile: the largest power of two from MIN_TILE to MAX_TILE that keeps the kernel's
@@ -335,6 +400,22 @@ static int64_t tile_keys(const attention_t *A) {
   int64_t keys = MAX_TILE;
   while (keys > MIN_TILE && shared_bytes(A, keys) > SHARED_BYTES) keys /= 2;
   return shared_bytes(A, keys) <= SHARED_BYTES ? keys : 0;
+}
+
+/* Rows per block and keys per tile: about TARGET_SLOTS (row, head) slots (a GQA group of 8 is a
+ * block of one row; the vision tower, no GQA, takes 8 rows), at most S rows when S is static
+ * (a decode step: one row), fewer rows while the workgroup memory does not fit. */
+static void choose_block(attention_t *A) {
+  const vlmc_type_t *qt = &A->q->type;
+  A->rows = A->group >= TARGET_SLOTS ? 1 : TARGET_SLOTS / A->group;
+  if (vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off >= 1 && A->rows > qt->dims[0].off)
+    A->rows = qt->dims[0].off;
+  for (;;) {
+    A->slots = A->rows * A->group;
+    A->tile = tile_keys(A);
+    if (A->tile || A->rows == 1) return;
+    A->rows /= 2;
+  }
 }
 
 vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
@@ -365,23 +446,18 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
                           (long long)A.heads, (long long)A.kv_heads);
     return NULL;
   }
-  A.group = A.heads / A.kv_heads;
-  A.owned = (int)((A.group * A.dv + ATT_THREADS - 1) / ATT_THREADS);
-  if (A.owned > MAX_OWNED || A.group > ATT_THREADS) {
-    vlmc_kernel_emit_fail(e, "attention: the vulkan kernel takes at most %d query heads per kv "
-                          "head and %d x %d (head, value column) pairs (got %lld heads of %lld)",
-                          ATT_THREADS, MAX_OWNED, ATT_THREADS, (long long)A.group, (long long)A.dv);
-    return NULL;
-  }
   if (A.cu && A.cu->type.rank != 1) {
     vlmc_kernel_emit_fail(e, "attention: the segment boundaries must be a vector (rank 1)");
     return NULL;
   }
-  A.tile = tile_keys(&A);
-  if (!A.tile) {
+  A.group = A.heads / A.kv_heads;
+  choose_block(&A);
+  A.owned = (int)((A.slots * A.dv + ATT_THREADS - 1) / ATT_THREADS);
+  if (!A.tile || A.owned > MAX_OWNED || A.slots > ATT_THREADS) {
     vlmc_kernel_emit_fail(e, "attention: %lld query heads of %lld per kv head with value dim %lld "
-                          "need more than %d bytes of workgroup memory", (long long)A.group,
-                          (long long)A.d, (long long)A.dv, SHARED_BYTES);
+                          "do not fit the vulkan kernel (%d bytes of workgroup memory, %d "
+                          "accumulators per invocation)", (long long)A.group, (long long)A.d,
+                          (long long)A.dv, SHARED_BYTES, MAX_OWNED);
     return NULL;
   }
   const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
@@ -389,19 +465,34 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   A.causal = causal && causal->v.b;
   e->template_name = "attention";
   e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16);
-  vlmc_vk_emit_set_workgroup(e, ATT_THREADS, 1, 1, 1);
+  /* A block of one row takes one (row, kv head) unit; a block of several rows takes those
+   * rows on every kv head, in turn (the units of a row are its kv heads, consecutive). */
+  int64_t units = A.rows == 1 ? 1 : A.rows * A.kv_heads;
+  vlmc_vk_emit_set_workgroup(e, ATT_THREADS, 1, 1, (int)units);
   A.tid = vlmc_vk_emit_thread_id(e, 0);
-  A.qs = vlmc_vk_emit_shared(e, "f32", A.group * A.d);
+  A.qs = vlmc_vk_emit_shared(e, "f32", A.slots * A.d);
   A.ks = vlmc_vk_emit_shared(e, "f32", A.tile * A.d);
   A.vs = vlmc_vk_emit_shared(e, "f32", A.tile * A.dv);
-  A.ps = vlmc_vk_emit_shared(e, "f32", A.group * A.tile);
-  A.ms = vlmc_vk_emit_shared(e, "f32", A.group);
-  A.ls = vlmc_vk_emit_shared(e, "f32", A.group);
-  A.as = vlmc_vk_emit_shared(e, "f32", A.group);
+  A.ps = vlmc_vk_emit_shared(e, "f32", A.slots * A.tile);
+  A.ms = vlmc_vk_emit_shared(e, "f32", A.slots);
+  A.ls = vlmc_vk_emit_shared(e, "f32", A.slots);
+  A.as = vlmc_vk_emit_shared(e, "f32", A.slots);
+  A.starts = vlmc_vk_emit_shared(e, "i32", A.rows);
+  A.ends = vlmc_vk_emit_shared(e, "i32", A.rows);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
-  int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
-  emit_unit(&A, u);
+  /* Nothing to do past the work (a group of the 2-D grid's last row): uniform over the group. */
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end));
+  int i0 = divu(e, first, A.kv_heads);
+  int start, stop;
+  emit_block_ranges(&A, i0, &start, &stop);
+  if (A.rows == 1) {
+    emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
+  } else {
+    int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
+    emit_block(&A, i0, kvh, start, stop);
+    vlmc_kernel_emit_line(e, "}");
+  }
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }
