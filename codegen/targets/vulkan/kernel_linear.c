@@ -1,15 +1,16 @@
 /* linear: y[m, n] = sum_k x[m, k] W[n, k] (+ b[n]), then the epilogue; W is a static [N, K].
  * Work units are blocks of VLMC_KERNEL_LINEAR_UNIT (4) output features over all M rows, as on
- * the cpu; a workgroup of LIN_THREADS (256) invocations takes GROUP_UNITS (16) units, i.e. 64
- * features, and branches once, uniformly, on M at run time:
+ * the cpu; a workgroup of LIN_THREADS (256) invocations takes GROUP_UNITS (4) units, i.e. 16
+ * features (N / 16 workgroups: 128 for a 2048-wide projection, enough to fill a large GPU),
+ * and branches once, uniformly, on M at run time:
  *
- *  - M > 1 (prefill): a tiled matmul. Rows go in TILE_M (16) row tiles; per tile the K axis
- *    goes in TILE_K (16) steps, each staging a 16 x 16 tile of x and a 64 x 16 tile of W in
- *    workgroup memory (one x and four W elements per invocation, coalesced along k), a
+ *  - M > 1 (prefill): a tiled matmul. Rows go in TILE_M (64) row tiles; per tile the K axis
+ *    goes in TILE_K (16) steps, each staging a 64 x 16 tile of x and a 16 x 16 tile of W in
+ *    workgroup memory (four x and one W element per invocation, coalesced along k), a
  *    barrier, 16 multiply-adds per accumulator out of workgroup memory, a barrier. Invocation
- *    (ty, tx) = (tid / 16, tid % 16) keeps the 4 accumulators of row ty and features tx,
- *    tx + 16, tx + 32, tx + 48 (so the W tile rows it reads differ across a subgroup; the W
- *    tile has a padded stride of 17 against bank conflicts).
+ *    (ty, tx) = (tid / 16, tid % 16) keeps the 4 accumulators of feature tx and rows ty,
+ *    ty + 16, ty + 32, ty + 48 (the stores are coalesced along the features; the W tile has a
+ *    padded stride of 17 against bank conflicts).
  *  - M == 1 (the decode GEMV, bound by the weight reads): per unit, every invocation takes
  *    k = tid, tid + 256, ... of the 4 weight rows (coalesced), then 4 subgroup reductions, one
  *    partial per subgroup in workgroup memory, a barrier, and invocations 0..3 add up their
@@ -17,7 +18,7 @@
  *    unit is enough (the next unit's writes go to the other buffer; the one after waits on the
  *    next barrier, which every reader of this one passes only after reading).
  *
- * Out-of-range rows, k and features (the tile edges, N not a multiple of 64) are clamped to
+ * Out-of-range rows, k and features (the tile edges, N not a multiple of 16) are clamped to
  * element 0 and their value selected to 0 rather than branched around: no barrier or subgroup
  * operation ever sits under divergent control flow. Only the stores are guarded.
  *
@@ -30,12 +31,12 @@
 enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
   LIN_THREADS = 256,
-  GROUP_UNITS = 16,
-  GROUP_FEATURES = GROUP_UNITS * UNIT, /* 64 */
-  TILE_M = 16,
+  GROUP_UNITS = 4,
+  GROUP_FEATURES = GROUP_UNITS * UNIT, /* 16: the W tile's rows and the invocations' tx */
+  TILE_M = 64,                          /* rows of the x tile */
   TILE_K = 16,
-  W_STRIDE = TILE_K + 1,                        /* padded row of the W tile */
-  COLS_PER_THREAD = GROUP_FEATURES / TILE_K,    /* 4: features tx + 16 j */
+  PADDED_K = TILE_K + 1,                /* the W tile's row stride: no bank conflicts */
+  ROWS_PER_THREAD = TILE_M / (LIN_THREADS / GROUP_FEATURES), /* 4: rows ty + 16 j */
   MM_THREADS = 64,
 };
 
@@ -138,61 +139,62 @@ static void store_output(const linear_t *L, int ok, int row, int col, int acc) {
 
 /* ---- M > 1: the tiled matmul ---- */
 
-/* Stages x[m0 .. m0+16, k0 .. k0+16] and W[n0 .. n0+64, k0 .. k0+16] (zeros outside). */
-static void stage_tiles(const linear_t *L, int xs, int ws, int row, int ty, int tx, int k0) {
+/* Stages x[m0 .. m0+64, k0 .. k0+16] and W[n0 .. n0+16, k0 .. k0+16] (zeros outside). */
+static void stage_tiles(const linear_t *L, int xs, int ws, int m0, int ty, int tx, int k0) {
   vlmc_kernel_emit_t *e = L->e;
   int k = add(e, k0, tx);
   int k_ok = cmp(e, "slt", k, idx(e, L->k));
-  int x_ok = and_i1(e, cmp(e, "slt", row, L->m), k_ok);
-  int xv = load_or_zero(e, L->x, x_ok, add(e, mul(e, row, idx(e, L->k)), k));
-  vlmc_vk_emit_shared_store(e, xs, xv, add(e, mul(e, ty, idx(e, TILE_K)), tx));
-  for (int j = 0; j < GROUP_FEATURES / TILE_M; ++j) {
-    int f = add(e, ty, idx(e, j * TILE_M)); /* W tile row */
-    int feature = add(e, L->n0, f);
-    int w_ok = and_i1(e, cmp(e, "slt", feature, L->n_end), k_ok);
-    int wv = load_or_zero(e, L->w, w_ok, add(e, mul(e, feature, idx(e, L->k)), k));
-    vlmc_vk_emit_shared_store(e, ws, wv, add(e, mul(e, f, idx(e, W_STRIDE)), tx));
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+    int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))); /* x tile row */
+    int row = add(e, m0, r);
+    int x_ok = and_i1(e, cmp(e, "slt", row, L->m), k_ok);
+    int xv = load_or_zero(e, L->x, x_ok, add(e, mul(e, row, idx(e, L->k)), k));
+    vlmc_vk_emit_shared_store(e, xs, xv, add(e, mul(e, r, idx(e, TILE_K)), tx));
   }
+  int feature = add(e, L->n0, ty);
+  int w_ok = and_i1(e, cmp(e, "slt", feature, L->n_end), k_ok);
+  int wv = load_or_zero(e, L->w, w_ok, add(e, mul(e, feature, idx(e, L->k)), k));
+  vlmc_vk_emit_shared_store(e, ws, wv, add(e, mul(e, ty, idx(e, PADDED_K)), tx));
 }
 
 static void emit_tiled(const linear_t *L) {
   vlmc_kernel_emit_t *e = L->e;
   int xs = vlmc_vk_emit_shared(e, "f32", TILE_M * TILE_K);
-  int ws = vlmc_vk_emit_shared(e, "f32", GROUP_FEATURES * W_STRIDE);
-  int ty = vlmc_kernel_emit_index_op(e, "arith.divui", L->tid, idx(e, TILE_K));
-  int tx = vlmc_kernel_emit_index_op(e, "arith.remui", L->tid, idx(e, TILE_K));
+  int ws = vlmc_vk_emit_shared(e, "f32", GROUP_FEATURES * PADDED_K);
+  int ty = vlmc_kernel_emit_index_op(e, "arith.divui", L->tid, idx(e, GROUP_FEATURES));
+  int tx = vlmc_kernel_emit_index_op(e, "arith.remui", L->tid, idx(e, GROUP_FEATURES));
   int m0 = vlmc_kernel_emit_for(e, idx(e, 0), L->m, idx(e, TILE_M));
-  int row = add(e, m0, ty);
   int zero = vlmc_kernel_emit_f32(e, 0);
-  int acc[COLS_PER_THREAD], init[COLS_PER_THREAD], inner[COLS_PER_THREAD];
-  for (int j = 0; j < COLS_PER_THREAD; ++j) acc[j] = init[j] = zero;
+  int acc[ROWS_PER_THREAD], init[ROWS_PER_THREAD], inner[ROWS_PER_THREAD];
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = init[j] = zero;
   if (L->k > 0) { /* static K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
     int k0;
-    int results = open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), COLS_PER_THREAD, init,
+    int results = open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), ROWS_PER_THREAD, init,
                                 &k0, inner);
-    stage_tiles(L, xs, ws, row, ty, tx, k0);
+    stage_tiles(L, xs, ws, m0, ty, tx, k0);
     vlmc_vk_emit_barrier(e);
-    int kk, sums[COLS_PER_THREAD], next[COLS_PER_THREAD];
-    int dots = open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), COLS_PER_THREAD, inner, &kk, sums);
-    int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, ty, idx(e, TILE_K)), kk));
-    for (int j = 0; j < COLS_PER_THREAD; ++j) {
-      int f = add(e, tx, idx(e, j * TILE_K));
-      int wv = vlmc_vk_emit_shared_load(e, ws, add(e, mul(e, f, idx(e, W_STRIDE)), kk));
+    int kk, sums[ROWS_PER_THREAD], next[ROWS_PER_THREAD];
+    int dots = open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), ROWS_PER_THREAD, inner, &kk, sums);
+    int wv = vlmc_vk_emit_shared_load(e, ws, add(e, mul(e, tx, idx(e, PADDED_K)), kk));
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+      int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD)));
+      int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
       next[j] = fma_f32(e, xv, wv, sums[j]);
     }
-    yield_f32(e, COLS_PER_THREAD, next);
+    yield_f32(e, ROWS_PER_THREAD, next);
     vlmc_kernel_emit_line(e, "}");
     vlmc_vk_emit_barrier(e);
-    int carried[COLS_PER_THREAD];
-    for (int j = 0; j < COLS_PER_THREAD; ++j) carried[j] = result_of(e, dots, j);
-    yield_f32(e, COLS_PER_THREAD, carried);
+    int carried[ROWS_PER_THREAD];
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) carried[j] = result_of(e, dots, j);
+    yield_f32(e, ROWS_PER_THREAD, carried);
     vlmc_kernel_emit_line(e, "}");
-    for (int j = 0; j < COLS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
   }
-  int row_ok = cmp(e, "slt", row, L->m);
-  for (int j = 0; j < COLS_PER_THREAD; ++j) {
-    int col = add(e, L->n0, add(e, tx, idx(e, j * TILE_K)));
-    store_output(L, and_i1(e, row_ok, cmp(e, "slt", col, L->n_end)), row, col, acc[j]);
+  int col = add(e, L->n0, tx);
+  int col_ok = cmp(e, "slt", col, L->n_end);
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+    int row = add(e, m0, add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))));
+    store_output(L, and_i1(e, cmp(e, "slt", row, L->m), col_ok), row, col, acc[j]);
   }
   vlmc_kernel_emit_line(e, "}");
 }
