@@ -51,6 +51,10 @@ struct vlmc_program_s {
   vlmc_program_transfers_t *transfers; /* by function index */
   size_t current;                      /* the function transfers count for now */
   uint64_t params_uploaded;            /* bytes of parameters uploaded at open (preload) */
+  /* Bytes uploaded between calls (arguments imported): they count for the next call; bytes
+   * read between calls (results) count for the last one, `current`. */
+  uint64_t pending_to_device;
+  bool in_call;
 };
 
 /* ---- plans ---- */
@@ -244,7 +248,8 @@ static vlmc_status_t value_from_host(vlmc_program_t *p, const vlmc_tensor_t *hos
     memcpy(p->iface->buffer_host(p->backend, out->buffer), host->data, bytes);
     return NULL;
   }
-  p->transfers[p->current].bytes_to_device += bytes;
+  if (p->in_call) p->transfers[p->current].bytes_to_device += bytes;
+  else p->pending_to_device += bytes;
   vlmc_status_t st = p->iface->upload(p->backend, out->buffer, host->data, bytes);
   if (st) vlmc_rt_value_release(p->backend, out);
   return st;
@@ -457,7 +462,7 @@ vlmc_status_t vlmc_program_preload_params(vlmc_program_t *p, vlmc_program_progre
     if (vlmc_tensor_byte_size(t->dtype, t->rank, shape, &bytes)) total += bytes;
   }
   /* Bytes uploaded here count as the open's, not the first call's. */
-  uint64_t before = p->transfers[p->current].bytes_to_device;
+  uint64_t before = p->pending_to_device;
   vlmc_status_t st = NULL;
   for (uint32_t i = 0; !st && i < p->module->num_params; ++i) {
     st = load_param_at(p, i);
@@ -465,8 +470,8 @@ vlmc_status_t vlmc_program_preload_params(vlmc_program_t *p, vlmc_program_progre
     if (!st && vlmc_rt_value_bytes(&p->params[i], &bytes)) done += bytes;
     if (!st && progress) progress(ctx, p->module->params[i]->name, done, total);
   }
-  p->params_uploaded += p->transfers[p->current].bytes_to_device - before;
-  p->transfers[p->current].bytes_to_device = before;
+  p->params_uploaded += p->pending_to_device - before;
+  p->pending_to_device = before;
   return st;
 }
 
@@ -745,16 +750,18 @@ vlmc_status_t vlmc_program_run(vlmc_program_t *p, const char *name, vlmc_rt_valu
     for (uint32_t i = 0; i < num_args; ++i) vlmc_rt_value_release(p->backend, &args[i]);
     return st;
   }
-  /* Arguments imported just before count for this call, as do results read after it. */
-  if (p->current != f) {
-    p->transfers[f].bytes_to_device += p->transfers[p->current].bytes_to_device;
-    p->transfers[f].bytes_to_host += p->transfers[p->current].bytes_to_host;
-    p->transfers[p->current].bytes_to_device = 0;
-    p->transfers[p->current].bytes_to_host = 0;
-  }
+  /* Arguments imported just before count for this call, as do results read after it (until
+   * the next call). */
+  p->transfers[f].bytes_to_device += p->pending_to_device;
+  p->pending_to_device = 0;
   p->current = f;
   p->transfers[f].calls++;
-  if (!plan) return run_function(p, name, args, num_args, results, num_results);
+  p->in_call = true;
+  if (!plan) {
+    st = run_function(p, name, args, num_args, results, num_results);
+    p->in_call = false;
+    return st;
+  }
   for (uint32_t i = 0; i < p->module->num_symbols; ++i) p->bound[i] = false;
   size_t nv = p->module->next_value_id + 1;
   vlmc_rt_value_t *values = calloc(nv, sizeof *values);
@@ -765,6 +772,7 @@ vlmc_status_t vlmc_program_run(vlmc_program_t *p, const char *name, vlmc_rt_valu
   if (!st && p->iface->synchronize) st = p->iface->synchronize(p->backend);
   for (size_t i = 0; values && i < nv; ++i) vlmc_rt_value_release(p->backend, &values[i]);
   free(values);
+  p->in_call = false;
   if (st)
     for (uint32_t i = 0; i < num_results; ++i) vlmc_rt_value_release(p->backend, &results[i]);
   return st;

@@ -165,6 +165,45 @@ static void test_transfers(void) {
   EXPECT_EQ_INT(t.bytes_to_host, 0);
 }
 
+/* Two functions called in turn: each keeps its own bytes (the arguments imported before a
+ * call count for it; its results read after it count for it, not for the next call). */
+static void test_transfers_per_function(void) {
+  vlmc_module_t *m = parse("func @a(%ids: i64[S]) -> i64[M] {\n"
+                           "  %at = token_positions %ids {token=7} : i64[M]\n"
+                           "  return %at\n"
+                           "}\n"
+                           "func @b(%ids: i64[S]) -> i64[M] {\n"
+                           "  %at = token_positions %ids {token=7} : i64[M]\n"
+                           "  return %at\n"
+                           "}\n");
+  session_t s;
+  open_on("null", m, &s);
+  int64_t ids[6] = {1, 7, 7, 3, 7, 9};
+  vlmc_tensor_t host = vlmc_tensor_view(VLMC_DTYPE_I64, 1, (const int64_t[]){6}, ids);
+  for (int call = 0; s.program && call < 3; ++call) {
+    vlmc_rt_value_t arg, res;
+    vlmc_tensor_t positions;
+    EXPECT_OK(vlmc_program_import(s.program, &host, &arg));
+    EXPECT_OK(vlmc_program_run(s.program, call == 1 ? "b" : "a", &arg, 1, &res, 1));
+    EXPECT_OK(vlmc_program_read(s.program, &res, &positions));
+    vlmc_tensor_release(&positions);
+    vlmc_program_release(s.program, &res);
+  }
+  size_t n = 0;
+  const vlmc_program_transfers_t *t = s.program ? vlmc_program_transfers(s.program, &n) : NULL;
+  EXPECT_EQ_INT(n, 2);
+  if (n == 2) {
+    EXPECT_EQ_INT(t[0].calls, 2);
+    EXPECT_EQ_INT(t[0].bytes_to_device, 2 * (48 + 24));
+    EXPECT_EQ_INT(t[0].bytes_to_host, 2 * (48 + 24));
+    EXPECT_EQ_INT(t[1].calls, 1);
+    EXPECT_EQ_INT(t[1].bytes_to_device, 48 + 24);
+    EXPECT_EQ_INT(t[1].bytes_to_host, 48 + 24);
+  }
+  close_session(&s);
+  vlmc_module_destroy(m);
+}
+
 static vlmc_status_t ids_param(void *ctx, const char *name, const vlmc_type_t *type,
                                vlmc_tensor_t *out) {
   static const int64_t kIds[6] = {1, 7, 7, 3, 7, 9};
@@ -215,6 +254,7 @@ int main(void) {
   RUN_TEST(test_no_interpreter_fallback);
   RUN_TEST(test_null_refuses_regions);
   RUN_TEST(test_transfers);
+  RUN_TEST(test_transfers_per_function);
   RUN_TEST(test_preload_params);
   return TEST_SUMMARY();
 }
