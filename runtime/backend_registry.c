@@ -48,8 +48,8 @@ void vlmc_backend_names(char *out, size_t size) {
 const char *vlmc_backend_not_built(const char *name) {
 #ifndef VLMC_HAVE_VULKAN
   if (name && !strcmp(name, "vulkan"))
-    return "this vlmc-run was built without the vulkan backend (vulkan/vulkan.h was not found "
-           "at build time: install libvulkan-dev and rebuild)";
+    return "this vlmc-run was built without the vulkan backend (-DVLMC_VULKAN=OFF, or "
+           "vulkan/vulkan.h was not found at build time: install libvulkan-dev and rebuild)";
 #endif
   (void)name;
   return NULL;
