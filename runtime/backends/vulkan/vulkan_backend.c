@@ -27,6 +27,7 @@ enum {
   BUFFER_ALIGN = 16,
   SETS_PER_POOL = 256,
   DESCRIPTORS_PER_POOL = 4096,
+  PROFILE_DISPATCHES = 1024, /* VLMC_VULKAN_PROFILE: timed dispatches per batch */
 };
 /* A fence wait longer than this is reported as a hang (a kernel that never ends). */
 static const uint64_t kFenceTimeoutNs = 600ull * 1000000000ull;
@@ -48,6 +49,8 @@ typedef struct {
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout layout;
   VkPipeline pipeline;
+  uint64_t calls; /* VLMC_VULKAN_PROFILE: dispatches and device seconds */
+  double seconds;
 } kernel_t;
 
 typedef struct {
@@ -78,6 +81,10 @@ typedef struct {
   VkCommandBuffer cmd;
   VkFence fence;
   VkQueryPool timestamps; /* VK_NULL_HANDLE: the queue has no timestamps */
+  /* VLMC_VULKAN_PROFILE=1: two timestamps around every dispatch, summed per kernel and
+   * printed to stderr when the backend closes. */
+  VkQueryPool profile_pool;
+  kernel_t *profiled[PROFILE_DISPATCHES]; /* this batch's dispatches, in order */
   VkPhysicalDeviceMemoryProperties memory;
   bool push_descriptors;
   vlmc_buffer_t staging;
@@ -256,6 +263,8 @@ static vlmc_status_t begin_batch(vk_backend_t *b) {
     b->vk.vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
   }
+  if (b->profile_pool)
+    b->vk.vkCmdResetQueryPool(b->cmd, b->profile_pool, 0, 2 * PROFILE_DISPATCHES);
   /* Writes of the previous batch (or upload) before anything this batch does. */
   full_barrier(b);
   b->recording = true;
@@ -272,6 +281,46 @@ static void read_timestamps(vk_backend_t *b) {
   uint64_t mask = b->dev->timestamp_bits >= 64 ? ~0ull : (1ull << b->dev->timestamp_bits) - 1;
   uint64_t ticks = (t[1] - t[0]) & mask;
   b->gpu_seconds += (double)ticks * (double)b->dev->props.limits.timestampPeriod * 1e-9;
+}
+
+static void read_profile(vk_backend_t *b) {
+  uint32_t n = b->batch_dispatches;
+  if (!b->profile_pool || !n) return;
+  uint64_t *t = calloc(2 * (size_t)n, sizeof *t);
+  if (t && b->vk.vkGetQueryPoolResults(b->device, b->profile_pool, 0, 2 * n,
+                                       2 * n * sizeof *t, t, sizeof *t,
+                                       VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+    uint64_t mask = b->dev->timestamp_bits >= 64 ? ~0ull : (1ull << b->dev->timestamp_bits) - 1;
+    double period = (double)b->dev->props.limits.timestampPeriod * 1e-9;
+    for (uint32_t i = 0; i < n; ++i) {
+      b->profiled[i]->calls++;
+      b->profiled[i]->seconds += (double)((t[2 * i + 1] - t[2 * i]) & mask) * period;
+    }
+  }
+  free(t);
+}
+
+static int by_seconds(const void *x, const void *y) {
+  const kernel_t *a = *(const kernel_t *const *)x, *c = *(const kernel_t *const *)y;
+  return a->seconds < c->seconds ? 1 : a->seconds > c->seconds ? -1 : 0;
+}
+
+static void print_profile(const vk_backend_t *b) {
+  kernel_t **order = calloc(b->num_kernels + 1, sizeof *order);
+  if (!order) return;
+  double total = 0;
+  for (size_t i = 0; i < b->num_kernels; ++i) {
+    order[i] = &b->kernels[i];
+    total += b->kernels[i].seconds;
+  }
+  qsort(order, b->num_kernels, sizeof *order, by_seconds);
+  fprintf(stderr, "vulkan profile: %.1f ms of device time in %llu dispatches\n", total * 1e3,
+          (unsigned long long)b->calls);
+  for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i)
+    fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%\n", order[i]->info.symbol,
+            order[i]->info.template_name, (unsigned long long)order[i]->calls,
+            order[i]->seconds * 1e3, total > 0 ? 100 * order[i]->seconds / total : 0);
+  free(order);
 }
 
 static void after_batch(vk_backend_t *b) {
@@ -312,6 +361,7 @@ static vlmc_status_t flush(vk_backend_t *b) {
   }
   VK_CHECK(b, b->vk.vkResetFences(b->device, 1, &b->fence), "vkResetFences");
   read_timestamps(b);
+  read_profile(b);
   after_batch(b);
   return NULL;
 }
@@ -541,6 +591,8 @@ static vlmc_status_t vk_run_region(vlmc_backend_t *base, const vlmc_region_call_
     return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): %lld workgroups, more than a "
                             "65535 x %u grid", k->info.symbol, k->info.template_name,
                             (long long)groups, b->dev->props.limits.maxComputeWorkGroupCount[1]);
+  if (b->profile_pool && b->recording && b->batch_dispatches == PROFILE_DISPATCHES)
+    VLMC_RETURN_IF_ERROR(flush(b)); /* the profile's queries are used up */
   VLMC_RETURN_IF_ERROR(begin_batch(b));
   /* Every dispatch may read what the one before wrote: a full barrier (simple, correct;
    * tracking which buffers each dispatch touches would drop most of them). */
@@ -549,7 +601,16 @@ static vlmc_status_t vk_run_region(vlmc_backend_t *base, const vlmc_region_call_
   VLMC_RETURN_IF_ERROR(bind_buffers(b, k, buffers, c->num_inputs + 1));
   b->vk.vkCmdPushConstants(b->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                            4 * k->info.push_words, words);
+  uint32_t slot = b->batch_dispatches;
+  if (b->profile_pool)
+    b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->profile_pool,
+                              2 * slot);
   b->vk.vkCmdDispatch(b->cmd, (uint32_t)x, (uint32_t)y, 1);
+  if (b->profile_pool) {
+    b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->profile_pool,
+                              2 * slot + 1);
+    b->profiled[slot] = (kernel_t *)k;
+  }
   b->batch_dispatches++;
   b->calls++;
   return NULL;
@@ -795,6 +856,11 @@ static vlmc_status_t create_queue_objects(vk_backend_t *b) {
                                 .queryCount = 2};
     if (b->vk.vkCreateQueryPool(b->device, &qi, NULL, &b->timestamps) != VK_SUCCESS)
       b->timestamps = VK_NULL_HANDLE; /* GPU time is then not measured */
+    const char *profile = getenv("VLMC_VULKAN_PROFILE");
+    qi.queryCount = 2 * PROFILE_DISPATCHES;
+    if (profile && *profile && strcmp(profile, "0") != 0 &&
+        b->vk.vkCreateQueryPool(b->device, &qi, NULL, &b->profile_pool) != VK_SUCCESS)
+      b->profile_pool = VK_NULL_HANDLE;
   }
   return vk_buffer_alloc(&b->base, BUFFER_ALIGN, &b->empty);
 }
@@ -883,6 +949,10 @@ static void destroy_device(vk_backend_t *b) {
   vlmc_status_free(flush(b));
   b->vk.vkDeviceWaitIdle(b->device);
   after_batch(b);
+  if (b->profile_pool) {
+    print_profile(b);
+    b->vk.vkDestroyQueryPool(b->device, b->profile_pool, NULL);
+  }
   destroy_kernels(b);
   vlmc_vk_pipeline_cache_close(&b->vk, b->device, &b->cache);
   if (b->empty) {
