@@ -125,11 +125,15 @@ static int emit_symbol(vlmc_kernel_emit_t *e, uint32_t sym) {
     }
     e->syms[e->num_syms++] = sym;
   }
-  int at = vlmc_kernel_emit_index(e, k);
-  int raw = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = memref.load %%syms[" VLMC_SSA "] : memref<?xi64>", raw, at);
-  v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", v, raw);
+  if (e->hooks && e->hooks->read_symbol) {
+    v = e->hooks->read_symbol(e, k);
+  } else {
+    int at = vlmc_kernel_emit_index(e, k);
+    int raw = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_entry_line(e, VLMC_SSA " = memref.load %%syms[" VLMC_SSA "] : memref<?xi64>", raw, at);
+    v = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", v, raw);
+  }
   return vlmc_kernel_emit_memo_add(e, MEMO_SYM, sym, v);
 }
 
@@ -233,6 +237,7 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
     return vlmc_kernel_emit_f32(e, 0);
   }
   vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)i);
+  if (e->hooks && e->hooks->load_input) return e->hooks->load_input(e, i, storage, flat);
   const char *st = vlmc_kernel_emit_storage_type(storage);
   int raw = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, i, flat,
@@ -264,6 +269,32 @@ static int logistic_denominator(vlmc_kernel_emit_t *e, int x) {
   return binary(e, "arith.addf", vlmc_kernel_emit_f32(e, 1.0), ex, "f32");
 }
 
+/* erf(x) as arithmetic for targets without math.erf: erfc by the Chebyshev fit of Numerical
+ * Recipes (erfcc; fractional error < 1.2e-7 everywhere), erf = 1 - erfc for x >= 0 and odd. */
+static int erf_expanded(vlmc_kernel_emit_t *e, int x) {
+  static const double kFit[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                                0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  int one = vlmc_kernel_emit_f32(e, 1.0);
+  int z = unary(e, "math.absf", x, "f32");
+  int t = binary(e, "arith.divf", one,
+                 binary(e, "arith.addf", one, binary(e, "arith.mulf", vlmc_kernel_emit_f32(e, 0.5), z, "f32"),
+                        "f32"), "f32");
+  int poly = vlmc_kernel_emit_f32(e, kFit[9]);
+  for (int k = 8; k >= 0; --k)
+    poly = binary(e, "arith.addf", vlmc_kernel_emit_f32(e, kFit[k]), binary(e, "arith.mulf", t, poly, "f32"),
+                  "f32");
+  int zz = binary(e, "arith.mulf", z, z, "f32");
+  int arg = binary(e, "arith.subf", poly, zz, "f32");
+  int erfc = binary(e, "arith.mulf", t, unary(e, "math.exp", arg, "f32"), "f32");
+  int pos = binary(e, "arith.subf", one, erfc, "f32");
+  return binary(e, "math.copysign", pos, x, "f32");
+}
+
+static int erf_of(vlmc_kernel_emit_t *e, int x) {
+  if (e->hooks && e->hooks->expand_erf) return erf_expanded(e, x);
+  return unary(e, "math.erf", x, "f32");
+}
+
 static int gelu(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
   const char *approx = vlmc_op_attr_enum(op, "approx");
   int half = vlmc_kernel_emit_f32(e, 0.5), one = vlmc_kernel_emit_f32(e, 1.0);
@@ -276,7 +307,7 @@ static int gelu(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
     inner = unary(e, "math.tanh", arg, "f32");
   } else {
     int arg = binary(e, "arith.mulf", x, vlmc_kernel_emit_f32(e, 1.0 / sqrt(2.0)), "f32");
-    inner = unary(e, "math.erf", arg, "f32");
+    inner = erf_of(e, arg);
   }
   int hx = binary(e, "arith.mulf", half, x, "f32");
   return binary(e, "arith.mulf", hx, binary(e, "arith.addf", one, inner, "f32"), "f32");
@@ -384,7 +415,7 @@ int vlmc_kernel_emit_elementwise(vlmc_kernel_emit_t *e, const vlmc_op_t *op, con
     case VLMC_OP_SQRT: return unary(e, "math.sqrt", in[0], t);
     case VLMC_OP_RSQRT: return unary(e, "math.rsqrt", in[0], t);
     case VLMC_OP_TANH: return unary(e, "math.tanh", in[0], t);
-    case VLMC_OP_ERF: return unary(e, "math.erf", in[0], t);
+    case VLMC_OP_ERF: return erf_of(e, in[0]);
     case VLMC_OP_COS: return unary(e, "math.cos", in[0], t);
     case VLMC_OP_SIN: return unary(e, "math.sin", in[0], t);
     case VLMC_OP_SIGMOID:
@@ -511,6 +542,10 @@ void vlmc_kernel_emit_deinit(vlmc_kernel_emit_t *e) {
   e->error = NULL;
 }
 
+void vlmc_kernel_emit_append_code(const vlmc_kernel_emit_t *e, vlmc_strbuf_t *out) {
+  vlmc_strbuf_append(out, e->entry.data ? e->entry.data : "", e->entry.len);
+  vlmc_strbuf_append(out, e->body.data ? e->body.data : "", e->body.len);
+}
 
 vlmc_status_t vlmc_kernel_emit_function(vlmc_kernel_emit_t *e, const char *name,
                                         const char *trailing_params, vlmc_strbuf_t *out) {
@@ -521,6 +556,11 @@ vlmc_status_t vlmc_kernel_emit_function(vlmc_kernel_emit_t *e, const char *name,
   }
   if (e->entry.failed || e->body.failed)
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel");
+  if (e->hooks && e->hooks->write_function) {
+    VLMC_RETURN_IF_ERROR(e->hooks->write_function(e, name, trailing_params, out));
+    return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel")
+                       : NULL;
+  }
   const vlmc_value_t *result = vlmc_dispatch_output(e->region);
   vlmc_strbuf_printf(out, "module {\n  func.func @%s(", name);
   for (uint32_t i = 0; i < e->region->num_inputs; ++i)
@@ -529,8 +569,7 @@ vlmc_status_t vlmc_kernel_emit_function(vlmc_kernel_emit_t *e, const char *name,
   vlmc_strbuf_printf(out, "%%out: memref<?x%s>, %%syms: memref<?xi64>%s%s) {\n",
                      vlmc_kernel_emit_type(result->type.dtype), trailing_params[0] ? ", " : "",
                      trailing_params);
-  vlmc_strbuf_append(out, e->entry.data ? e->entry.data : "", e->entry.len);
-  vlmc_strbuf_append(out, e->body.data ? e->body.data : "", e->body.len);
+  vlmc_kernel_emit_append_code(e, out);
   vlmc_strbuf_puts(out, "    return\n  }\n}\n");
   return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel")
                      : NULL;

@@ -5,7 +5,9 @@
  * that is only a flat relabelling), scalar elementwise semantics, the epilogue (bias,
  * residual, activation, cast) applied to each element before it is stored, and the function
  * around the body. A target adds what is its own: the cpu target (codegen/targets/cpu/emit.h)
- * vector loads, stores and reductions, and its work-range parameters %lo, %hi.
+ * vector loads, stores and reductions, and its work-range parameters %lo, %hi; a GPU target
+ * (codegen/targets/vulkan/emit.h) also changes, through vlmc_kernel_emit_hooks_t, how symbol
+ * values and inputs are read and the function around the body (a gpu.func).
  *
  * The kernel function, with fixed SSA names:
  *
@@ -59,7 +61,26 @@ enum { VLMC_KERNEL_EMIT_MAX_SYMS = 16, VLMC_KERNEL_EMIT_MAX_MEMO = 256 };
 /* Memo kinds from here on are a target's own (vlmc_kernel_emit_memo_find / _add). */
 enum { VLMC_KERNEL_MEMO_TARGET = 64 };
 
+typedef struct vlmc_kernel_emit_s vlmc_kernel_emit_t;
+
+/* What a target changes in the shared emitter; NULL (or a NULL entry): the cpu's way, as the
+ * function comment at the top of this file describes. */
 typedef struct {
+  /* Entry-block code reading symbol slot `slot` (%syms order) as an index; returns its SSA.
+   * cpu: memref.load %syms[slot] : memref<?xi64>, index_cast. */
+  int (*read_symbol)(vlmc_kernel_emit_t *e, uint32_t slot);
+  /* Element `flat` (index SSA) of region input `input`, stored as `storage` (F32, BF16,
+   * F16, I64), as f32 / i64. cpu: memref.load %bI[flat] (then arith.extf for 16-bit floats). */
+  int (*load_input)(vlmc_kernel_emit_t *e, int input, vlmc_dtype_t storage, int flat);
+  /* The module text around the code (vlmc_kernel_emit_append_code); `name` and
+   * `trailing_params` as vlmc_kernel_emit_function was given them. */
+  vlmc_status_t (*write_function)(vlmc_kernel_emit_t *e, const char *name,
+                                  const char *trailing_params, vlmc_strbuf_t *out);
+  /* Whether erf is written as arithmetic (a target whose lowering has no math.erf). */
+  bool expand_erf;
+} vlmc_kernel_emit_hooks_t;
+
+struct vlmc_kernel_emit_s {
   const vlmc_module_t *module;
   const vlmc_func_t *func;
   const vlmc_dispatch_region_t *region;
@@ -73,6 +94,11 @@ typedef struct {
   const char *template_name; /* "linear", "rms_norm", ... (vlmc inspect shows it) */
   int64_t cost;              /* rough f32 operations per work unit (cpu: decides threading) */
 
+  /* Set by the target after vlmc_kernel_emit_init: its hooks (NULL: the cpu's ways) and its
+   * own per-kernel state. */
+  const vlmc_kernel_emit_hooks_t *hooks;
+  void *target;
+
   /* Private to kernel_emit.c. */
   vlmc_strbuf_t entry, body;
   int next;
@@ -82,7 +108,7 @@ typedef struct {
   struct { int kind; int64_t key; int ssa; } memo[VLMC_KERNEL_EMIT_MAX_MEMO];
   uint32_t num_memo;
   vlmc_status_t error; /* the first error a helper met; vlmc_kernel_emit_function returns it */
-} vlmc_kernel_emit_t;
+};
 
 /* ---- writing ---- */
 
@@ -153,6 +179,8 @@ void vlmc_kernel_emit_entry_line(vlmc_kernel_emit_t *e, const char *fmt, ...) VL
 int vlmc_kernel_emit_memo_find(const vlmc_kernel_emit_t *e, int kind, int64_t key);
 /* Remembers ssa under (kind, key) and returns it. */
 int vlmc_kernel_emit_memo_add(vlmc_kernel_emit_t *e, int kind, int64_t key, int ssa);
+/* The entry block then the body, as written so far, appended to out (for write_function). */
+void vlmc_kernel_emit_append_code(const vlmc_kernel_emit_t *e, vlmc_strbuf_t *out);
 /* The region input a readable value comes from (through prologue ops), or -1. */
 int vlmc_kernel_emit_source_input(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
 

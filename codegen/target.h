@@ -150,5 +150,6 @@ const vlmc_target_section_t *vlmc_target_output_section(const vlmc_target_output
 extern const vlmc_target_t vlmc_target_ref;
 extern const vlmc_target_t vlmc_target_cpu;
 extern const vlmc_target_t vlmc_target_null;
+extern const vlmc_target_t vlmc_target_vulkan;
 
 #endif

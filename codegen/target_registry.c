@@ -8,6 +8,7 @@ static const vlmc_target_t *const kTargets[] = {
     &vlmc_target_ref,
     &vlmc_target_cpu,
     &vlmc_target_null,
+    &vlmc_target_vulkan,
 };
 
 size_t vlmc_target_count(void) { return sizeof kTargets / sizeof kTargets[0]; }

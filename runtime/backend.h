@@ -25,6 +25,7 @@
 #include "ir/ir.h"
 #include "reference/tensor.h"
 #include "support/status.h"
+#include "support/strbuf.h"
 
 typedef struct vlmc_buffer_s vlmc_buffer_t;   /* defined by each backend */
 typedef struct vlmc_backend_s vlmc_backend_t; /* an open backend: starts with its iface */
@@ -56,6 +57,9 @@ enum {
   VLMC_BACKEND_STREAMS_WEIGHTS = 1u << 2,
   /* Never picked by default, only by name (skeletons). */
   VLMC_BACKEND_EXPLICIT_ONLY = 1u << 3,
+  /* Memory of its own, to fill before the first call: the session uploads every parameter
+   * at open (vlmc_program_preload_params, with progress), not on first use. */
+  VLMC_BACKEND_PRELOADS_PARAMS = 1u << 4,
 };
 
 /* A parameter's bytes as stored (bf16, f16, f32, ... ; borrowed, valid while the session
@@ -76,6 +80,7 @@ typedef struct {
   vlmc_backend_param_fn get_param;
   void *param_ctx;
   uint32_t threads;               /* 0 or 1: the calling thread only */
+  uint32_t device;                /* a device backend's device index (--device N); 0: first */
 } vlmc_backend_open_params_t;
 
 /* One dispatch region to run (ir/dispatch.h): its inputs in the region's order, with
@@ -108,7 +113,9 @@ typedef struct {
 /* What a backend counted since it opened, for --stats. */
 typedef struct {
   uint64_t kernel_calls;
-  double kernel_seconds;
+  double kernel_seconds; /* host time in kernels (a device backend: waiting for them) */
+  double device_seconds; /* device time of the submitted work (timestamps); 0: not measured */
+  uint64_t submits;      /* batches of work submitted to a device; 0 for host backends */
   size_t num_kernels, num_dispatches; /* 0 for backends without kernels */
 } vlmc_backend_counters_t;
 
@@ -142,6 +149,9 @@ struct vlmc_backend_iface_s {
   vlmc_status_t (*synchronize)(vlmc_backend_t *b);
 
   void (*counters)(const vlmc_backend_t *b, vlmc_backend_counters_t *out); /* may be NULL */
+  /* Describes the devices it could run on, for `vlmc-run --list-devices` (no artifact
+   * needed). May be NULL (a host backend). */
+  vlmc_status_t (*list_devices)(vlmc_strbuf_t *out);
 };
 
 /* ---- the registry (runtime/backend_registry.c) ---- */
@@ -153,6 +163,9 @@ const vlmc_backend_iface_t *vlmc_backend_at(size_t index);
 const vlmc_backend_iface_t *vlmc_backend_find(const char *name);
 /* The names, comma-separated ("cpu, ref, null"), for messages. */
 void vlmc_backend_names(char *out, size_t size);
+/* Why a known backend is not in this build ("vlmc was built without vulkan/vulkan.h"), or
+ * NULL when `name` is built or unknown. */
+const char *vlmc_backend_not_built(const char *name);
 /* Whether every section the backend needs is present. */
 bool vlmc_backend_has_sections(const vlmc_backend_iface_t *backend,
                                vlmc_backend_section_fn section, void *section_ctx);

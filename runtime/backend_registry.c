@@ -9,11 +9,18 @@
 extern const vlmc_backend_iface_t vlmc_backend_cpu;
 extern const vlmc_backend_iface_t vlmc_backend_ref;
 extern const vlmc_backend_iface_t vlmc_backend_null;
+#ifdef VLMC_HAVE_VULKAN
+extern const vlmc_backend_iface_t vlmc_backend_vulkan;
+#endif
 
-/* In order of preference: the generated kernels when the artifact has them, else the
- * interpreter. */
-static const vlmc_backend_iface_t *const kBackends[] = {&vlmc_backend_cpu, &vlmc_backend_ref,
-                                                        &vlmc_backend_null};
+/* In order of preference: the generated cpu kernels when the artifact has them, then the
+ * vulkan kernels (so vulkan is the default only for an artifact compiled for vulkan alone),
+ * else the interpreter. */
+static const vlmc_backend_iface_t *const kBackends[] = {&vlmc_backend_cpu,
+#ifdef VLMC_HAVE_VULKAN
+                                                        &vlmc_backend_vulkan,
+#endif
+                                                        &vlmc_backend_ref, &vlmc_backend_null};
 enum { NUM_BACKENDS = sizeof kBackends / sizeof kBackends[0] };
 
 size_t vlmc_backend_count(void) { return NUM_BACKENDS; }
@@ -36,6 +43,16 @@ void vlmc_backend_names(char *out, size_t size) {
     if (n < 0) break;
     used += (size_t)n;
   }
+}
+
+const char *vlmc_backend_not_built(const char *name) {
+#ifndef VLMC_HAVE_VULKAN
+  if (name && !strcmp(name, "vulkan"))
+    return "this vlmc-run was built without the vulkan backend (-DVLMC_VULKAN=OFF, or "
+           "vulkan/vulkan.h was not found at build time: install libvulkan-dev and rebuild)";
+#endif
+  (void)name;
+  return NULL;
 }
 
 bool vlmc_backend_has_sections(const vlmc_backend_iface_t *backend,

@@ -50,6 +50,11 @@ struct vlmc_program_s {
   bool *bound;
   vlmc_program_transfers_t *transfers; /* by function index */
   size_t current;                      /* the function transfers count for now */
+  uint64_t params_uploaded;            /* bytes of parameters uploaded at open (preload) */
+  /* Bytes uploaded between calls (arguments imported): they count for the next call; bytes
+   * read between calls (results) count for the last one, `current`. */
+  uint64_t pending_to_device;
+  bool in_call;
 };
 
 /* ---- plans ---- */
@@ -243,7 +248,8 @@ static vlmc_status_t value_from_host(vlmc_program_t *p, const vlmc_tensor_t *hos
     memcpy(p->iface->buffer_host(p->backend, out->buffer), host->data, bytes);
     return NULL;
   }
-  p->transfers[p->current].bytes_to_device += bytes;
+  if (p->in_call) p->transfers[p->current].bytes_to_device += bytes;
+  else p->pending_to_device += bytes;
   vlmc_status_t st = p->iface->upload(p->backend, out->buffer, host->data, bytes);
   if (st) vlmc_rt_value_release(p->backend, out);
   return st;
@@ -404,12 +410,10 @@ static vlmc_status_t convert_param(const vlmc_tensor_t *view, vlmc_tensor_t *out
   return NULL;
 }
 
-static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
-  const char *name = vlmc_op_attr(op, "name")->v.symbol;
-  const vlmc_param_t *param = vlmc_module_param_find(p->module, name);
-  uint32_t index = 0;
-  while (index < p->module->num_params && p->module->params[index] != param) ++index;
-  assert(param && index < p->module->num_params); /* the verifier resolved the name */
+/* Makes parameter `index` resident in the backend (once). */
+static vlmc_status_t load_param_at(vlmc_program_t *p, uint32_t index) {
+  const vlmc_param_t *param = p->module->params[index];
+  const char *name = param->name;
   if (!p->params[index].buffer) {
     if (!p->get_param)
       return vlmc_status_make(VLMC_NOT_FOUND, "param @%s: no parameter source", name);
@@ -433,8 +437,42 @@ static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_
     vlmc_tensor_release(&view); /* an owned view was converted or copied */
     if (st) return vlmc_status_annotate(st, "param @%s: ", name);
   }
+  return NULL;
+}
+
+static vlmc_status_t load_param(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
+  const char *name = vlmc_op_attr(op, "name")->v.symbol;
+  const vlmc_param_t *param = vlmc_module_param_find(p->module, name);
+  uint32_t index = 0;
+  while (index < p->module->num_params && p->module->params[index] != param) ++index;
+  assert(param && index < p->module->num_params); /* the verifier resolved the name */
+  VLMC_RETURN_IF_ERROR(load_param_at(p, index));
   *out = borrowed(&p->params[index]);
   return NULL;
+}
+
+vlmc_status_t vlmc_program_preload_params(vlmc_program_t *p, vlmc_program_progress_fn progress,
+                                          void *ctx) {
+  size_t total = 0, done = 0;
+  for (uint32_t i = 0; i < p->module->num_params; ++i) {
+    size_t bytes = 0;
+    const vlmc_type_t *t = &p->module->params[i]->type;
+    int64_t shape[VLMC_IR_MAX_RANK];
+    for (uint32_t d = 0; d < t->rank; ++d) shape[d] = t->dims[d].off;
+    if (vlmc_tensor_byte_size(t->dtype, t->rank, shape, &bytes)) total += bytes;
+  }
+  /* Bytes uploaded here count as the open's, not the first call's. */
+  uint64_t before = p->pending_to_device;
+  vlmc_status_t st = NULL;
+  for (uint32_t i = 0; !st && i < p->module->num_params; ++i) {
+    st = load_param_at(p, i);
+    size_t bytes = 0;
+    if (!st && vlmc_rt_value_bytes(&p->params[i], &bytes)) done += bytes;
+    if (!st && progress) progress(ctx, p->module->params[i]->name, done, total);
+  }
+  p->params_uploaded += p->pending_to_device - before;
+  p->pending_to_device = before;
+  return st;
 }
 
 static vlmc_status_t make_constant(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *out) {
@@ -712,16 +750,18 @@ vlmc_status_t vlmc_program_run(vlmc_program_t *p, const char *name, vlmc_rt_valu
     for (uint32_t i = 0; i < num_args; ++i) vlmc_rt_value_release(p->backend, &args[i]);
     return st;
   }
-  /* Arguments imported just before count for this call, as do results read after it. */
-  if (p->current != f) {
-    p->transfers[f].bytes_to_device += p->transfers[p->current].bytes_to_device;
-    p->transfers[f].bytes_to_host += p->transfers[p->current].bytes_to_host;
-    p->transfers[p->current].bytes_to_device = 0;
-    p->transfers[p->current].bytes_to_host = 0;
-  }
+  /* Arguments imported just before count for this call, as do results read after it (until
+   * the next call). */
+  p->transfers[f].bytes_to_device += p->pending_to_device;
+  p->pending_to_device = 0;
   p->current = f;
   p->transfers[f].calls++;
-  if (!plan) return run_function(p, name, args, num_args, results, num_results);
+  p->in_call = true;
+  if (!plan) {
+    st = run_function(p, name, args, num_args, results, num_results);
+    p->in_call = false;
+    return st;
+  }
   for (uint32_t i = 0; i < p->module->num_symbols; ++i) p->bound[i] = false;
   size_t nv = p->module->next_value_id + 1;
   vlmc_rt_value_t *values = calloc(nv, sizeof *values);
@@ -732,6 +772,7 @@ vlmc_status_t vlmc_program_run(vlmc_program_t *p, const char *name, vlmc_rt_valu
   if (!st && p->iface->synchronize) st = p->iface->synchronize(p->backend);
   for (size_t i = 0; values && i < nv; ++i) vlmc_rt_value_release(p->backend, &values[i]);
   free(values);
+  p->in_call = false;
   if (st)
     for (uint32_t i = 0; i < num_results; ++i) vlmc_rt_value_release(p->backend, &results[i]);
   return st;
@@ -762,6 +803,7 @@ static size_t largest_live_set(const plan_t *plan) {
 void vlmc_program_memory(const vlmc_program_t *p, vlmc_program_memory_t *out) {
   memset(out, 0, sizeof *out);
   out->slots = p->num_slots;
+  out->params_uploaded = p->params_uploaded;
   for (uint32_t s = 1; s <= p->num_slots; ++s) out->slot_bytes += p->slots[s].capacity;
   for (uint32_t f = 0; f < p->module->num_funcs; ++f) {
     if (!p->plans[f]) continue;

@@ -37,6 +37,15 @@ void vlmc_program_destroy(vlmc_program_t *program);
 /* Taps from now on go to fn (NULL: none). */
 void vlmc_program_set_tap(vlmc_program_t *program, vlmc_backend_tap_fn fn, void *ctx);
 
+/* Progress of vlmc_program_preload_params: `done` of `total` bytes after parameter `name`
+ * (done counts what was uploaded: stored sizes, so it may end below total). */
+typedef void (*vlmc_program_progress_fn)(void *ctx, const char *name, size_t done, size_t total);
+/* Makes every parameter resident in the backend now (a device backend's weights uploaded
+ * once at open: VLMC_BACKEND_PRELOADS_PARAMS) instead of on first use; the bytes count in
+ * vlmc_program_memory_t.params_uploaded, not in any call's transfers. */
+vlmc_status_t vlmc_program_preload_params(vlmc_program_t *program,
+                                          vlmc_program_progress_fn progress, void *ctx);
+
 /* Makes a value of host data for an argument: borrowed on a host-memory backend (the data
  * must stay valid while the value is used), else uploaded into an owned buffer. */
 vlmc_status_t vlmc_program_import(vlmc_program_t *program, const vlmc_tensor_t *host,
@@ -68,6 +77,7 @@ typedef struct {
   uint32_t slots;          /* activation buffers of the memory plan, all functions */
   size_t slot_bytes;       /* their sizes now */
   size_t largest_live_set; /* the most region-output bytes live at once in one call */
+  uint64_t params_uploaded; /* parameter bytes uploaded at open (vlmc_program_preload_params) */
 } vlmc_program_memory_t;
 void vlmc_program_memory(const vlmc_program_t *program, vlmc_program_memory_t *out);
 

@@ -40,6 +40,7 @@ struct vlmc_session_s {
   } convention;
   uint32_t num_layers;              /* KV cache pairs, from decode's signature */
   uint32_t threads;
+  uint32_t device; /* the device backend's device index */
   double open_ms;
 };
 
@@ -173,6 +174,23 @@ static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights,
   return NULL;
 }
 
+/* Uploading the weights at open: a line on stderr every tenth, for models of 256 MB and more
+ * (small ones upload before anyone would read it). */
+typedef struct {
+  const char *backend;
+  int tenths_shown;
+} upload_progress_t;
+
+static void print_upload_progress(void *ctx, const char *name, size_t done, size_t total) {
+  upload_progress_t *u = ctx;
+  if (total < ((size_t)256 << 20)) return;
+  int tenths = (int)(10.0 * (double)done / (double)total);
+  if (tenths <= u->tenths_shown) return;
+  u->tenths_shown = tenths;
+  fprintf(stderr, "%s: weights uploaded %d%% (%.0f of %.0f MB)\n", u->backend, 10 * tenths,
+          (double)done / (1 << 20), (double)total / (1 << 20));
+}
+
 static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t *backend) {
   vlmc_backend_open_params_t bp = {.source = vlmc_artifact_path(s->artifact),
                                    .module = s->module,
@@ -180,12 +198,19 @@ static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t 
                                    .section_ctx = s->artifact,
                                    .get_param = param_source,
                                    .param_ctx = s->params,
-                                   .threads = s->threads};
+                                   .threads = s->threads,
+                                   .device = s->device};
   VLMC_RETURN_IF_ERROR(backend->open(&bp, &s->backend));
-  return vlmc_program_create(s->module, s->backend, param_source, s->params, &s->program);
+  VLMC_RETURN_IF_ERROR(
+      vlmc_program_create(s->module, s->backend, param_source, s->params, &s->program));
+  if (!(backend->caps & VLMC_BACKEND_PRELOADS_PARAMS)) return NULL;
+  upload_progress_t progress = {backend->name, 0};
+  return vlmc_program_preload_params(s->program, print_upload_progress, &progress);
 }
 
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
+  const char *not_built = vlmc_backend_not_built(o->backend);
+  if (not_built) return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s': %s", o->backend, not_built);
   if (o->backend && !vlmc_backend_find(o->backend)) {
     char names[256];
     vlmc_backend_names(names, sizeof names);
@@ -209,6 +234,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
   s->threads = o->threads ? o->threads : 1;
+  s->device = o->device;
   return open_backend(s, backend);
 }
 

@@ -30,6 +30,7 @@ typedef struct {
   const char *params_dir; /* for artifacts compiled with --params external */
   const char *backend;    /* a registered backend's name; NULL: the registry's pick */
   uint32_t threads;       /* 0: 1 */
+  uint32_t device;        /* a device backend's device index (vlmc-run --device N) */
   bool verify_params;     /* check every parameter's checksum at open, not on first use */
   /* "resident": copy the weights into memory on first use (runtime/params.h); "mapped":
    * read them from the file mapping. NULL: resident on backends whose kernels stream the

@@ -36,7 +36,8 @@ PRIVATE = (("runtime", "backends"), ("codegen", "targets"))
 # Private headers that tests/ alone may include: self-contained parts of a backend (nothing
 # but support/ below them) that their unit test and fuzzer feed hostile bytes directly, one
 # call at a time, where the registry would reach them only through a whole backend.
-TESTED_PRIVATE = {"runtime/backends/cpu/elf_loader.h"}
+TESTED_PRIVATE = {"runtime/backends/cpu/elf_loader.h", "runtime/backends/vulkan/spirv_check.h",
+                  "runtime/backends/vulkan/kernels.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

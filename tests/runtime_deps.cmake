@@ -2,4 +2,5 @@
 # build, the runtime-only one (-DVLMC_COMPILER=OFF) included (tests/e2e/runtime_deps.sh).
 add_test(NAME runtime.deps_and_tiny_run
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/runtime_deps.sh $<TARGET_FILE:vlmc-run>
+                 $<TARGET_FILE:vlmc_runtime>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

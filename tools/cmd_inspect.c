@@ -1,7 +1,9 @@
 /* vlmc inspect model.vlmc: what an artifact holds — sections with sizes and checksums, the
  * model and the options that compiled it, the functions of its program, the cpu kernels (each
  * with its template, input storage and the dispatches it serves; the artifact is refused by
- * the runtime, and reported here, when a dispatch region has no kernel), and its parameters
+ * the runtime, and reported here, when a dispatch region has no kernel), the vulkan kernels
+ * (workgroup size, units per group, push-constant layout, bindings, device features), each
+ * backend's check of its sections, and its parameters
  * (count, dtype mix, bytes). --verify runs the runtime's validation at open
  * (runtime/validate.h: manifest, program, parameters and kernel tables cross-checked, no
  * artifact code loaded) and checks every checksum, lazily verified sections and each inline
@@ -178,7 +180,81 @@ static void print_kernels(const vlmc_artifact_t *a, const char *path) {
   if (!st) print_dispatch_summary(module);
   print_kernel_table(path, table);
   if (st) printf("  NOT LOADABLE: %s\n", vlmc_status_message(st));
-  else print_backend_checks(a, path, module);
+  vlmc_status_free(st);
+  vlmc_module_destroy(module);
+}
+
+/* A kernel target field's integer (-1 when absent) or string ("" when absent). */
+static int64_t int_field(const vlmc_kernel_table_kernel_t *k, const char *key) {
+  const vlmc_kernel_table_field_t *f = vlmc_kernel_table_kernel_field(k, key);
+  return f && !f->string ? f->integer : -1;
+}
+
+static const char *string_field(const vlmc_kernel_table_kernel_t *k, const char *key) {
+  const vlmc_kernel_table_field_t *f = vlmc_kernel_table_kernel_field(k, key);
+  return f && f->string ? f->string : "";
+}
+
+/* One vulkan kernel: its grid shape, push constants (docs/vulkan.md: word 0 the work units,
+ * then the symbols), bindings (the inputs' storage, the output last) and device features. */
+static void print_vulkan_kernel(const vlmc_kernel_table_kernel_t *k, uint32_t uses) {
+  printf("    %-6s %-16s %3u dispatch%s  workgroup %lldx%lldx%lld, %lld unit%s/group, "
+         "%lld B shared, %lld B SPIR-V\n",
+         k->symbol, k->template_name, uses, uses == 1 ? "  " : "es",
+         (long long)int_field(k, "workgroup_x"), (long long)int_field(k, "workgroup_y"),
+         (long long)int_field(k, "workgroup_z"), (long long)int_field(k, "units_per_group"),
+         int_field(k, "units_per_group") == 1 ? "" : "s", (long long)int_field(k, "shared_bytes"),
+         (long long)int_field(k, "spirv_size"));
+  printf("           push constants (%lld words): [0] work", (long long)int_field(k, "push_words"));
+  for (uint32_t i = 0; i < k->num_syms; ++i) printf(", [%u] %s", i + 1, k->syms[i]);
+  printf("\n           bindings:");
+  for (uint32_t i = 0; i < k->num_inputs; ++i)
+    printf(" %u: %s,", i, vlmc_dtype_info(k->inputs[i])->name);
+  printf(" %u: %s (output)\n", k->num_inputs, vlmc_dtype_info(k->output)->name);
+  const char *features = string_field(k, "features");
+  printf("           features: %s\n", features[0] ? features : "none");
+}
+
+/* The vulkan kernels (sections kernels.vulkan and kernels.vulkan.json). */
+static void print_vulkan_kernels(const vlmc_artifact_t *a, const char *path) {
+  const vlmc_artifact_section_t *spirv = vlmc_artifact_find(a, "kernels.vulkan");
+  const vlmc_artifact_section_t *table = vlmc_artifact_find(a, "kernels.vulkan.json");
+  if (!spirv || !table) {
+    printf("vulkan kernels: none (compiled without --target vulkan)\n");
+    return;
+  }
+  vlmc_kernel_table_t t;
+  vlmc_status_t st = vlmc_kernel_table_parse(path, "vulkan", (const char *)table->data,
+                                             (size_t)table->size, &t);
+  uint32_t *uses = st ? NULL : calloc(t.num_kernels + 1, sizeof *uses);
+  if (st || !uses) {
+    printf("vulkan kernels: the kernel table does not parse%s%s\n", st ? ": " : "",
+           st ? vlmc_status_message(st) : "");
+    vlmc_status_free(st);
+    vlmc_kernel_table_deinit(&t);
+    return;
+  }
+  for (size_t i = 0; i < t.num_dispatches; ++i)
+    if (t.dispatches[i].kernel < t.num_kernels) uses[t.dispatches[i].kernel]++;
+  const vlmc_kernel_table_field_t *version = vlmc_kernel_table_field(&t, "spirv_version");
+  printf("vulkan kernels: %.1f KB of SPIR-V %s (abi %s); %zu kernels serve %zu dispatches:\n",
+         (double)spirv->size / 1e3, version && version->string ? version->string : "?",
+         t.abi ? t.abi : "?", t.num_kernels, t.num_dispatches);
+  for (size_t i = 0; i < t.num_kernels; ++i) print_vulkan_kernel(&t.kernels[i], uses[i]);
+  free(uses);
+  vlmc_kernel_table_deinit(&t);
+}
+
+/* Every backend with sections here checks them against the (verified) program. */
+static void print_all_backend_checks(const vlmc_artifact_t *a, const char *path) {
+  const vlmc_artifact_section_t *program = vlmc_artifact_find(a, "program");
+  vlmc_module_t *module = NULL;
+  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
+  vlmc_status_t st = program ? vlmc_module_parse((const char *)program->data,
+                                                 (size_t)program->size, &po, &module)
+                             : vlmc_status_make(VLMC_NOT_FOUND, "no program");
+  if (!st) st = vlmc_module_verify(module);
+  if (!st) print_backend_checks(a, path, module);
   vlmc_status_free(st);
   vlmc_module_destroy(module);
 }
@@ -240,6 +316,8 @@ static int inspect(const char *path, bool verify) {
     print_sections(a);
     print_program(a);
     print_kernels(a, path);
+    print_vulkan_kernels(a, path);
+    print_all_backend_checks(a, path);
     print_params(&m);
   }
   if (!status && verify) status = verify_artifact(a);

@@ -1,5 +1,6 @@
-/* vlmc kernel-test [--target T] FILE.vir...: checks a target's generated kernels against the
- * reference executor (T defaults to cpu).
+/* vlmc kernel-test [--target T] [--sizes A,B,...] FILE.vir...: checks a target's generated
+ * kernels against the reference executor (T defaults to cpu; --sizes replaces the default
+ * sizes, e.g. for a device that binds at most 128 MiB per buffer, like lavapipe).
  *
  * Each file is a module whose first function is the test; `$N` in its text is replaced by each
  * size in turn (default 3420, 176, 172, 1, 37: awkward on purpose). Per size: parse, run the
@@ -16,6 +17,7 @@
  *                             sequence: sorted, first 0, last `// segments-total` (default N)
  *   // arg %p: permutation    a random permutation of 0 .. len-1
  *   // tolerance: 1e-5        max |cpu - ref| / max(1, max |ref|) (default 1e-5)
+ *   // tolerance vulkan: 1e-6 the same for one target only (wins over `tolerance:`)
  *   // template: linear       the template the kernels must use (at least one of them)
  *
  * Parameters get random values in their own dtype (a bf16 weight is bf16). Prints one line per
@@ -39,6 +41,10 @@
 
 enum { MAX_SIZES = 16, MAX_ARGS = 64, MAX_SYMS = 16, MAX_PARAMS = 64 };
 
+/* The target under test (`tolerance T:` directives). */
+static const char *current_target = "cpu";
+
+
 typedef struct {
   char name[64];
   char kind[64]; /* uniform, ints, segments, permutation */
@@ -54,6 +60,7 @@ typedef struct {
   char sym_values[MAX_SYMS][64];
   int num_syms;
   double tolerance;
+  double target_tolerance; /* `tolerance T:` for the target under test; < 0: none */
   char required_template[64];
   int64_t segments_total_override; /* 0: none */
 } spec_t;
@@ -115,6 +122,8 @@ static void parse_directive(spec_t *s, const char *line) {
     arg->hi = n >= 4 ? hi : 1;
   } else if (sscanf(line, "tolerance: %lf", &lo) == 1) {
     s->tolerance = lo;
+  } else if (sscanf(line, "tolerance %63[a-z0-9_]: %lf", a, &lo) == 2) {
+    if (!strcmp(a, current_target)) s->target_tolerance = lo;
   } else if (sscanf(line, "template: %63s", a) == 1) {
     snprintf(s->required_template, sizeof s->required_template, "%s", a);
   }
@@ -432,6 +441,24 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   return st;
 }
 
+/* The sizes `$N` takes unless a file says `// sizes:` (--sizes replaces them). */
+static int64_t default_sizes[MAX_SIZES] = {3420, 176, 172, 1, 37};
+static int num_default_sizes = 5;
+
+/* "A,B,..." (positive) into the default sizes; false when it is not such a list. */
+static bool set_default_sizes(const char *text) {
+  int n = 0;
+  for (const char *p = text; *p;) {
+    char *end = NULL;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 1 || n == MAX_SIZES || (*end && *end != ',')) return false;
+    default_sizes[n++] = v;
+    p = *end ? end + 1 : end;
+  }
+  num_default_sizes = n;
+  return n > 0;
+}
+
 static int test_file(const vlmc_target_t *target, const char *path) {
   char *raw = NULL;
   size_t len = 0;
@@ -443,9 +470,8 @@ static int test_file(const vlmc_target_t *target, const char *path) {
   }
   spec_t base;
   memset(&base, 0, sizeof base);
-  static const int64_t defaults[] = {3420, 176, 172, 1, 37};
-  memcpy(base.sizes, defaults, sizeof defaults);
-  base.num_sizes = 5;
+  memcpy(base.sizes, default_sizes, sizeof default_sizes);
+  base.num_sizes = num_default_sizes;
   parse_spec(raw, &base); /* only `sizes:` matters before substitution */
   int failures = 0;
   for (int k = 0; k < base.num_sizes; ++k) {
@@ -454,8 +480,10 @@ static int test_file(const vlmc_target_t *target, const char *path) {
     spec_t s = base;
     s.num_args = s.num_syms = 0;
     s.tolerance = 1e-5;
+    s.target_tolerance = -1;
     s.required_template[0] = '\0';
     parse_spec(text, &s);
+    if (s.target_tolerance >= 0) s.tolerance = s.target_tolerance;
     outcome_t o;
     memset(&o, 0, sizeof o);
     st = text ? run_case(target, path, text, &s, n, &o) : vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
@@ -479,11 +507,12 @@ static int test_file(const vlmc_target_t *target, const char *path) {
 
 static void print_help(FILE *out) {
   fprintf(out,
-          "usage: vlmc kernel-test [--target T] FILE.vir...\n"
+          "usage: vlmc kernel-test [--target T] [--sizes A,B,...] FILE.vir...\n"
           "  checks the kernels target T (default cpu; vlmc compile --target help lists them)\n"
           "  generates for each file's first function, run on the backend of the same name,\n"
           "  against the reference executor on random inputs; `$N` in the file takes each size\n"
-          "  (default 3420, 176, 172, 1, 37). Directives: see tools/cmd_kernel_test.c.\n"
+          "  (default 3420, 176, 172, 1, 37, or --sizes; a file's `// sizes:` wins).\n"
+          "  Directives: see tools/cmd_kernel_test.c.\n"
           "  VLMC_KERNEL_TEST_CPU=native|x86-64-v3|... sets the cpu target's cpu option,\n"
           "  VLMC_KERNEL_TEST_DUMP=DIR dumps the kernels.\n");
 }
@@ -495,9 +524,19 @@ int vlmc_cmd_kernel_test(int argc, char **argv) {
     print_help(stdout);
     return 0;
   }
-  if (argc >= 3 && !strcmp(argv[1], "--target")) {
-    target_name = argv[2];
-    first_file = 3;
+  while (first_file + 1 < argc && argv[first_file][0] == '-') {
+    if (!strcmp(argv[first_file], "--target")) {
+      target_name = argv[first_file + 1];
+    } else if (!strcmp(argv[first_file], "--sizes")) {
+      if (!set_default_sizes(argv[first_file + 1])) {
+        fprintf(stderr, "error: kernel-test --sizes %s: expected positive sizes separated by "
+                "commas (at most %d)\n", argv[first_file + 1], MAX_SIZES);
+        return 2;
+      }
+    } else {
+      break;
+    }
+    first_file += 2;
   }
   if (first_file >= argc) {
     print_help(stderr);
@@ -513,6 +552,7 @@ int vlmc_cmd_kernel_test(int argc, char **argv) {
     vlmc_strbuf_deinit(&names);
     return 2;
   }
+  current_target = target->name;
   /* Outputs start as 0xFF bytes (NaN, -1): a kernel that skips an element fails. */
   setenv("VLMC_CPU_POISON", "1", 0);
   int failures = 0;

@@ -32,6 +32,7 @@ typedef struct {
   bool load_only;
   bool print_ids;
   bool stats;
+  bool list_devices;
 } run_options_t;
 
 static void print_usage(FILE *out) {
@@ -51,7 +52,11 @@ static void print_usage(FILE *out) {
           "                         positions, counting the -n new tokens\n"
           "  --backend NAME         cpu (the generated kernels; the default when the artifact\n"
           "                         carries them), ref (the reference interpreter); `--backend\n"
-          "                         help` lists every registered backend\n"
+          "                         help` lists every registered backend; vulkan (the\n"
+          "                         SPIR-V kernels; the default for an artifact compiled for\n"
+          "                         vulkan only)\n"
+          "  --device N             the device a device backend runs on (default 0)\n"
+          "  --list-devices         list the devices of every device backend and stop\n"
           "  --threads N            threads (default 1)\n"
           "  --weights MODE         resident: copy the weights into memory on first use (the\n"
           "                         cpu backend's default: faster passes); mapped: read them\n"
@@ -101,6 +106,7 @@ static bool parse_switch(const char *a, run_options_t *o) {
   else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) o->interactive = true;
   else if (!strcmp(a, "--ids")) o->print_ids = true;
   else if (!strcmp(a, "--load-only")) o->load_only = true;
+  else if (!strcmp(a, "--list-devices")) o->list_devices = true;
   else return false;
   return true;
 }
@@ -165,6 +171,9 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   else if (!strcmp(a, "--threads")) {
     if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
     o->session.threads = (uint32_t)n;
+  } else if (!strcmp(a, "--device")) {
+    if (!parse_int(v, 0, 1 << 16, &n)) return bad_value(a, v, "a device index >= 0");
+    o->session.device = (uint32_t)n;
   } else if (!strcmp(a, "--params")) o->session.params_dir = v;
   else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
   else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
@@ -199,6 +208,7 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
     int rc = parse_valued(a, argv[++i], o);
     if (rc) return rc; /* 1: a help request answered */
   }
+  if (o->list_devices) return 0;
   if (!o->session.artifact_path) {
     print_usage(stderr);
     return 2;
@@ -265,6 +275,11 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
             (unsigned long long)st.backend.kernel_calls, st.backend.kernel_seconds * 1e3,
             (double)st.memory.slot_bytes / 1e6, st.memory.slots,
             (double)st.memory.largest_live_set / 1e6);
+  if (st.backend.submits)
+    fprintf(stderr, "stats: %s: %llu submits, %.1f ms device time (timestamps) | weights "
+            "uploaded at open %.2f MB\n", vlmc_session_backend(s),
+            (unsigned long long)st.backend.submits, st.backend.device_seconds * 1e3,
+            (double)st.memory.params_uploaded / 1e6);
   print_transfers(&st);
   if (!r->stopped_on_eos)
     fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
@@ -375,11 +390,37 @@ static vlmc_status_t run(runner_t *r) {
   return o->interactive ? run_stdin_turns(r) : NULL;
 }
 
+/* `--list-devices`: each device backend's devices; 0 when at least one backend listed some. */
+static int list_devices(void) {
+  int listed = 0, tried = 0;
+  for (size_t i = 0; i < vlmc_backend_count(); ++i) {
+    const vlmc_backend_iface_t *b = vlmc_backend_at(i);
+    if (!b->list_devices) continue;
+    tried++;
+    vlmc_strbuf_t text;
+    vlmc_strbuf_init(&text);
+    vlmc_status_t st = b->list_devices(&text);
+    if (st) {
+      fprintf(stderr, "error: %s\n", vlmc_status_message(st));
+      vlmc_status_free(st);
+    } else {
+      fputs(vlmc_strbuf_cstr(&text), stdout);
+      listed++;
+    }
+    vlmc_strbuf_deinit(&text);
+  }
+  const char *why = vlmc_backend_not_built("vulkan");
+  if (!tried) fprintf(stderr, "error: no device backend in this build%s%s\n", why ? ": " : "",
+                      why ? why : "");
+  return listed ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   run_options_t o;
   memset(&o, 0, sizeof o);
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : 2;
+  if (o.list_devices) return list_devices();
   runner_t r = {.o = &o};
   vlmc_status_t status = run(&r);
   if (r.ids_out && fclose(r.ids_out) != 0 && !status)

@@ -7,9 +7,10 @@
 # checkpoint's weights prints transformers' greedy tokens for a text-only and an image case.
 # Registered by tests/runtime_deps.cmake in every build, the runtime-only one
 # (-DVLMC_COMPILER=OFF) included.
-#   usage: runtime_deps.sh VLMC_RUN
+#   usage: runtime_deps.sh VLMC_RUN RUNTIME_LIB
 set -euo pipefail
 RUN=$1
+RUNTIME_LIB=${2:-}
 ARTIFACT=tests/e2e/data/tiny-vocab512-external.vlmc
 CKPT=tests/fixtures/parity/tiny-vocab512
 CONTROL=/usr/lib/llvm-19/bin/opt
@@ -38,10 +39,19 @@ signs=$(llvm_signs "$RUN")
 if [ -z "$signs" ]; then ok "vlmc-run: no LLVM/MLIR in dependencies, symbols or strings"
 else fail "vlmc-run links LLVM/MLIR: $signs"; fi
 # The cpu kernels are loaded by vlmc's own ELF loader (runtime/backends/cpu/elf_loader.c):
-# nothing in vlmc-run calls the dynamic linker.
+# the one caller of the dynamic linker is the vulkan backend's loader (vk_loader.c), which
+# opens libvulkan.so.1 at run time. RUNTIME_LIB (libvlmc_runtime.a) says which object calls it.
 if nm -D --undefined-only "$RUN" 2>/dev/null | grep -qwE 'dlopen|dlmopen'; then
-  fail "vlmc-run imports dlopen: the cpu kernels must go through runtime/backends/cpu/elf_loader.c"
+  users=$(nm -A "$RUNTIME_LIB" 2>/dev/null | grep -E ' U (dlopen|dlmopen)$' |
+          awk -F: '{print $2}' | sort -u | tr '\n' ' ')
+  if [ "$users" = "vk_loader.c.o " ]; then ok "only the vulkan loader (vk_loader.c) imports dlopen"
+  else fail "vlmc-run imports dlopen outside runtime/backends/vulkan/vk_loader.c: ${users:-?}" \
+    "(the cpu kernels must go through runtime/backends/cpu/elf_loader.c)"; fi
 else ok "vlmc-run imports no dlopen"; fi
+# Vulkan is opened at run time, never linked: vlmc-run starts on a machine without it.
+if readelf -d "$RUN" | grep -qiE 'Shared library: \[libvulkan' || ldd "$RUN" | grep -qi libvulkan; then
+  fail "vlmc-run links libvulkan: the vulkan backend must dlopen it (vk_loader.c)"
+else ok "vlmc-run does not link libvulkan (readelf NEEDED, ldd)"; fi
 if [ -x "$CONTROL" ]; then
   if [ -n "$(llvm_signs "$CONTROL")" ]; then ok "control: the check finds LLVM in $CONTROL"
   else fail "control: the check finds nothing in $CONTROL"; fi

@@ -33,11 +33,12 @@ static vlmc_module_t *parse_program(void) {
 
 
 static void test_registry(void) {
-  EXPECT_EQ_INT(vlmc_target_count(), 3);
+  EXPECT_EQ_INT(vlmc_target_count(), 4);
   EXPECT_TRUE(vlmc_target_find("ref") == &vlmc_target_ref);
   EXPECT_TRUE(vlmc_target_find("cpu") == &vlmc_target_cpu);
   EXPECT_TRUE(vlmc_target_find("null") == &vlmc_target_null);
-  EXPECT_TRUE(vlmc_target_find("vulkan") == NULL);
+  EXPECT_TRUE(vlmc_target_find("vulkan") == &vlmc_target_vulkan);
+  EXPECT_TRUE(vlmc_target_find("metal") == NULL);
   for (size_t i = 0; i < vlmc_target_count(); ++i) {
     const vlmc_target_t *t = vlmc_target_at(i);
     EXPECT_TRUE(t->name && t->summary && t->precisions && t->precision_note);
@@ -49,7 +50,7 @@ static void test_registry(void) {
   vlmc_strbuf_t names;
   vlmc_strbuf_init(&names);
   vlmc_target_names(&names);
-  EXPECT_STREQ(vlmc_strbuf_cstr(&names), "ref, cpu, null");
+  EXPECT_STREQ(vlmc_strbuf_cstr(&names), "ref, cpu, null, vulkan");
   vlmc_strbuf_deinit(&names);
 }
 
@@ -59,8 +60,8 @@ static void test_lists(void) {
   EXPECT_EQ_INT(list.count, 2);
   EXPECT_OK(vlmc_target_list_parse(NULL, &list));
   EXPECT_TRUE(list.count == 1 && list.targets[0] == &vlmc_target_ref);
-  EXPECT_ERROR(vlmc_target_list_parse("ref,vulkan", &list),
-               "--target ref,vulkan: unknown target 'vulkan'; targets: ref, cpu, null");
+  EXPECT_ERROR(vlmc_target_list_parse("ref,metal", &list),
+               "--target ref,metal: unknown target 'metal'; targets: ref, cpu, null, vulkan");
 }
 
 static void expect_pipeline(const char *targets, const char *precision, const char *expected) {

@@ -35,7 +35,11 @@ static void test_registry(void) {
   EXPECT_TRUE(vlmc_backend_find("vulkan2") == NULL);
   char names[128];
   vlmc_backend_names(names, sizeof names);
+#ifdef VLMC_HAVE_VULKAN
+  EXPECT_STREQ(names, "cpu, vulkan, ref, null"); /* vulkan: tests/unit/test_vulkan_backend.c */
+#else
   EXPECT_STREQ(names, "cpu, ref, null");
+#endif
   const char *with_kernels[] = {"program", "kernels.cpu", "kernels.cpu.json", NULL};
   const char *program_only[] = {"program", NULL};
   const char *nothing[] = {NULL};
@@ -161,10 +165,96 @@ static void test_transfers(void) {
   EXPECT_EQ_INT(t.bytes_to_host, 0);
 }
 
+/* Two functions called in turn: each keeps its own bytes (the arguments imported before a
+ * call count for it; its results read after it count for it, not for the next call). */
+static void test_transfers_per_function(void) {
+  vlmc_module_t *m = parse("func @a(%ids: i64[S]) -> i64[M] {\n"
+                           "  %at = token_positions %ids {token=7} : i64[M]\n"
+                           "  return %at\n"
+                           "}\n"
+                           "func @b(%ids: i64[S]) -> i64[M] {\n"
+                           "  %at = token_positions %ids {token=7} : i64[M]\n"
+                           "  return %at\n"
+                           "}\n");
+  session_t s;
+  open_on("null", m, &s);
+  int64_t ids[6] = {1, 7, 7, 3, 7, 9};
+  vlmc_tensor_t host = vlmc_tensor_view(VLMC_DTYPE_I64, 1, (const int64_t[]){6}, ids);
+  for (int call = 0; s.program && call < 3; ++call) {
+    vlmc_rt_value_t arg, res;
+    vlmc_tensor_t positions;
+    EXPECT_OK(vlmc_program_import(s.program, &host, &arg));
+    EXPECT_OK(vlmc_program_run(s.program, call == 1 ? "b" : "a", &arg, 1, &res, 1));
+    EXPECT_OK(vlmc_program_read(s.program, &res, &positions));
+    vlmc_tensor_release(&positions);
+    vlmc_program_release(s.program, &res);
+  }
+  size_t n = 0;
+  const vlmc_program_transfers_t *t = s.program ? vlmc_program_transfers(s.program, &n) : NULL;
+  EXPECT_EQ_INT(n, 2);
+  if (n == 2) {
+    EXPECT_EQ_INT(t[0].calls, 2);
+    EXPECT_EQ_INT(t[0].bytes_to_device, 2 * (48 + 24));
+    EXPECT_EQ_INT(t[0].bytes_to_host, 2 * (48 + 24));
+    EXPECT_EQ_INT(t[1].calls, 1);
+    EXPECT_EQ_INT(t[1].bytes_to_device, 48 + 24);
+    EXPECT_EQ_INT(t[1].bytes_to_host, 48 + 24);
+  }
+  close_session(&s);
+  vlmc_module_destroy(m);
+}
+
+static vlmc_status_t ids_param(void *ctx, const char *name, const vlmc_type_t *type,
+                               vlmc_tensor_t *out) {
+  static const int64_t kIds[6] = {1, 7, 7, 3, 7, 9};
+  *out = vlmc_tensor_view(VLMC_DTYPE_I64, 1, (const int64_t[]){6}, kIds);
+  ++*(int *)ctx;
+  return NULL;
+}
+
+/* vlmc_program_preload_params (what the session does for VLMC_BACKEND_PRELOADS_PARAMS): every
+ * parameter is uploaded once, before the first call, with progress; its bytes are the
+ * open's, not the call's, and the call does not load it again. */
+static void test_preload_params(void) {
+  vlmc_module_t *m = parse("param @w : i64[6]\n"
+                           "func @k() -> i64[M] {\n"
+                           "  %w = param @w : i64[6]\n"
+                           "  %at = token_positions %w {token=7} : i64[M]\n"
+                           "  return %at\n"
+                           "}\n");
+  const char *sections[] = {"program", NULL};
+  vlmc_backend_open_params_t bp = {.source = "test", .module = m, .section = fake_section,
+                                   .section_ctx = sections};
+  vlmc_backend_t *b = NULL;
+  vlmc_program_t *p = NULL;
+  int loads = 0;
+  EXPECT_OK(vlmc_backend_find("null")->open(&bp, &b));
+  if (b) EXPECT_OK(vlmc_program_create(m, b, ids_param, &loads, &p));
+  if (p) {
+    EXPECT_OK(vlmc_program_preload_params(p, NULL, NULL));
+    vlmc_program_memory_t mem;
+    vlmc_program_memory(p, &mem);
+    EXPECT_EQ_INT(mem.params_uploaded, 48);
+    vlmc_rt_value_t res;
+    EXPECT_OK(vlmc_program_run(p, "k", NULL, 0, &res, 1));
+    vlmc_program_release(p, &res);
+    size_t n = 0;
+    const vlmc_program_transfers_t *t = vlmc_program_transfers(p, &n);
+    EXPECT_EQ_INT(t[0].bytes_to_device, 24); /* the positions; not the parameter again */
+    EXPECT_EQ_INT(t[0].bytes_to_host, 48);   /* the host step reads the parameter */
+    EXPECT_EQ_INT(loads, 1);
+  }
+  vlmc_program_destroy(p);
+  if (b) b->iface->destroy(b);
+  vlmc_module_destroy(m);
+}
+
 int main(void) {
   RUN_TEST(test_registry);
   RUN_TEST(test_no_interpreter_fallback);
   RUN_TEST(test_null_refuses_regions);
   RUN_TEST(test_transfers);
+  RUN_TEST(test_transfers_per_function);
+  RUN_TEST(test_preload_params);
   return TEST_SUMMARY();
 }

@@ -1,0 +1,276 @@
+/* The vulkan target (vlmc_target_vulkan, codegen/target.h): every dispatch region of a fused
+ * module becomes a SPIR-V compute kernel. Regions -> kernel text (codegen/kernel_emit.h with
+ * the vulkan hooks, emit.h, the templates) -> deduplicated kernels (codegen/kernel_set.h) ->
+ * SPIR-V, validated (lower.h) -> table.
+ *
+ * Sections (docs/vulkan.md): "kernels.vulkan", the SPIR-V modules back to back, and
+ * "kernels.vulkan.json", the kernel table (format 2) whose kernels carry their "target"
+ * fields: entry, spirv_offset, spirv_size, workgroup_x/y/z, units_per_group, push_words,
+ * shared_bytes, features. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "artifact/kernel_table.h"
+#include "codegen/kernel_set.h"
+#include "codegen/target.h"
+#include "codegen/targets/vulkan/emit.h"
+#include "codegen/targets/vulkan/lower.h"
+#include "support/strbuf.h"
+
+/* What the table says of a kernel beyond the common fields. */
+typedef struct {
+  int workgroup[3];
+  int units_per_group;
+  int64_t shared_bytes;
+  uint32_t push_words;
+  size_t spirv_offset, spirv_size;
+  char features[160];
+} vk_kernel_t;
+
+typedef struct {
+  const vlmc_target_config_t *o;
+  const vlmc_module_t *module;
+  vlmc_vk_lowerer_t *lowerer;
+  vlmc_kernel_set_t set;
+  vk_kernel_t *info; /* parallel to set.kernels */
+  size_t cap_info;
+  const vlmc_func_t *func; /* the function whose regions come in now (for progress) */
+  vlmc_strbuf_t spirv;     /* section kernels.vulkan */
+  char *table_json;
+} codegen_t;
+
+static const char kAbi[] = "vulkan-spirv-1";
+/* Devices must take at least 128 bytes of push constants: 1 + 16 symbols is 68. */
+enum { MAX_SHARED_BYTES = 16384 /* Vulkan's guaranteed maxComputeSharedMemorySize */ };
+
+static void progress(const codegen_t *g, const char *fmt, ...) VLMC_PRINTF(2, 3);
+static void progress(const codegen_t *g, const char *fmt, ...) {
+  if (!g->o->progress) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  g->o->progress(g->o->progress_user, line);
+}
+
+/* "@encode_image dispatch 12 (rms_norm): " before st. */
+static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_region_t *r,
+                                  const char *what, vlmc_status_t st) {
+  return vlmc_status_annotate(st, "@%s dispatch %u (%s): ", func->name, r->id, what);
+}
+
+/* Writes the region's kernel text and fills *k and *info (not yet deduplicated). */
+static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
+                                  const vlmc_dispatch_region_t *r, vlmc_kernel_set_kernel_t *k,
+                                  vk_kernel_t *info, vlmc_dim_t *work, int64_t *work_scale) {
+  vlmc_kernel_emit_t e;
+  vlmc_vk_emit_t vk;
+  VLMC_RETURN_IF_ERROR(vlmc_vk_emit_init(&e, &vk, g->module, func, r));
+  const char *anchor = vlmc_op_info(e.anchor->kind)->mnemonic;
+  vlmc_vk_template_fn fn = vlmc_vk_template_for(e.anchor->kind);
+  vlmc_status_t st = NULL;
+  if (!fn)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "the vulkan target has no kernel template for '%s'",
+                          anchor);
+  if (!st) st = fn(&e);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  if (!st) st = vlmc_vk_emit_finish(&e, VLMC_KERNEL_SET_PLACEHOLDER, &text);
+  if (!st && vk.shared_bytes > MAX_SHARED_BYTES)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "%lld bytes of workgroup memory (at most %d)",
+                          (long long)vk.shared_bytes, MAX_SHARED_BYTES);
+  if (!st && e.num_syms > VLMC_KERNEL_MAX_SYMS)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "%u symbols (at most %d)", e.num_syms,
+                          VLMC_KERNEL_MAX_SYMS);
+  if (!st) {
+    memset(info, 0, sizeof *info);
+    memcpy(info->workgroup, vk.workgroup, sizeof info->workgroup);
+    info->units_per_group = vk.units_per_group;
+    info->shared_bytes = vk.shared_bytes;
+    info->push_words = 1 + e.num_syms;
+    st = vlmc_kernel_set_describe(&g->set, &e, r, &text, k, work, work_scale);
+  }
+  vlmc_strbuf_deinit(&text);
+  if (st) st = region_error(func, r, e.template_name ? e.template_name : anchor, st);
+  vlmc_kernel_emit_deinit(&e);
+  return st;
+}
+
+/* Lowers new kernel `index` as vkN and appends its module to the section. */
+static vlmc_status_t lower_kernel(codegen_t *g, size_t index, vk_kernel_t *info) {
+  char name[64];
+  snprintf(name, sizeof name, "vk%zu", index);
+  char *text = vlmc_kernel_set_named_text(&g->set, index, name, "");
+  if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  uint32_t *words = NULL;
+  size_t count = 0;
+  vlmc_status_t st = vlmc_vk_lowerer_lower(g->lowerer, name, text, &words, &count);
+  free(text);
+  if (st) return st;
+  info->spirv_offset = g->spirv.len; /* every module is whole words: stays 4-aligned */
+  info->spirv_size = count * 4;
+  vlmc_vk_features(words, count, info->features, sizeof info->features);
+  vlmc_strbuf_append(&g->spirv, (const char *)words, count * 4);
+  free(words);
+  return g->spirv.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
+}
+
+static vlmc_status_t grow_info(codegen_t *g) {
+  if (g->set.num_kernels < g->cap_info) return NULL;
+  size_t cap = g->cap_info ? 2 * g->cap_info : 32;
+  vk_kernel_t *grown = realloc(g->info, cap * sizeof *grown);
+  if (!grown) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  g->info = grown;
+  g->cap_info = cap;
+  return NULL;
+}
+
+/* The region's kernel (shared with an earlier identical one) and its table entry. */
+static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
+                                const vlmc_dispatch_region_t *r) {
+  vlmc_kernel_set_kernel_t k;
+  vk_kernel_t info;
+  vlmc_dim_t work = vlmc_dim_static(1);
+  int64_t scale = 1;
+  size_t index = 0;
+  bool is_new = false;
+  VLMC_RETURN_IF_ERROR(grow_info(g));
+  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, &k, &info, &work, &scale));
+  char template_name[64];
+  snprintf(template_name, sizeof template_name, "%s", k.template_name);
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_set_intern(&g->set, &k, &index, &is_new));
+  if (is_new) {
+    g->info[index] = info;
+    vlmc_status_t st = lower_kernel(g, index, &g->info[index]);
+    if (st) return region_error(func, r, template_name, st);
+  }
+  return vlmc_kernel_set_add_dispatch(&g->set, func, r->id, index, work, scale);
+}
+
+static vlmc_status_t add_target_fields(vlmc_kernel_table_kernel_t *k, const vk_kernel_t *info) {
+  static const char *const kAxis[] = {"workgroup_x", "workgroup_y", "workgroup_z"};
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_string_field(k, "entry", k->symbol));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "spirv_offset",
+                                                              (int64_t)info->spirv_offset));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "spirv_size",
+                                                              (int64_t)info->spirv_size));
+  for (int a = 0; a < 3; ++a)
+    VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, kAxis[a], info->workgroup[a]));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "units_per_group",
+                                                              info->units_per_group));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "push_words", info->push_words));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "shared_bytes",
+                                                              info->shared_bytes));
+  return vlmc_kernel_table_kernel_add_string_field(k, "features", info->features);
+}
+
+/* Completes the table (the ABI, the kernels with their target fields) and writes it. */
+static vlmc_status_t table_json(codegen_t *g, char **out) {
+  vlmc_kernel_table_t *t = &g->set.table;
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_set_abi(t, kAbi));
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_add_string_field(t, "spirv_version", "1.3"));
+  for (size_t i = 0; i < g->set.num_kernels; ++i) {
+    char symbol[64];
+    vlmc_kernel_table_kernel_t k = vlmc_kernel_set_table_kernel(&g->set, i, symbol);
+    vlmc_status_t st = add_target_fields(&k, &g->info[i]);
+    if (!st) st = vlmc_kernel_table_add_kernel(t, &k);
+    vlmc_kernel_table_kernel_fields_free(&k);
+    VLMC_RETURN_IF_ERROR(st);
+  }
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  vlmc_status_t st = vlmc_kernel_table_to_json(t, &text);
+  *out = st ? NULL : vlmc_strbuf_take(&text);
+  vlmc_strbuf_deinit(&text);
+  return st;
+}
+
+/* ---- the target's entries (codegen/target.h) ---- */
+
+static void function_done(const codegen_t *g) {
+  if (g->func)
+    progress(g, "compile: @%s: %zu dispatches so far, %zu distinct vulkan kernels", g->func->name,
+             g->set.num_dispatches, g->set.num_kernels);
+}
+
+static bool vk_supports(const vlmc_dispatch_region_t *region, const vlmc_op_t *anchor) {
+  (void)region;
+  return vlmc_vk_template_for(anchor->kind) != NULL;
+}
+
+static void vk_destroy(void *state) {
+  codegen_t *g = state;
+  if (!g) return;
+  vlmc_kernel_set_deinit(&g->set);
+  free(g->info);
+  vlmc_vk_lowerer_destroy(g->lowerer);
+  vlmc_strbuf_deinit(&g->spirv);
+  free(g->table_json);
+  free(g);
+}
+
+static vlmc_status_t vk_create(const vlmc_target_config_t *config, const vlmc_module_t *module,
+                               void **out_state) {
+  codegen_t *g = calloc(1, sizeof *g);
+  if (!g) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  g->o = config;
+  g->module = module;
+  vlmc_strbuf_init(&g->spirv);
+  vlmc_status_t st = vlmc_kernel_set_init(&g->set, module, "vulkan");
+  if (!st) st = vlmc_vk_lowerer_create(config->dump_dir, &g->lowerer);
+  if (st) {
+    vk_destroy(g);
+    return st;
+  }
+  progress(g, "compile: vulkan kernels (SPIR-V 1.3, Vulkan 1.1 rules)");
+  *out_state = g;
+  return NULL;
+}
+
+static vlmc_status_t vk_emit_region(void *state, const vlmc_func_t *func,
+                                    const vlmc_dispatch_region_t *region) {
+  codegen_t *g = state;
+  if (func != g->func) {
+    function_done(g);
+    g->func = func;
+  }
+  return add_region(g, func, region);
+}
+
+static vlmc_status_t vk_finish(void *state, vlmc_target_sections_t *out) {
+  codegen_t *g = state;
+  function_done(g);
+  VLMC_RETURN_IF_ERROR(table_json(g, &g->table_json));
+  progress(g, "compile: vulkan: %zu dispatches, %zu distinct kernels, %.1f KB of SPIR-V%s%s",
+           g->set.num_dispatches, g->set.num_kernels, (double)g->spirv.len / 1e3,
+           g->o->dump_dir ? "; kernels dumped to " : "", g->o->dump_dir ? g->o->dump_dir : "");
+  out->items[0] = (vlmc_target_section_t){"kernels.vulkan", g->spirv.data ? g->spirv.data : "",
+                                          g->spirv.len, 16};
+  out->items[1] = (vlmc_target_section_t){"kernels.vulkan.json", g->table_json,
+                                          strlen(g->table_json), 8};
+  out->count = 2;
+  return NULL;
+}
+
+const vlmc_target_t vlmc_target_vulkan = {
+    .name = "vulkan",
+    .summary = "SPIR-V compute kernels (MLIR gpu -> SPIR-V, validated) for vlmc-run's vulkan "
+               "backend",
+    .options = NULL,
+    .num_options = 0,
+    .precisions = "f32,f16",
+    .precision_note = "vulkan kernels compute in f32; f16 rounds values to f16 where the "
+                      "program casts and stores f16 weights as f16 (shaderFloat16)",
+    .default_precision = "f32",
+    .pipeline_tail = "fuse,memory-plan",
+    .supports = vk_supports,
+    .create = vk_create,
+    .emit_region = vk_emit_region,
+    .finish = vk_finish,
+    .destroy = vk_destroy,
+};

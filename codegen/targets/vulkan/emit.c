@@ -1,0 +1,343 @@
+/* The vulkan target's kernel-writing helpers (codegen/targets/vulkan/emit.h): the hooks that
+ * make the shared emitter write a gpu.func (push-constant symbols, bf16 read as 32-bit words),
+ * ids, work units, workgroup memory and reductions. */
+#include "codegen/targets/vulkan/emit.h"
+
+#include <string.h>
+
+/* The vulkan memo kinds, after the shared emitter's. */
+enum {
+  MEMO_WORK = VLMC_KERNEL_MEMO_TARGET,
+  MEMO_GROUP,
+  MEMO_THREAD,
+  MEMO_SUBGROUP_ID,
+  MEMO_NUM_SUBGROUPS,
+  MEMO_I32,
+  MEMO_FIRST_UNIT,
+  MEMO_REDUCE_SLOTS, /* key: the element type's first letter */
+};
+
+/* The module's target environment: everything a kernel may use; spirv-update-vce then keeps
+ * only what the kernel does use, which is what the table's features are read from. */
+static const char kTargetEnv[] =
+    "#spirv.target_env<#spirv.vce<v1.3, [Shader, Int64, Float16, StorageBuffer16BitAccess, "
+    "GroupNonUniform, GroupNonUniformArithmetic], [SPV_KHR_storage_buffer_storage_class, "
+    "SPV_KHR_16bit_storage]>, #spirv.resource_limits<>>";
+
+vlmc_vk_emit_t *vlmc_vk_emit_state(vlmc_kernel_emit_t *e) { return e->target; }
+
+static int i32_constant(vlmc_kernel_emit_t *e, int32_t value) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_I32, value);
+  if (v >= 0) return v;
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.constant %d : i32", v, (int)value);
+  return vlmc_kernel_emit_memo_add(e, MEMO_I32, value, v);
+}
+
+/* Push constant word `word` as an index (entry block). */
+static int push_word(vlmc_kernel_emit_t *e, int word) {
+  int at = vlmc_kernel_emit_index(e, word);
+  int raw = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = memref.load %%push[" VLMC_SSA "] : !vk_push", raw, at);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", v, raw);
+  return v;
+}
+
+/* ---- the hooks ---- */
+
+static int read_symbol(vlmc_kernel_emit_t *e, uint32_t slot) { return push_word(e, (int)slot + 1); }
+
+/* bf16 element `flat` of a buffer of 32-bit words: the word flat / 2, its low half for an
+ * even element and its high half for an odd one (little-endian), moved to the top 16 bits. */
+static int load_bf16(vlmc_kernel_emit_t *e, int input, int flat) {
+  int one = vlmc_kernel_emit_index(e, 1);
+  int word_at = vlmc_kernel_emit_index_op(e, "arith.shrui", flat, one);
+  int word = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xi32>", word, input,
+                        word_at);
+  int odd = vlmc_kernel_emit_index_op(e, "arith.andi", flat, one);
+  int odd32 = vlmc_kernel_emit_fresh(e), shift = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", odd32, odd);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : i32", shift, odd32,
+                        i32_constant(e, 16));
+  int half = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", half, word, shift);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : i32", bits, half,
+                        i32_constant(e, 16));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, bits);
+  return v;
+}
+
+static int load_input(vlmc_kernel_emit_t *e, int input, vlmc_dtype_t storage, int flat) {
+  if (storage == VLMC_DTYPE_BF16) return load_bf16(e, input, flat);
+  const char *st = vlmc_kernel_emit_storage_type(storage);
+  int raw = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, input,
+                        flat, st);
+  if (storage != VLMC_DTYPE_F16) return raw;
+  int wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, raw);
+  return wide;
+}
+
+/* The buffer's element type in the kernel's signature: bf16 is read as 32-bit words. */
+static const char *binding_type(vlmc_dtype_t storage) {
+  return storage == VLMC_DTYPE_BF16 ? "i32" : vlmc_kernel_emit_storage_type(storage);
+}
+
+static vlmc_status_t write_function(vlmc_kernel_emit_t *e, const char *name,
+                                    const char *trailing_params, vlmc_strbuf_t *out) {
+  (void)trailing_params;
+  const vlmc_vk_emit_t *vk = e->target;
+  uint32_t n = e->region->num_inputs;
+  vlmc_strbuf_printf(out, "!vk_push = memref<%uxi32, #spirv.storage_class<PushConstant>>\n",
+                     1 + e->num_syms);
+  vlmc_strbuf_printf(out, "module attributes {gpu.container_module, spirv.target_env = %s} {\n",
+                     kTargetEnv);
+  vlmc_strbuf_printf(out, "  gpu.module @kernels {\n    gpu.func @%s(", name);
+  for (uint32_t i = 0; i < n; ++i)
+    vlmc_strbuf_printf(out, "%%b%u: memref<?x%s> {spirv.interface_var_abi = "
+                            "#spirv.interface_var_abi<(0, %u)>}, ",
+                       i, binding_type(vlmc_kernel_emit_input_storage(e, i)), i);
+  vlmc_strbuf_printf(out, "%%out: memref<?x%s> {spirv.interface_var_abi = "
+                          "#spirv.interface_var_abi<(0, %u)>}, ",
+                     vlmc_kernel_emit_type(vlmc_dispatch_output(e->region)->type.dtype), n);
+  vlmc_strbuf_printf(out, "%%push: !vk_push {spirv.interface_var_abi = "
+                          "#spirv.interface_var_abi<(0, %u)>})\n", n + 1);
+  vlmc_strbuf_printf(out, "        kernel attributes {spirv.entry_point_abi = "
+                          "#spirv.entry_point_abi<workgroup_size = [%d, %d, %d]>} {\n",
+                     vk->workgroup[0], vk->workgroup[1], vk->workgroup[2]);
+  vlmc_kernel_emit_append_code(e, out);
+  vlmc_strbuf_puts(out, "      gpu.return\n    }\n  }\n}\n");
+  return NULL;
+}
+
+static const vlmc_kernel_emit_hooks_t kHooks = {
+    .read_symbol = read_symbol,
+    .load_input = load_input,
+    .write_function = write_function,
+    .expand_erf = true, /* convert-math-to-spirv has no math.erf */
+};
+
+vlmc_status_t vlmc_vk_emit_init(vlmc_kernel_emit_t *e, vlmc_vk_emit_t *vk,
+                                const vlmc_module_t *module, const vlmc_func_t *func,
+                                const vlmc_dispatch_region_t *region) {
+  memset(vk, 0, sizeof *vk);
+  vk->workgroup[0] = 64;
+  vk->workgroup[1] = vk->workgroup[2] = 1;
+  vk->units_per_group = 64;
+  /* Scalar code: vector loads and stores do not lower to valid SPIR-V in MLIR 19. */
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_emit_init(e, module, func, region, 1));
+  e->hooks = &kHooks;
+  e->target = vk;
+  return NULL;
+}
+
+void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int units_per_group) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (x < 1 || y < 1 || z < 1 || units_per_group < 1 || (int64_t)x * y * z > 1024) {
+    vlmc_kernel_emit_fail(e, "workgroup %dx%dx%d with %d units per group is out of range", x, y, z,
+                          units_per_group);
+    return;
+  }
+  vk->workgroup[0] = x;
+  vk->workgroup[1] = y;
+  vk->workgroup[2] = z;
+  vk->units_per_group = units_per_group;
+}
+
+/* ---- ids ---- */
+
+int vlmc_vk_emit_work(vlmc_kernel_emit_t *e) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_WORK, 0);
+  return v >= 0 ? v : vlmc_kernel_emit_memo_add(e, MEMO_WORK, 0, push_word(e, 0));
+}
+
+int vlmc_vk_emit_group(vlmc_kernel_emit_t *e) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_GROUP, 0);
+  if (v >= 0) return v;
+  int bx = vlmc_kernel_emit_fresh(e), by = vlmc_kernel_emit_fresh(e), gx = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = gpu.block_id x", bx);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = gpu.block_id y", by);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = gpu.grid_dim x", gx);
+  int row = vlmc_kernel_emit_fresh(e);
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", row, by, gx);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : index", v, row, bx);
+  return vlmc_kernel_emit_memo_add(e, MEMO_GROUP, 0, v);
+}
+
+int vlmc_vk_emit_thread_id(vlmc_kernel_emit_t *e, int axis) {
+  if (axis < 0 || axis > 2) axis = 0;
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_THREAD, axis);
+  if (v >= 0) return v;
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = gpu.thread_id %c", v, "xyz"[axis]);
+  return vlmc_kernel_emit_memo_add(e, MEMO_THREAD, axis, v);
+}
+
+static int entry_op(vlmc_kernel_emit_t *e, int kind, const char *op) {
+  int v = vlmc_kernel_emit_memo_find(e, kind, 0);
+  if (v >= 0) return v;
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = %s : index", v, op);
+  return vlmc_kernel_emit_memo_add(e, kind, 0, v);
+}
+
+int vlmc_vk_emit_subgroup_id(vlmc_kernel_emit_t *e) {
+  return entry_op(e, MEMO_SUBGROUP_ID, "gpu.subgroup_id");
+}
+
+int vlmc_vk_emit_num_subgroups(vlmc_kernel_emit_t *e) {
+  return entry_op(e, MEMO_NUM_SUBGROUPS, "gpu.num_subgroups");
+}
+
+/* ---- work units ---- */
+
+/* group * units_per_group (entry block). */
+static int first_unit(vlmc_kernel_emit_t *e) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_FIRST_UNIT, 0);
+  if (v >= 0) return v;
+  const vlmc_vk_emit_t *vk = e->target;
+  int group = vlmc_vk_emit_group(e), per = vlmc_kernel_emit_index(e, vk->units_per_group);
+  v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : index", v, group, per);
+  return vlmc_kernel_emit_memo_add(e, MEMO_FIRST_UNIT, 0, v);
+}
+
+int vlmc_vk_emit_open_unit(vlmc_kernel_emit_t *e) {
+  const vlmc_vk_emit_t *vk = e->target;
+  if (vk->workgroup[0] != vk->units_per_group || vk->workgroup[1] != 1 || vk->workgroup[2] != 1)
+    vlmc_kernel_emit_fail(e, "one invocation per unit needs a workgroup of [units_per_group, 1, 1]");
+  int unit = vlmc_kernel_emit_index_op(e, "arith.addi", first_unit(e), vlmc_vk_emit_thread_id(e, 0));
+  int ok = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ult, " VLMC_SSA ", " VLMC_SSA " : index", ok, unit,
+                        vlmc_vk_emit_work(e));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
+  return unit;
+}
+
+void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end) {
+  const vlmc_vk_emit_t *vk = e->target;
+  *first = first_unit(e);
+  int past = vlmc_kernel_emit_index_op(e, "arith.addi", *first,
+                                       vlmc_kernel_emit_index(e, vk->units_per_group));
+  *end = vlmc_kernel_emit_index_op(e, "arith.minui", past, vlmc_vk_emit_work(e));
+}
+
+/* ---- workgroup cooperation ---- */
+
+static int64_t type_bytes(const char *type) {
+  if (!strcmp(type, "i64") || !strcmp(type, "f64")) return 8;
+  if (!strcmp(type, "f16") || !strcmp(type, "i16")) return 2;
+  return 4;
+}
+
+int vlmc_vk_emit_shared(vlmc_kernel_emit_t *e, const char *type, int64_t count) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (vk->num_shared == VLMC_VK_MAX_SHARED || count < 1) {
+    vlmc_kernel_emit_fail(e, "a kernel declares at most %d workgroup arrays, each of >= 1 element",
+                          VLMC_VK_MAX_SHARED);
+    count = 1;
+  }
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_entry_line(e, VLMC_SSA " = memref.alloc() : memref<%lldx%s, #spirv.storage_class<Workgroup>>",
+                              v, (long long)count, type);
+  if (vk->num_shared < VLMC_VK_MAX_SHARED) {
+    vk->shared[vk->num_shared].ssa = v;
+    vk->shared[vk->num_shared].type = type;
+    vk->shared[vk->num_shared].count = count;
+    vk->num_shared++;
+  }
+  vk->shared_bytes += count * type_bytes(type);
+  return v;
+}
+
+/* The declaration of workgroup array `ssa`, or NULL. */
+static const char *shared_type(vlmc_kernel_emit_t *e, int ssa, int64_t *count) {
+  const vlmc_vk_emit_t *vk = e->target;
+  for (int i = 0; i < vk->num_shared; ++i)
+    if (vk->shared[i].ssa == ssa) {
+      *count = vk->shared[i].count;
+      return vk->shared[i].type;
+    }
+  vlmc_kernel_emit_fail(e, "%%v%d is not a workgroup array of this kernel", ssa);
+  *count = 1;
+  return "f32";
+}
+
+int vlmc_vk_emit_shared_load(vlmc_kernel_emit_t *e, int shared, int index) {
+  int64_t count;
+  const char *type = shared_type(e, shared, &count);
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldx%s, "
+                        "#spirv.storage_class<Workgroup>>", v, shared, index, (long long)count, type);
+  return v;
+}
+
+void vlmc_vk_emit_shared_store(vlmc_kernel_emit_t *e, int shared, int value, int index) {
+  int64_t count;
+  const char *type = shared_type(e, shared, &count);
+  vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldx%s, "
+                        "#spirv.storage_class<Workgroup>>", value, shared, index, (long long)count, type);
+}
+
+void vlmc_vk_emit_barrier(vlmc_kernel_emit_t *e) { vlmc_kernel_emit_line(e, "gpu.barrier"); }
+
+int vlmc_vk_emit_subgroup_reduce(vlmc_kernel_emit_t *e, const char *op, int value,
+                                 const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_reduce %s " VLMC_SSA " : (%s) -> %s", v, op, value,
+                        type, type);
+  return v;
+}
+
+/* One slot per invocation: enough for any subgroup size (the partials of a reduction). */
+static int reduce_slots(vlmc_kernel_emit_t *e, const char *type) {
+  int v = vlmc_kernel_emit_memo_find(e, MEMO_REDUCE_SLOTS, type[0] * 256 + type[1]);
+  if (v >= 0) return v;
+  const vlmc_vk_emit_t *vk = e->target;
+  int64_t threads = (int64_t)vk->workgroup[0] * vk->workgroup[1] * vk->workgroup[2];
+  return vlmc_kernel_emit_memo_add(e, MEMO_REDUCE_SLOTS, type[0] * 256 + type[1],
+                                   vlmc_vk_emit_shared(e, type, threads));
+}
+
+int vlmc_vk_emit_workgroup_reduce(vlmc_kernel_emit_t *e, const char *op, const char *sub_op,
+                                  const char *type, int value, int identity) {
+  int slots = reduce_slots(e, type);
+  int partial = vlmc_vk_emit_subgroup_reduce(e, sub_op, value, type);
+  /* gpu.lane_id has no SPIR-V lowering in MLIR 19: one elected lane per subgroup writes. */
+  int first = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = spirv.GroupNonUniformElect <Subgroup> : i1", first);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", first);
+  vlmc_vk_emit_shared_store(e, slots, partial, vlmc_vk_emit_subgroup_id(e));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+  /* num_subgroups >= 1: the loop is never zero-trip. */
+  int k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e), total = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
+                        " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (%s) {",
+                        total, k, vlmc_kernel_emit_index(e, 0), vlmc_vk_emit_num_subgroups(e),
+                        vlmc_kernel_emit_index(e, 1), acc, identity, type);
+  int p = vlmc_vk_emit_shared_load(e, slots, k);
+  int next = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", next, op, acc, p, type);
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : %s", next, type);
+  vlmc_kernel_emit_line(e, "}");
+  /* Nobody overwrites the slots (a next reduction) before everyone has read them. */
+  vlmc_vk_emit_barrier(e);
+  return total;
+}
+
+int vlmc_vk_emit_guard_empty(vlmc_kernel_emit_t *e, int from, int to, int loop_result, int init,
+                             const char *type) {
+  int ran = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi slt, " VLMC_SSA ", " VLMC_SSA " : index", ran, from, to);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v, ran,
+                        loop_result, init, type);
+  return v;
+}
+
+vlmc_status_t vlmc_vk_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_strbuf_t *out) {
+  return vlmc_kernel_emit_function(e, name, "", out);
+}

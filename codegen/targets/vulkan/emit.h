@@ -1,0 +1,121 @@
+/* The vulkan target's part of writing a kernel; the shared part (constants, dims, loads with
+ * storage conversion, elementwise semantics, the epilogue) is codegen/kernel_emit.h and works
+ * unchanged here: vlmc_kernel_emit_load, _finish_element, _store, _dim, _index, ... (the
+ * vulkan hooks make dims read the push constants and bf16 inputs read 32-bit words).
+ *
+ * A kernel is a gpu.func (docs/vulkan.md, "The kernel ABI"):
+ *
+ *   gpu.func @NAME(%b0: memref<?xT0> {set 0, binding 0}, ..., %out: memref<?xTo> {binding n},
+ *                  %push: !vk_push {push constants: word 0 = work units, words 1.. = syms})
+ *       kernel attributes {spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [x, y, z]>}
+ *
+ * T is f32, f16, i64, or i32 for a bf16 input (its raw words, two bf16 each, widened by
+ * vlmc_kernel_emit_load). Arithmetic is f32 / i64 as on the cpu; index is i32 in SPIR-V, so
+ * every size and index must stay below 2^31 (the runtime checks the work count).
+ *
+ * What a template does (see README.md in this folder for a worked example):
+ *   1. sets the template name (e->template_name, the same names as the cpu's: the runtime
+ *      recomputes the work count from it) and the shape of its workgroups with
+ *      vlmc_vk_emit_set_workgroup (x, y, z, units per group);
+ *   2. finds its work units: one invocation per unit with vlmc_vk_emit_open_unit ... "}",
+ *      or a whole workgroup on a range of units with vlmc_vk_emit_group_units;
+ *   3. reads inputs with vlmc_kernel_emit_load, writes results with
+ *      vlmc_kernel_emit_finish_element (or _store when there is no epilogue);
+ *   4. cooperates inside a workgroup with vlmc_vk_emit_thread_id, vlmc_vk_emit_shared (workgroup
+ *      memory), vlmc_vk_emit_barrier and vlmc_vk_emit_workgroup_reduce.
+ * Rules (MLIR 19 -> SPIR-V pitfalls, /work/shared/MLIR_GPU.md): a zero-trip scf.for with
+ * iter_args yields garbage (guard the result with arith.select, vlmc_vk_emit_guard_empty);
+ * barriers and subgroup reductions only in control flow uniform over the workgroup; no
+ * gpu.all_reduce, no gpu.lane_id, no gpu.shuffle, no memref<?x?x..>. */
+#ifndef VLMC_CODEGEN_TARGETS_VULKAN_EMIT_H
+#define VLMC_CODEGEN_TARGETS_VULKAN_EMIT_H
+
+#include <stdint.h>
+
+#include "codegen/kernel_emit.h"
+
+enum { VLMC_VK_MAX_SHARED = 16 };
+
+/* The vulkan part of one kernel being written (e->target points at it). */
+typedef struct {
+  int workgroup[3];       /* LocalSize; default 64, 1, 1 */
+  int units_per_group;    /* work units one workgroup handles; default 64 */
+  int64_t shared_bytes;   /* workgroup memory declared so far */
+  int num_shared;
+  struct { int ssa; const char *type; int64_t count; } shared[VLMC_VK_MAX_SHARED];
+} vlmc_vk_emit_t;
+
+/* Starts a vulkan kernel: vlmc_kernel_emit_init plus the vulkan hooks; vk is the caller's. */
+vlmc_status_t vlmc_vk_emit_init(vlmc_kernel_emit_t *e, vlmc_vk_emit_t *vk,
+                                const vlmc_module_t *module, const vlmc_func_t *func,
+                                const vlmc_dispatch_region_t *region);
+/* The vulkan state of a kernel (e->target). */
+vlmc_vk_emit_t *vlmc_vk_emit_state(vlmc_kernel_emit_t *e);
+
+/* ---- the workgroup's shape ---- */
+
+/* LocalSize x, y, z and the work units one workgroup handles (all >= 1; x*y*z <= 1024). */
+void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int units_per_group);
+
+/* ---- ids (all : index; emitted where called, so call them in the function's top level
+ * or wherever they are needed) ---- */
+
+/* The dispatch's work units (push constant word 0). Entry block, memoized. */
+int vlmc_vk_emit_work(vlmc_kernel_emit_t *e);
+/* This workgroup's number over the 2-D grid: block_id.y * grid_dim.x + block_id.x. Memoized. */
+int vlmc_vk_emit_group(vlmc_kernel_emit_t *e);
+/* gpu.thread_id along axis 0 (x), 1 (y) or 2 (z). Memoized. */
+int vlmc_vk_emit_thread_id(vlmc_kernel_emit_t *e, int axis);
+/* gpu.subgroup_id and gpu.num_subgroups. Memoized. */
+int vlmc_vk_emit_subgroup_id(vlmc_kernel_emit_t *e);
+int vlmc_vk_emit_num_subgroups(vlmc_kernel_emit_t *e);
+
+/* ---- work units ---- */
+
+/* One invocation per unit (requires workgroup = [units_per_group, 1, 1]): the unit
+ * group * units_per_group + thread_id.x; opens `scf.if unit < work {` and returns the unit.
+ * The template closes it with vlmc_kernel_emit_line(e, "}"). */
+int vlmc_vk_emit_open_unit(vlmc_kernel_emit_t *e);
+/* A workgroup on units [*first, *end): first = group * units_per_group, end = min(first +
+ * units_per_group, work) (end <= first for a group past the end: loops over the range then do
+ * nothing, uniformly over the group, so barriers inside stay legal). */
+void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end);
+
+/* ---- workgroup cooperation ---- */
+
+/* A workgroup-memory array of `count` elements of `type` ("f32", "i32", "i64"), declared
+ * once at the top of the kernel (memref.alloc in #spirv.storage_class<Workgroup>); counts
+ * toward shared_bytes. Returns the memref SSA; read and write it with the two below. */
+int vlmc_vk_emit_shared(vlmc_kernel_emit_t *e, const char *type, int64_t count);
+int vlmc_vk_emit_shared_load(vlmc_kernel_emit_t *e, int shared, int index);
+void vlmc_vk_emit_shared_store(vlmc_kernel_emit_t *e, int shared, int value, int index);
+/* gpu.barrier (workgroup execution and memory). */
+void vlmc_vk_emit_barrier(vlmc_kernel_emit_t *e);
+/* gpu.subgroup_reduce OP value: op "add", "maxnumf" / "minnumf" (f32), "maxsi" (i64) ... */
+int vlmc_vk_emit_subgroup_reduce(vlmc_kernel_emit_t *e, const char *op, int value,
+                                 const char *type);
+/* The reduction of `value` over the whole workgroup, the result in every invocation: a
+ * subgroup reduction, one partial per subgroup in workgroup memory, a barrier, then every
+ * invocation combines the partials (and a barrier, so it can be called again). `op` is an
+ * arith op on `type` ("arith.addf"/"f32", "arith.maximumf"/"f32", "arith.maxsi"/"i64");
+ * `sub_op` the matching gpu.subgroup_reduce kind ("add", "maximumf", "maxsi"); identity
+ * its neutral element (an SSA of `type`). Must be reached by every invocation. */
+int vlmc_vk_emit_workgroup_reduce(vlmc_kernel_emit_t *e, const char *op, const char *sub_op,
+                                  const char *type, int value, int identity);
+/* `arith.select (from < to), loop_result, init`: pitfall 4, a zero-trip scf.for with
+ * iter_args gives garbage in MLIR 19's SPIR-V lowering. type: "f32", "i64", "index". */
+int vlmc_vk_emit_guard_empty(vlmc_kernel_emit_t *e, int from, int to, int loop_result, int init,
+                             const char *type);
+
+/* ---- the driver's side ---- */
+
+/* The whole module text (gpu.container_module, target env, the gpu.func @name); takes the
+ * body. Returns the first error a helper recorded, if any. */
+vlmc_status_t vlmc_vk_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_strbuf_t *out);
+
+/* One template per anchor op kind (kernel_*.c in this folder, declared in kernels.h). */
+typedef vlmc_status_t (*vlmc_vk_template_fn)(vlmc_kernel_emit_t *e);
+/* The template for an anchor kind, or NULL when the vulkan target has none. */
+vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind);
+
+#endif

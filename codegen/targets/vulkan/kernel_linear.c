@@ -1,0 +1,337 @@
+/* linear: y[m, n] = sum_k x[m, k] W[n, k] (+ b[n]), then the epilogue; W is a static [N, K].
+ * Work units are blocks of VLMC_KERNEL_LINEAR_UNIT (4) output features over all M rows, as on
+ * the cpu; a workgroup of LIN_THREADS (256) invocations takes GROUP_UNITS (4) units, i.e. 16
+ * features (N / 16 workgroups: 128 for a 2048-wide projection, enough to fill a large GPU),
+ * and branches once, uniformly, on M at run time:
+ *
+ *  - M > 1 (prefill): a tiled matmul. Rows go in TILE_M (64) row tiles; per tile the K axis
+ *    goes in TILE_K (16) steps, each staging a 64 x 16 tile of x and a 16 x 16 tile of W in
+ *    workgroup memory (four x and one W element per invocation, coalesced along k), a
+ *    barrier, 16 multiply-adds per accumulator out of workgroup memory, a barrier. Invocation
+ *    (ty, tx) = (tid / 16, tid % 16) keeps the 4 accumulators of feature tx and rows ty,
+ *    ty + 16, ty + 32, ty + 48 (the stores are coalesced along the features; the W tile has a
+ *    padded stride of 17 against bank conflicts).
+ *  - M == 1 (the decode GEMV, bound by the weight reads): per unit, every invocation takes
+ *    k = tid, tid + 256, ... of the 4 weight rows (coalesced), then 4 subgroup reductions, one
+ *    partial per subgroup in workgroup memory, a barrier, and invocations 0..3 add up their
+ *    feature's partials. The partials are double-buffered by unit parity, so one barrier per
+ *    unit is enough (the next unit's writes go to the other buffer; the one after waits on the
+ *    next barrier, which every reader of this one passes only after reading).
+ *
+ * Out-of-range rows, k and features (the tile edges, N not a multiple of 16) are clamped to
+ * element 0 and their value selected to 0 rather than branched around: no barrier or subgroup
+ * operation ever sits under divergent control flow. Only the stores are guarded.
+ *
+ * matmul: x [..., M, K] @ y [..., K, N] with equal batch dims, one work unit per output row;
+ * a workgroup of MM_THREADS (64) per row: the x row is staged in chunks of 64 in workgroup
+ * memory, invocation t computes the columns t, t + 64, ... (no Qwen2.5-VL graph uses it). */
+#include "artifact/kernel_table.h"
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  UNIT = VLMC_KERNEL_LINEAR_UNIT,
+  LIN_THREADS = 256,
+  GROUP_UNITS = 4,
+  GROUP_FEATURES = GROUP_UNITS * UNIT, /* 16: the W tile's rows and the invocations' tx */
+  TILE_M = 64,                          /* rows of the x tile */
+  TILE_K = 16,
+  PADDED_K = TILE_K + 1,                /* the W tile's row stride: no bank conflicts */
+  ROWS_PER_THREAD = TILE_M / (LIN_THREADS / GROUP_FEATURES), /* 4: rows ty + 16 j */
+  MM_THREADS = 64,
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *x, *w, *b;
+  int64_t k, n;
+  int m;       /* index SSA: rows of x (the product of its leading dims) */
+  int tid;     /* invocation index in the workgroup */
+  int n0;      /* first feature of the group */
+  int n_end;   /* one past the group's last feature: min(units end * 4, N) */
+} linear_t;
+
+/* ---- small emitters ---- */
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+
+static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
+  return v;
+}
+
+static int and_i1(vlmc_kernel_emit_t *e, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, a, b);
+  return v;
+}
+
+static int select_as(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
+                        cond, a, b, type);
+  return v;
+}
+
+static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
+  return v;
+}
+
+/* Element `flat` of v when `ok`, else 0 (the index clamped to 0 so the load stays in bounds). */
+static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, int flat) {
+  int at = select_as(e, ok, flat, idx(e, 0), "index");
+  return select_as(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
+}
+
+/* "%r:n = scf.for %iv = from to to step step iter_args(%a0 = init, ...) -> (f32, ...) {"
+ * with n carried f32 values; fills iv, the inner names and the results (use %r#i). */
+static int open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n, const int *init,
+                         int *iv, int *inner) {
+  int results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     n, *iv, from, to, step);
+  for (int a = 0; a < n; ++a) {
+    inner[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", inner[a], init[a]);
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+static void yield_f32(vlmc_kernel_emit_t *e, int n, const int *values) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", values[a]);
+  vlmc_strbuf_puts(&line, " : ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+}
+
+/* Result i of a multi-result op as an SSA usable by the helpers: %v = arith.addf %r#i, 0. */
+static int result_of(vlmc_kernel_emit_t *e, int results, int i) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", v, results, i,
+                        vlmc_kernel_emit_f32(e, 0));
+  return v;
+}
+
+/* y[row, col] = acc (+ b[col]) through the epilogue, when `ok`. */
+static void store_output(const linear_t *L, int ok, int row, int col, int acc) {
+  vlmc_kernel_emit_t *e = L->e;
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
+  if (L->b) acc = vlmc_kernel_emit_float_op(e, "arith.addf", acc, vlmc_kernel_emit_load(e, L->b, col), 0);
+  vlmc_kernel_emit_finish_element(e, acc, add(e, mul(e, row, idx(e, L->n)), col));
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* ---- M > 1: the tiled matmul ---- */
+
+/* Stages x[m0 .. m0+64, k0 .. k0+16] and W[n0 .. n0+16, k0 .. k0+16] (zeros outside). */
+static void stage_tiles(const linear_t *L, int xs, int ws, int m0, int ty, int tx, int k0) {
+  vlmc_kernel_emit_t *e = L->e;
+  int k = add(e, k0, tx);
+  int k_ok = cmp(e, "slt", k, idx(e, L->k));
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+    int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))); /* x tile row */
+    int row = add(e, m0, r);
+    int x_ok = and_i1(e, cmp(e, "slt", row, L->m), k_ok);
+    int xv = load_or_zero(e, L->x, x_ok, add(e, mul(e, row, idx(e, L->k)), k));
+    vlmc_vk_emit_shared_store(e, xs, xv, add(e, mul(e, r, idx(e, TILE_K)), tx));
+  }
+  int feature = add(e, L->n0, ty);
+  int w_ok = and_i1(e, cmp(e, "slt", feature, L->n_end), k_ok);
+  int wv = load_or_zero(e, L->w, w_ok, add(e, mul(e, feature, idx(e, L->k)), k));
+  vlmc_vk_emit_shared_store(e, ws, wv, add(e, mul(e, ty, idx(e, PADDED_K)), tx));
+}
+
+static void emit_tiled(const linear_t *L) {
+  vlmc_kernel_emit_t *e = L->e;
+  int xs = vlmc_vk_emit_shared(e, "f32", TILE_M * TILE_K);
+  int ws = vlmc_vk_emit_shared(e, "f32", GROUP_FEATURES * PADDED_K);
+  int ty = vlmc_kernel_emit_index_op(e, "arith.divui", L->tid, idx(e, GROUP_FEATURES));
+  int tx = vlmc_kernel_emit_index_op(e, "arith.remui", L->tid, idx(e, GROUP_FEATURES));
+  int m0 = vlmc_kernel_emit_for(e, idx(e, 0), L->m, idx(e, TILE_M));
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  int acc[ROWS_PER_THREAD], init[ROWS_PER_THREAD], inner[ROWS_PER_THREAD];
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = init[j] = zero;
+  if (L->k > 0) { /* static K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
+    int k0;
+    int results = open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), ROWS_PER_THREAD, init,
+                                &k0, inner);
+    stage_tiles(L, xs, ws, m0, ty, tx, k0);
+    vlmc_vk_emit_barrier(e);
+    int kk, sums[ROWS_PER_THREAD], next[ROWS_PER_THREAD];
+    int dots = open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), ROWS_PER_THREAD, inner, &kk, sums);
+    int wv = vlmc_vk_emit_shared_load(e, ws, add(e, mul(e, tx, idx(e, PADDED_K)), kk));
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+      int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD)));
+      int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
+      next[j] = fma_f32(e, xv, wv, sums[j]);
+    }
+    yield_f32(e, ROWS_PER_THREAD, next);
+    vlmc_kernel_emit_line(e, "}");
+    vlmc_vk_emit_barrier(e);
+    int carried[ROWS_PER_THREAD];
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) carried[j] = result_of(e, dots, j);
+    yield_f32(e, ROWS_PER_THREAD, carried);
+    vlmc_kernel_emit_line(e, "}");
+    for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
+  }
+  int col = add(e, L->n0, tx);
+  int col_ok = cmp(e, "slt", col, L->n_end);
+  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
+    int row = add(e, m0, add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))));
+    store_output(L, and_i1(e, cmp(e, "slt", row, L->m), col_ok), row, col, acc[j]);
+  }
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* ---- M == 1: the GEMV ---- */
+
+static void emit_gemv(const linear_t *L, int first, int end) {
+  vlmc_kernel_emit_t *e = L->e;
+  /* [parity][feature][subgroup]: a slot per invocation covers subgroups of any size */
+  int parts = vlmc_vk_emit_shared(e, "f32", 2 * UNIT * LIN_THREADS);
+  int sg = vlmc_vk_emit_subgroup_id(e), nsg = vlmc_vk_emit_num_subgroups(e);
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
+  int n0 = mul(e, u, idx(e, UNIT));
+  int last = idx(e, L->n - 1);
+  int w_row[UNIT];
+  for (int j = 0; j < UNIT; ++j) /* a feature past N reads row N-1; its result is not stored */
+    w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), idx(e, L->k));
+  int init[UNIT], inner[UNIT], next[UNIT], k;
+  for (int j = 0; j < UNIT; ++j) init[j] = zero;
+  int results = open_f32_loop(e, L->tid, idx(e, L->k), idx(e, LIN_THREADS), UNIT, init, &k, inner);
+  int xv = vlmc_kernel_emit_load(e, L->x, k);
+  for (int j = 0; j < UNIT; ++j)
+    next[j] = fma_f32(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
+  yield_f32(e, UNIT, next);
+  vlmc_kernel_emit_line(e, "}");
+  int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * LIN_THREADS));
+  int elect = vlmc_kernel_emit_fresh(e);
+  int sums[UNIT];
+  for (int j = 0; j < UNIT; ++j) {
+    int partial = vlmc_vk_emit_guard_empty(e, L->tid, idx(e, L->k), result_of(e, results, j), zero, "f32");
+    sums[j] = vlmc_vk_emit_subgroup_reduce(e, "add", partial, "f32");
+  }
+  /* one invocation per subgroup writes its partials (gpu.lane_id has no SPIR-V lowering) */
+  vlmc_kernel_emit_line(e, VLMC_SSA " = spirv.GroupNonUniformElect <Subgroup> : i1", elect);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", elect);
+  for (int j = 0; j < UNIT; ++j)
+    vlmc_vk_emit_shared_store(e, parts, sums[j], add(e, buffer, add(e, idx(e, j * LIN_THREADS), sg)));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+  /* invocation j < 4 finishes feature n0 + j */
+  int feature = add(e, n0, L->tid);
+  int mine = and_i1(e, cmp(e, "slt", L->tid, idx(e, UNIT)), cmp(e, "slt", feature, L->n_end));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", mine);
+  int from = add(e, buffer, mul(e, L->tid, idx(e, LIN_THREADS)));
+  int s = vlmc_kernel_emit_fresh(e), t = vlmc_kernel_emit_fresh(e), a = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
+                        " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
+                        s, t, idx(e, 0), nsg, idx(e, 1), a, zero); /* nsg >= 1 */
+  int p = vlmc_vk_emit_shared_load(e, parts, add(e, from, t));
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : f32", vlmc_kernel_emit_float_op(e, "arith.addf", a, p, 0));
+  vlmc_kernel_emit_line(e, "}");
+  int acc = s;
+  if (L->b) acc = vlmc_kernel_emit_float_op(e, "arith.addf", acc, vlmc_kernel_emit_load(e, L->b, feature), 0);
+  vlmc_kernel_emit_finish_element(e, acc, feature);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+}
+
+vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
+                0, 0, -1, -1, -1, -1};
+  const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
+  if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
+      wt->dims[0].off < 1) {
+    vlmc_kernel_emit_fail(e, "linear: the vulkan kernel needs a static [N, K] weight with N >= 1");
+    return NULL;
+  }
+  L.n = wt->dims[0].off;
+  L.k = wt->dims[1].off;
+  e->template_name = "linear";
+  e->cost = 2 * L.k * UNIT * 64;
+  vlmc_vk_emit_set_workgroup(e, LIN_THREADS, 1, 1, GROUP_UNITS);
+  L.tid = vlmc_vk_emit_thread_id(e, 0);
+  L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  L.n0 = mul(e, first, idx(e, UNIT));
+  L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
+  /* Workgroup memory is declared at the kernel's top whichever path runs (emit_shared). */
+  int decode = cmp(e, "eq", L.m, idx(e, 1));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", decode);
+  emit_gemv(&L, first, end);
+  vlmc_kernel_emit_line(e, "} else {");
+  emit_tiled(&L);
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
+
+/* ---- matmul ---- */
+
+vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  const vlmc_value_t *x = op->operands[0], *y = op->operands[1];
+  const vlmc_type_t *xt = &x->type, *yt = &y->type;
+  e->template_name = "matmul";
+  e->cost = 2 * 64 * 64;
+  vlmc_vk_emit_set_workgroup(e, MM_THREADS, 1, 1, 1);
+  int kk = vlmc_kernel_emit_dim(e, xt->dims[xt->rank - 1]);
+  int nn = vlmc_kernel_emit_dim(e, yt->dims[yt->rank - 1]);
+  int mm = vlmc_kernel_emit_dim(e, xt->dims[xt->rank - 2]);
+  int tid = vlmc_vk_emit_thread_id(e, 0);
+  int xs = vlmc_vk_emit_shared(e, "f32", MM_THREADS);
+  int zero = vlmc_kernel_emit_f32(e, 0), step = idx(e, MM_THREADS);
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  int row = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
+  /* row = batch * M + m */
+  int batch = vlmc_kernel_emit_index_op(e, "arith.divui", row, mm);
+  int x_base = mul(e, row, kk);
+  int y_base = mul(e, mul(e, batch, kk), nn);
+  int n0 = vlmc_kernel_emit_for(e, idx(e, 0), nn, step);
+  int n = add(e, n0, tid);
+  int n_ok = cmp(e, "slt", n, nn);
+  int n_at = select_as(e, n_ok, n, idx(e, 0), "index");
+  int k0, inner;
+  int sum = open_f32_loop(e, idx(e, 0), kk, step, 1, &zero, &k0, &inner);
+  int k = add(e, k0, tid);
+  vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, cmp(e, "slt", k, kk), add(e, x_base, k)), tid);
+  vlmc_vk_emit_barrier(e);
+  int j, acc;
+  int part = open_f32_loop(e, idx(e, 0), step, idx(e, 1), 1, &inner, &j, &acc);
+  int kj = add(e, k0, j);
+  int yv = load_or_zero(e, y, and_i1(e, cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
+  int next = fma_f32(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
+  yield_f32(e, 1, &next);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+  int carried = result_of(e, part, 0);
+  yield_f32(e, 1, &carried);
+  vlmc_kernel_emit_line(e, "}");
+  int total = vlmc_vk_emit_guard_empty(e, idx(e, 0), kk, result_of(e, sum, 0), zero, "f32");
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", n_ok);
+  vlmc_kernel_emit_finish_element(e, total, add(e, mul(e, row, nn), n));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}

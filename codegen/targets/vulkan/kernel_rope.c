@@ -1,0 +1,237 @@
+/* rope(x [T, H, Dh], positions [planes, T] (or [T] for plain)) -> [T, H, Dh] for the vulkan
+ * target, every layout (semantics: docs/ir.md and reference/exec_rope.c). One work unit per
+ * token, as on the cpu (codegen/targets/cpu/kernel_rope.c), one invocation per unit.
+ *
+ * The frequency and plane tables depend only on attributes: computed here in C exactly as the
+ * reference computes them (reference/rope_tables.h) and written into the kernel as constants
+ * that invocation 0 stores into workgroup memory (a SPIR-V kernel has no indexable constant
+ * arrays). The angle is (f32)pos * inv_freq in f32 as in the reference; cos and sin
+ * are computed here rather than by GLSL.std.450 Cos / Sin, whose Vulkan precision is only
+ * 2^-11 absolute: a Cody-Waite reduction by pi/2 in three f32 parts (the first two short
+ * enough that k * part is exact for the quadrant counts of positions below ~10^4) and the
+ * cephes minimax polynomials on [-pi/4, pi/4], within about 1e-7 of the reference's f64
+ * cos / sin rounded to f32 for angles up to ~10^4. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/targets/vulkan/kernels.h"
+#include "reference/rope_tables.h"
+
+/* Invocations per workgroup, one token each. */
+enum { GROUP = 64 };
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *x, *pos;
+  int64_t head_dim, rotary, half;
+  int heads;  /* index SSA: H */
+  int tokens; /* index SSA: T, the stride between position planes */
+} rope_t;
+
+static int fop(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
+  return vlmc_kernel_emit_float_op(e, op, a, b, 0);
+}
+
+static int f32c(vlmc_kernel_emit_t *e, double v) { return vlmc_kernel_emit_f32(e, v); }
+
+/* a + b * c without fusing (Vulkan's Fma may be unfused anyway). */
+static int mul_add(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  return fop(e, "arith.addf", a, fop(e, "arith.mulf", b, c));
+}
+
+/* ((q + add) & mask) != 0 for an i32 q (an i1). */
+static int quadrant_bit(vlmc_kernel_emit_t *e, int q, int add, int mask) {
+  int a = vlmc_kernel_emit_fresh(e), m = vlmc_kernel_emit_fresh(e), z = vlmc_kernel_emit_fresh(e);
+  int sum = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %d : i32", a, add);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %d : i32", m, mask);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 0 : i32", z);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", sum, q, a);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", bits, sum, m);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ne, " VLMC_SSA ", " VLMC_SSA " : i32", v, bits, z);
+  return v;
+}
+
+static int select_f32(vlmc_kernel_emit_t *e, int cond, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v,
+                        cond, a, b);
+  return v;
+}
+
+/* cos(x) and sin(x) of an f32 x (see the file comment). */
+static void emit_cos_sin(vlmc_kernel_emit_t *e, int x, int *out_cos, int *out_sin) {
+  int k = vlmc_kernel_emit_float_unary(e, "math.roundeven",
+                                       fop(e, "arith.mulf", x, f32c(e, 0.63661977236758134)), 0);
+  /* pi/2 = P1 + P2 + P3; P1 has 8 significant bits, P2 11: k * P1 and k * P2 are exact. */
+  int r = fop(e, "arith.subf", x, fop(e, "arith.mulf", k, f32c(e, 1.5703125)));
+  r = fop(e, "arith.subf", r, fop(e, "arith.mulf", k, f32c(e, 4.837512969970703125e-4)));
+  r = fop(e, "arith.subf", r, fop(e, "arith.mulf", k, f32c(e, 7.54978995489188216e-8)));
+  int z = fop(e, "arith.mulf", r, r);
+  int sp = mul_add(e, f32c(e, 8.3321608736e-3), z, f32c(e, -1.9515295891e-4));
+  sp = mul_add(e, f32c(e, -1.6666654611e-1), z, sp);
+  int s = mul_add(e, r, fop(e, "arith.mulf", r, z), sp);
+  int cp = mul_add(e, f32c(e, -1.388731625493765e-3), z, f32c(e, 2.443315711809948e-5));
+  cp = mul_add(e, f32c(e, 4.166664568298827e-2), z, cp);
+  int c = mul_add(e, fop(e, "arith.subf", f32c(e, 1.0), fop(e, "arith.mulf", f32c(e, 0.5), z)),
+                  fop(e, "arith.mulf", z, z), cp);
+  /* The quadrant k mod 4 (two's complement: also for negative k) picks the polynomial and
+   * the sign: cos = c, -s, -c, s and sin = s, c, -s, -c. */
+  int ki = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : f32 to i32", ki, k);
+  int odd = quadrant_bit(e, ki, 0, 1), neg_sin = quadrant_bit(e, ki, 0, 2);
+  int neg_cos = quadrant_bit(e, ki, 1, 2);
+  int cos_mag = select_f32(e, odd, s, c), sin_mag = select_f32(e, odd, c, s);
+  *out_cos = select_f32(e, neg_cos, vlmc_kernel_emit_float_unary(e, "arith.negf", cos_mag, 0), cos_mag);
+  *out_sin = select_f32(e, neg_sin, vlmc_kernel_emit_float_unary(e, "arith.negf", sin_mag, 0), sin_mag);
+}
+
+/* Token t's position in `plane` (an index SSA) as f32. */
+static int position(const rope_t *R, int plane, int t) {
+  vlmc_kernel_emit_t *e = R->e;
+  int row = vlmc_kernel_emit_index_op(e, "arith.muli", plane, R->tokens);
+  int p = vlmc_kernel_emit_load(e, R->pos, vlmc_kernel_emit_index_op(e, "arith.addi", row, t));
+  int f = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i64 to f32", f, p);
+  return f;
+}
+
+/* Rotary slot j (an index SSA) of every head of token t: the pair (j, j + half) by the
+ * angle's cos c and sin s. */
+static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
+  vlmc_kernel_emit_t *e = R->e;
+  int j2 = vlmc_kernel_emit_index_op(e, "arith.addi", j, vlmc_kernel_emit_index(e, R->half));
+  int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
+  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
+  int at1 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j);
+  int at2 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j2);
+  int x1 = vlmc_kernel_emit_load(e, R->x, at1), x2 = vlmc_kernel_emit_load(e, R->x, at2);
+  /* Each product rounds to f32 before the sum, as in the reference (and torch). */
+  int y1 = fop(e, "arith.subf", fop(e, "arith.mulf", x1, c), fop(e, "arith.mulf", x2, s));
+  int y2 = fop(e, "arith.addf", fop(e, "arith.mulf", x2, c), fop(e, "arith.mulf", x1, s));
+  vlmc_kernel_emit_finish_element(e, y1, at1);
+  vlmc_kernel_emit_finish_element(e, y2, at2);
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* The dims from rotary_dim on, unchanged, of every head of token t. */
+static void pass_through(const rope_t *R, int t) {
+  if (R->rotary >= R->head_dim) return;
+  vlmc_kernel_emit_t *e = R->e;
+  int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
+  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
+  int k = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, R->rotary), vlmc_kernel_emit_index(e, R->head_dim),
+                               vlmc_kernel_emit_index(e, 1));
+  int at = vlmc_kernel_emit_index_op(e, "arith.addi", base, k);
+  vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, R->x, at), at);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* Head dim and rotary width from the op; false (after failing) when unsupported. */
+static bool rope_dims(vlmc_kernel_emit_t *e, const vlmc_op_t *op, rope_t *R) {
+  const vlmc_type_t *xt = &op->operands[0]->type;
+  if (xt->rank != 3 || !vlmc_dim_is_static(xt->dims[2])) {
+    vlmc_kernel_emit_fail(e, "rope: the vulkan kernel needs x [T, H, Dh] with a static head dim");
+    return false;
+  }
+  R->head_dim = xt->dims[2].off;
+  const vlmc_attr_t *rotary = vlmc_op_attr(op, "rotary_dim");
+  R->rotary = rotary ? rotary->v.i : R->head_dim;
+  if (R->rotary <= 0 || R->rotary % 2 != 0 || R->rotary > R->head_dim) {
+    vlmc_kernel_emit_fail(e, "rope: rotary_dim %lld does not fit head dim %lld", (long long)R->rotary,
+                          (long long)R->head_dim);
+    return false;
+  }
+  R->half = R->rotary / 2;
+  return true;
+}
+
+/* The tables in workgroup memory, written by invocation 0 from constants (straight-line
+ * stores: unrolling the slots instead makes shaders that take lavapipe minutes to compile),
+ * then a barrier, reached by every invocation. *freq: f32[half]; *planes: i32[half], or -1
+ * when every slot reads plane[0]. */
+static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *plane, int *freq,
+                        int *planes) {
+  vlmc_kernel_emit_t *e = R->e;
+  bool uniform = true;
+  for (int64_t j = 1; j < R->half; ++j) uniform &= plane[j] == plane[0];
+  *freq = vlmc_vk_emit_shared(e, "f32", R->half);
+  *planes = uniform ? -1 : vlmc_vk_emit_shared(e, "i32", R->half);
+  int first = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first,
+                        vlmc_vk_emit_thread_id(e, 0), vlmc_kernel_emit_index(e, 0));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", first);
+  for (int64_t j = 0; j < R->half; ++j) {
+    int at = vlmc_kernel_emit_index(e, j);
+    vlmc_vk_emit_shared_store(e, *freq, f32c(e, inv_freq[j]), at);
+    if (uniform) continue;
+    int p = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", p, (long long)plane[j]);
+    vlmc_vk_emit_shared_store(e, *planes, p, at);
+  }
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+}
+
+/* The kernel body for token t: every rotary slot (a loop), then the pass-through dims. */
+static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t plane0) {
+  vlmc_kernel_emit_t *e = R->e;
+  int j = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
+                               vlmc_kernel_emit_index(e, 1));
+  int plane = vlmc_kernel_emit_index(e, plane0);
+  if (planes >= 0) {
+    plane = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", plane,
+                          vlmc_vk_emit_shared_load(e, planes, j));
+  }
+  int angle = fop(e, "arith.mulf", position(R, plane, t), vlmc_vk_emit_shared_load(e, freq, j));
+  int c, s;
+  emit_cos_sin(e, angle, &c, &s);
+  rotate_slot(R, t, j, c, s);
+  vlmc_kernel_emit_line(e, "}");
+  pass_through(R, t);
+}
+
+vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, -1, -1};
+  if (!rope_dims(e, op, &R)) return NULL;
+  const char *layout = vlmc_op_attr_enum(op, "layout");
+  if (strcmp(layout, "vision_2d") == 0 && R.half % 2 != 0) {
+    vlmc_kernel_emit_fail(e, "rope: vision_2d needs rotary_dim a multiple of 4, got %lld",
+                          (long long)R.rotary);
+    return NULL;
+  }
+  int64_t *plane = malloc((size_t)R.half * sizeof *plane);
+  float *inv_freq = malloc((size_t)R.half * sizeof *inv_freq);
+  bool ok = false;
+  if (!plane || !inv_freq) {
+    vlmc_kernel_emit_fail(e, "rope: out of memory");
+  } else {
+    vlmc_status_t st = vlmc_rope_plane_table(op, layout, R.half, plane);
+    ok = !st;
+    if (st) vlmc_kernel_emit_fail(e, "rope: %s", vlmc_status_message(st));
+    vlmc_status_free(st);
+  }
+  if (ok) {
+    vlmc_rope_frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
+    const vlmc_type_t *xt = &R.x->type;
+    e->template_name = "rope";
+    int64_t heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : 16;
+    e->cost = R.half * 40 + heads * R.head_dim * 4;
+    R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
+    R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
+    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, GROUP);
+    int freq, planes;
+    emit_tables(&R, inv_freq, plane, &freq, &planes);
+    int t = vlmc_vk_emit_open_unit(e);
+    emit_token(&R, t, freq, planes, plane[0]);
+    vlmc_kernel_emit_line(e, "}");
+  }
+  free(plane);
+  free(inv_freq);
+  return NULL;
+}

@@ -1,0 +1,34 @@
+/* The vulkan kernel templates, one function per anchor op family (kernel_*.c in this folder),
+ * and the table that picks one for a region's anchor (templates.c). Each covers exactly the
+ * work units of the cpu template of the same name (vlmc_kernel_work, by template name): see
+ * emit.h for how a template is written and README.md for an example. */
+#ifndef VLMC_CODEGEN_TARGETS_VULKAN_KERNELS_H
+#define VLMC_CODEGEN_TARGETS_VULKAN_KERNELS_H
+
+#include "codegen/targets/vulkan/emit.h"
+
+/* kernel_elementwise.c: a chain of elementwise ops, cast, reshape; one invocation per output
+ * element. */
+vlmc_status_t vlmc_vk_kernel_elementwise(vlmc_kernel_emit_t *e);
+/* kernel_linear.c: linear (x W^T + b); matmul. */
+vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e);
+/* kernel_norm.c: rms_norm, layer_norm and softmax. */
+vlmc_status_t vlmc_vk_kernel_rms_norm(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_layer_norm(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_softmax(vlmc_kernel_emit_t *e);
+/* kernel_rope.c: rope in every layout. */
+vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e);
+/* kernel_attention.c: attention with segments, causal masks and a kv cache. */
+vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e);
+/* kernel_movement.c: data movement and selection. */
+vlmc_status_t vlmc_vk_kernel_gather(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_embedding(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_scatter_rows(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_slice(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_concat(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_transpose(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_kv_cache_append(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_argmax(vlmc_kernel_emit_t *e);
+
+#endif

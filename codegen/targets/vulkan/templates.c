@@ -1,0 +1,26 @@
+/* Which template writes the kernel of a region, by its anchor's op kind (the same choice as
+ * the cpu target's, so the template names and work rules agree). */
+#include "codegen/targets/vulkan/kernels.h"
+
+vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind) {
+  if (vlmc_op_info(kind)->flags & VLMC_OP_FLAG_ELEMENTWISE) return vlmc_vk_kernel_elementwise;
+  switch (kind) {
+    case VLMC_OP_RESHAPE: return vlmc_vk_kernel_elementwise;
+    case VLMC_OP_LINEAR: return vlmc_vk_kernel_linear;
+    case VLMC_OP_MATMUL: return vlmc_vk_kernel_matmul;
+    case VLMC_OP_RMS_NORM: return vlmc_vk_kernel_rms_norm;
+    case VLMC_OP_LAYER_NORM: return vlmc_vk_kernel_layer_norm;
+    case VLMC_OP_SOFTMAX: return vlmc_vk_kernel_softmax;
+    case VLMC_OP_ROPE: return vlmc_vk_kernel_rope;
+    case VLMC_OP_ATTENTION: return vlmc_vk_kernel_attention;
+    case VLMC_OP_GATHER: return vlmc_vk_kernel_gather;
+    case VLMC_OP_EMBEDDING: return vlmc_vk_kernel_embedding;
+    case VLMC_OP_SCATTER_ROWS: return vlmc_vk_kernel_scatter_rows;
+    case VLMC_OP_SLICE: return vlmc_vk_kernel_slice;
+    case VLMC_OP_CONCAT: return vlmc_vk_kernel_concat;
+    case VLMC_OP_TRANSPOSE: return vlmc_vk_kernel_transpose;
+    case VLMC_OP_KV_CACHE_APPEND: return vlmc_vk_kernel_kv_cache_append;
+    case VLMC_OP_ARGMAX: return vlmc_vk_kernel_argmax;
+    default: return NULL; /* window_attention is lowered by window-reorder before codegen */
+  }
+}

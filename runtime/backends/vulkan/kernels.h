@@ -1,0 +1,46 @@
+/* The vulkan target's fields of a kernel table (docs/vulkan.md, "Table fields") read and
+ * checked: presence, types, ranges, the features list, and each kernel's SPIR-V walked
+ * (spirv_check.h). Shared by `check` (vlmc inspect --verify, no device) and `open`. */
+#ifndef VLMC_RUNTIME_BACKENDS_VULKAN_KERNELS_H
+#define VLMC_RUNTIME_BACKENDS_VULKAN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "artifact/kernel_table.h"
+#include "support/status.h"
+
+/* The Vulkan features a kernel may list (docs/vulkan.md). */
+typedef enum {
+  VLMC_VK_FEATURE_FLOAT16 = 1u << 0,   /* shaderFloat16 */
+  VLMC_VK_FEATURE_INT64 = 1u << 1,     /* shaderInt64 */
+  VLMC_VK_FEATURE_INT16 = 1u << 2,     /* shaderInt16 */
+  VLMC_VK_FEATURE_STORAGE16 = 1u << 3, /* storageBuffer16BitAccess */
+  VLMC_VK_FEATURE_SUBGROUP_ARITH = 1u << 4, /* subgroupArithmetic (a property of compute) */
+  VLMC_VK_NUM_FEATURES = 5,
+} vlmc_vk_feature_t;
+
+/* The feature's name as the table spells it, by bit index. */
+const char *vlmc_vk_feature_name(unsigned bit);
+
+enum { VLMC_VK_MAX_PUSH_WORDS = 32, VLMC_VK_MAX_INVOCATIONS = 1024 };
+
+typedef struct {
+  const char *symbol, *template_name; /* borrowed from the table */
+  uint32_t spirv_offset, spirv_size;
+  uint32_t workgroup[3];
+  uint32_t units_per_group;
+  uint32_t push_words;
+  uint32_t shared_bytes;
+  uint32_t features; /* vlmc_vk_feature_t bits */
+  uint32_t spirv_minor; /* the module's SPIR-V 1.x */
+} vlmc_vk_kernel_info_t;
+
+/* Checks the table's top-level fields (abi) and every kernel's target fields against the
+ * section `spirv` (`spirv_size` bytes), walking each module. out (num_kernels entries,
+ * malloc'd by the caller) gets the fields; strings are borrowed from the table. */
+vlmc_status_t vlmc_vk_kernels_read(const char *source, const vlmc_kernel_table_t *table,
+                                   const void *spirv, size_t spirv_size,
+                                   vlmc_vk_kernel_info_t *out);
+
+#endif

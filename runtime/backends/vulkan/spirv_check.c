@@ -1,0 +1,283 @@
+/* The bounded SPIR-V walker (spirv_check.h). Every read is checked against the module's
+ * size before it happens; a module is a sequence of instructions whose first word holds
+ * (word count << 16 | opcode), and nothing here follows an id or an offset. */
+#include "runtime/backends/vulkan/spirv_check.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "runtime/backends/vulkan/kernels.h"
+
+enum {
+  SPIRV_MAGIC = 0x07230203u,
+  SPIRV_MAGIC_SWAPPED = 0x03022307u,
+  HEADER_WORDS = 5,
+  MAX_BOUND = 1u << 22, /* ids; far above any kernel, and it keeps a driver's tables small */
+  OP_EXTENSION = 10,
+  OP_EXT_INST_IMPORT = 11,
+  OP_MEMORY_MODEL = 14,
+  OP_ENTRY_POINT = 15,
+  OP_EXECUTION_MODE = 16,
+  OP_CAPABILITY = 17,
+  OP_EXECUTION_MODE_ID = 331,
+  MODEL_GLCOMPUTE = 5,
+  MODE_LOCAL_SIZE = 17,
+  MODE_LOCAL_SIZE_ID = 38,
+  ADDRESSING_LOGICAL = 0,
+  MEMORY_GLSL450 = 1,
+};
+
+/* The capabilities a vlmc kernel may declare, each with the device feature it needs (0: none
+ * beyond Vulkan 1.1 compute) and why it is here. Anything else (Kernel, Addresses, Int8,
+ * Float64, VariablePointers, cooperative matrices, ...) was never asked of the target and is
+ * refused before the driver sees it. */
+typedef struct {
+  uint32_t id;
+  const char *name;
+  uint32_t feature;
+} capability_t;
+
+static const capability_t kCapabilities[] = {
+    {0, "Matrix", 0},   /* implied by Shader; some serializers list it */
+    {1, "Shader", 0},   /* every Vulkan compute module */
+    {9, "Float16", VLMC_VK_FEATURE_FLOAT16},  /* f16 values (--precision f16, f16 weights) */
+    {11, "Int64", VLMC_VK_FEATURE_INT64},     /* i64 storage of integer tensors (token ids) */
+    {22, "Int16", VLMC_VK_FEATURE_INT16},     /* bf16 words handled as 16-bit integers */
+    {61, "GroupNonUniform", 0},               /* subgroup ids, elect: the reduction ABI */
+    {62, "GroupNonUniformVote", 0},           /* subgroup all/any, same scope as elect */
+    {63, "GroupNonUniformArithmetic", VLMC_VK_FEATURE_SUBGROUP_ARITH}, /* subgroup_reduce */
+    {64, "GroupNonUniformBallot", 0},         /* broadcast of a subgroup's first lane */
+    {4433, "StorageBuffer16BitAccess", VLMC_VK_FEATURE_STORAGE16}, /* bf16/f16 buffers */
+};
+
+/* Extensions the capabilities above come with. */
+static const char *const kExtensions[] = {"SPV_KHR_storage_buffer_storage_class",
+                                          "SPV_KHR_16bit_storage"};
+
+typedef struct {
+  const char *origin;
+  const unsigned char *bytes;
+  size_t num_words;
+} module_t;
+
+static uint32_t word_at(const module_t *m, size_t index) {
+  const unsigned char *p = m->bytes + 4 * index;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The literal string starting at word `first` of the instruction at `at` (`count` words),
+ * copied into out (truncated to size - 1); false when it is not NUL-terminated inside it. */
+static bool literal_string(const module_t *m, size_t at, uint32_t count, uint32_t first,
+                           char *out, size_t size) {
+  if (first >= count) return false;
+  const unsigned char *s = m->bytes + 4 * (at + first);
+  size_t max = 4 * (size_t)(count - first);
+  const unsigned char *nul = memchr(s, 0, max);
+  if (!nul) return false;
+  size_t len = (size_t)(nul - s);
+  if (len >= size) len = size - 1;
+  memcpy(out, s, len);
+  out[len] = '\0';
+  return true;
+}
+
+static const capability_t *find_capability(uint32_t id) {
+  for (size_t i = 0; i < sizeof kCapabilities / sizeof kCapabilities[0]; ++i)
+    if (kCapabilities[i].id == id) return &kCapabilities[i];
+  return NULL;
+}
+
+static int lowest_bit(uint32_t bits) {
+  for (int i = 0; i < 32; ++i)
+    if (bits & (1u << i)) return i;
+  return -1;
+}
+
+static vlmc_status_t check_header(const module_t *m, vlmc_spirv_info_t *info) {
+  if (m->num_words < HEADER_WORDS)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V of %zu bytes, shorter than its "
+                            "20-byte header", m->origin, 4 * m->num_words);
+  uint32_t magic = word_at(m, 0), version = word_at(m, 1), bound = word_at(m, 3);
+  if (magic == SPIRV_MAGIC_SWAPPED)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: big-endian SPIR-V is not supported",
+                            m->origin);
+  if (magic != SPIRV_MAGIC)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: not SPIR-V (magic 0x%08x, expected "
+                            "0x07230203)", m->origin, magic);
+  info->version_major = version >> 16 & 0xff;
+  info->version_minor = version >> 8 & 0xff;
+  if ((version & 0xff0000ffu) || info->version_major != 1 || info->version_minor > 6)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V version word 0x%08x: expected 1.0 "
+                            "to 1.6", m->origin, version);
+  if (bound == 0 || bound > MAX_BOUND)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V id bound %u: expected 1 to %u",
+                            m->origin, bound, (unsigned)MAX_BOUND);
+  if (word_at(m, 4) != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V schema word %u: expected 0",
+                            m->origin, word_at(m, 4));
+  return NULL;
+}
+
+typedef struct {
+  uint32_t entry_id;
+  uint32_t num_entries;
+  bool memory_model;
+  uint32_t local_size[3];
+  uint32_t num_local_sizes;
+  uint32_t features_needed;
+  const char *needed_by; /* the capability that needs a feature the kernel does not list */
+} walk_t;
+
+static vlmc_status_t on_capability(const module_t *m, size_t at, uint32_t count,
+                                   const vlmc_spirv_expect_t *expect, walk_t *w) {
+  if (count != 2)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: OpCapability at word %zu has %u words, "
+                            "expected 2", m->origin, at, count);
+  uint32_t id = word_at(m, at + 1);
+  const capability_t *cap = find_capability(id);
+  if (!cap)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V capability %u is not one a vlmc "
+                            "kernel uses (allowed: Shader, Float16, Int64, Int16, "
+                            "StorageBuffer16BitAccess, GroupNonUniform, Vote, Arithmetic, "
+                            "Ballot)", m->origin, id);
+  if (cap->feature & ~expect->features) {
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: declares capability %s, which needs "
+                            "device feature %s, but the kernel's features do not list it",
+                            m->origin, cap->name, vlmc_vk_feature_name((unsigned)lowest_bit(cap->feature)));
+  }
+  w->features_needed |= cap->feature;
+  return NULL;
+}
+
+static vlmc_status_t on_named(const module_t *m, size_t at, uint32_t count, uint32_t opcode) {
+  char name[128];
+  const char *what = opcode == OP_EXTENSION ? "OpExtension" : "OpExtInstImport";
+  /* OpExtension "name"; OpExtInstImport %result "name". */
+  uint32_t first = opcode == OP_EXTENSION ? 1 : 2;
+  if (!literal_string(m, at, count, first, name, sizeof name))
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: %s at word %zu: unterminated string",
+                            m->origin, what, at);
+  if (opcode == OP_EXT_INST_IMPORT) {
+    if (strcmp(name, "GLSL.std.450") != 0)
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: imports extended instruction set '%s' "
+                              "(only GLSL.std.450 is allowed)", m->origin, name);
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof kExtensions / sizeof kExtensions[0]; ++i)
+    if (!strcmp(name, kExtensions[i])) return NULL;
+  return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V extension '%s' is not allowed (only "
+                          "SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage)",
+                          m->origin, name);
+}
+
+static vlmc_status_t on_entry_point(const module_t *m, size_t at, uint32_t count,
+                                    const vlmc_spirv_expect_t *expect, walk_t *w) {
+  char name[128];
+  if (count < 4 || !literal_string(m, at, count, 3, name, sizeof name))
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: OpEntryPoint at word %zu is malformed",
+                            m->origin, at);
+  if (word_at(m, at + 1) != MODEL_GLCOMPUTE)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: entry point '%s' has execution model %u, "
+                            "expected GLCompute (5)", m->origin, name, word_at(m, at + 1));
+  if (++w->num_entries > 1)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: more than one entry point ('%s' is the "
+                            "second)", m->origin, name);
+  if (strcmp(name, expect->entry) != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: entry point '%s', the table says '%s'",
+                            m->origin, name, expect->entry);
+  w->entry_id = word_at(m, at + 2);
+  return NULL;
+}
+
+static vlmc_status_t on_execution_mode(const module_t *m, size_t at, uint32_t count,
+                                       uint32_t opcode, walk_t *w) {
+  if (count < 3)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: OpExecutionMode at word %zu is malformed",
+                            m->origin, at);
+  uint32_t mode = word_at(m, at + 2);
+  if (opcode == OP_EXECUTION_MODE_ID || mode == MODE_LOCAL_SIZE_ID) {
+    if (mode == MODE_LOCAL_SIZE_ID)
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: LocalSizeId (a workgroup size from "
+                              "constants): the table's LocalSize must be literal", m->origin);
+    return NULL;
+  }
+  if (mode != MODE_LOCAL_SIZE) return NULL;
+  if (count != 6)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: LocalSize at word %zu has %u words, "
+                            "expected 6", m->origin, at, count);
+  if (w->entry_id != word_at(m, at + 1)) /* entry points come first (the module layout) */
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: LocalSize for id %u, which is not the "
+                            "entry point", m->origin, word_at(m, at + 1));
+  w->num_local_sizes++;
+  for (int i = 0; i < 3; ++i) w->local_size[i] = word_at(m, at + 3 + (size_t)i);
+  return NULL;
+}
+
+static vlmc_status_t on_memory_model(const module_t *m, size_t at, uint32_t count, walk_t *w) {
+  if (count != 3 || word_at(m, at + 1) != ADDRESSING_LOGICAL ||
+      word_at(m, at + 2) != MEMORY_GLSL450)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: memory model must be Logical GLSL450",
+                            m->origin);
+  w->memory_model = true;
+  return NULL;
+}
+
+static vlmc_status_t on_instruction(const module_t *m, size_t at, uint32_t count,
+                                    uint32_t opcode, const vlmc_spirv_expect_t *expect,
+                                    walk_t *w) {
+  switch (opcode) {
+    case OP_CAPABILITY: return on_capability(m, at, count, expect, w);
+    case OP_EXTENSION:
+    case OP_EXT_INST_IMPORT: return on_named(m, at, count, opcode);
+    case OP_MEMORY_MODEL: return on_memory_model(m, at, count, w);
+    case OP_ENTRY_POINT: return on_entry_point(m, at, count, expect, w);
+    case OP_EXECUTION_MODE:
+    case OP_EXECUTION_MODE_ID: return on_execution_mode(m, at, count, opcode, w);
+    default: return NULL;
+  }
+}
+
+static vlmc_status_t check_walk(const module_t *m, const vlmc_spirv_expect_t *expect,
+                                const walk_t *w) {
+  if (!w->memory_model)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: no OpMemoryModel", m->origin);
+  if (w->num_entries != 1)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: no entry point (expected GLCompute '%s')",
+                            m->origin, expect->entry);
+  if (w->num_local_sizes != 1)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: %u LocalSize execution modes for '%s', "
+                            "expected 1", m->origin, w->num_local_sizes, expect->entry);
+  if (memcmp(w->local_size, expect->local_size, sizeof w->local_size) != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: LocalSize %u x %u x %u, the table says "
+                            "%u x %u x %u", m->origin, w->local_size[0], w->local_size[1],
+                            w->local_size[2], expect->local_size[0], expect->local_size[1],
+                            expect->local_size[2]);
+  return NULL;
+}
+
+vlmc_status_t vlmc_spirv_check(const char *origin, const void *bytes, size_t size,
+                               const vlmc_spirv_expect_t *expect, vlmc_spirv_info_t *out_info) {
+  vlmc_spirv_info_t info = {0, 0};
+  if (size % 4)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V of %zu bytes, not a whole number of "
+                            "words", origin, size);
+  module_t m = {origin, bytes, size / 4};
+  VLMC_RETURN_IF_ERROR(check_header(&m, &info));
+  walk_t w;
+  memset(&w, 0, sizeof w);
+  for (size_t at = HEADER_WORDS; at < m.num_words;) {
+    uint32_t first = word_at(&m, at), count = first >> 16, opcode = first & 0xffff;
+    if (count == 0)
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: instruction at word %zu has word count 0",
+                              origin, at);
+    if (count > m.num_words - at)
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: instruction at word %zu (opcode %u) has "
+                              "%u words, past the module's end (%zu words)", origin, at,
+                              opcode, count, m.num_words);
+    VLMC_RETURN_IF_ERROR(on_instruction(&m, at, count, opcode, expect, &w));
+    at += count;
+  }
+  VLMC_RETURN_IF_ERROR(check_walk(&m, expect, &w));
+  if (out_info) *out_info = info;
+  return NULL;
+}

@@ -1,0 +1,232 @@
+/* The vulkan backend's checks of untrusted artifact bytes, no device needed: the bounded
+ * SPIR-V walker (runtime/backends/vulkan/spirv_check.h) on a minimal valid module and on one
+ * malformation at a time, and the kernel table's vulkan fields (kernels.h: presence, types,
+ * ranges, the features list) against a section holding that module. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "artifact/kernel_table.h"
+#include "runtime/backends/vulkan/kernels.h"
+#include "runtime/backends/vulkan/spirv_check.h"
+#include "tests/unit/test.h"
+
+enum { MAX_WORDS = 128 };
+
+typedef struct {
+  uint32_t w[MAX_WORDS];
+  size_t n;
+} words_t;
+
+static void put(words_t *m, uint32_t word) {
+  if (m->n < MAX_WORDS) m->w[m->n++] = word;
+}
+
+/* One instruction: opcode, the words before a string, the string, the words after. */
+static void inst(words_t *m, uint32_t opcode, const uint32_t *pre, size_t npre, const char *str,
+                 const uint32_t *post, size_t npost) {
+  size_t str_words = str ? strlen(str) / 4 + 1 : 0;
+  put(m, (uint32_t)(1 + npre + str_words + npost) << 16 | opcode);
+  for (size_t i = 0; i < npre; ++i) put(m, pre[i]);
+  if (str) {
+    uint32_t packed[16] = {0};
+    memcpy(packed, str, strlen(str));
+    for (size_t i = 0; i < str_words; ++i) put(m, packed[i]);
+  }
+  for (size_t i = 0; i < npost; ++i) put(m, post[i]);
+}
+
+/* What to break in the module. */
+typedef enum {
+  VALID,
+  BAD_MAGIC,
+  SWAPPED_MAGIC,
+  VERSION_1_7,
+  ZERO_BOUND,
+  CAP_KERNEL,
+  CAP_FLOAT16,
+  EXT_OTHER,
+  IMPORT_OPENCL,
+  ENTRY_VERTEX,
+  ENTRY_NAMED_MAIN,
+  TWO_ENTRIES,
+  LOCAL_SIZE_32,
+  NO_LOCAL_SIZE,
+  MEMORY_MODEL_PHYSICAL,
+  ZERO_WORD_COUNT,
+  PAST_END,
+  UNTERMINATED_NAME,
+} defect_t;
+
+static void build(words_t *m, defect_t d) {
+  memset(m, 0, sizeof *m);
+  put(m, d == BAD_MAGIC ? 0xdeadbeefu : d == SWAPPED_MAGIC ? 0x03022307u : 0x07230203u);
+  put(m, d == VERSION_1_7 ? 0x00010700u : 0x00010300u);
+  put(m, 0);
+  put(m, d == ZERO_BOUND ? 0 : 16);
+  put(m, 0);
+  inst(m, 17, (uint32_t[]){1}, 1, NULL, NULL, 0); /* OpCapability Shader */
+  if (d == CAP_KERNEL) inst(m, 17, (uint32_t[]){6}, 1, NULL, NULL, 0);
+  if (d == CAP_FLOAT16) inst(m, 17, (uint32_t[]){9}, 1, NULL, NULL, 0);
+  inst(m, 10, NULL, 0, d == EXT_OTHER ? "SPV_KHR_variable_pointers"
+                                      : "SPV_KHR_storage_buffer_storage_class", NULL, 0);
+  inst(m, 11, (uint32_t[]){1}, 1, d == IMPORT_OPENCL ? "OpenCL.std" : "GLSL.std.450", NULL, 0);
+  inst(m, 14, (uint32_t[]){d == MEMORY_MODEL_PHYSICAL ? 2u : 0u, 1}, 2, NULL, NULL, 0);
+  if (d == UNTERMINATED_NAME) {
+    put(m, 4u << 16 | 15); /* OpEntryPoint GLCompute %2 "vk0v" with no NUL in its word */
+    put(m, 5);
+    put(m, 2);
+    put(m, 0x76306b76u);
+  } else {
+    inst(m, 15, (uint32_t[]){d == ENTRY_VERTEX ? 0u : 5u, 2}, 2,
+         d == ENTRY_NAMED_MAIN ? "main" : "vk0", (uint32_t[]){3, 4}, 2);
+  }
+  if (d == TWO_ENTRIES) inst(m, 15, (uint32_t[]){5, 5}, 2, "vk9", NULL, 0);
+  if (d != NO_LOCAL_SIZE)
+    inst(m, 16, (uint32_t[]){2, 17, d == LOCAL_SIZE_32 ? 32u : 64u, 1, 1}, 5, NULL, NULL, 0);
+  if (d == ZERO_WORD_COUNT) put(m, 0u << 16 | 17);
+  if (d == PAST_END) put(m, 9u << 16 | 17);
+  inst(m, 19, (uint32_t[]){7}, 1, NULL, NULL, 0); /* OpTypeVoid %7 */
+}
+
+static const vlmc_spirv_expect_t kExpect = {"vk0", {64, 1, 1}, 0};
+
+static vlmc_status_t check(defect_t d) {
+  words_t m;
+  build(&m, d);
+  return vlmc_spirv_check("m.vlmc: kernel vk0 (rms_norm)", m.w, 4 * m.n, &kExpect, NULL);
+}
+
+static void test_valid_module(void) {
+  words_t m;
+  build(&m, VALID);
+  vlmc_spirv_info_t info;
+  EXPECT_OK(vlmc_spirv_check("m", m.w, 4 * m.n, &kExpect, &info));
+  EXPECT_EQ_INT(info.version_major, 1);
+  EXPECT_EQ_INT(info.version_minor, 3);
+  /* Float16 is allowed when the kernel lists shaderFloat16. */
+  build(&m, CAP_FLOAT16);
+  vlmc_spirv_expect_t with_f16 = kExpect;
+  with_f16.features = VLMC_VK_FEATURE_FLOAT16;
+  EXPECT_OK(vlmc_spirv_check("m", m.w, 4 * m.n, &with_f16, NULL));
+}
+
+static void test_malformed_modules(void) {
+  EXPECT_ERROR(check(BAD_MAGIC), "m.vlmc: kernel vk0 (rms_norm): not SPIR-V (magic 0xdeadbeef");
+  EXPECT_ERROR(check(SWAPPED_MAGIC), "big-endian SPIR-V");
+  EXPECT_ERROR(check(VERSION_1_7), "version word 0x00010700");
+  EXPECT_ERROR(check(ZERO_BOUND), "id bound 0");
+  EXPECT_ERROR(check(CAP_KERNEL), "capability 6 is not one a vlmc kernel uses");
+  EXPECT_ERROR(check(CAP_FLOAT16), "capability Float16, which needs device feature shaderFloat16");
+  EXPECT_ERROR(check(EXT_OTHER), "extension 'SPV_KHR_variable_pointers' is not allowed");
+  EXPECT_ERROR(check(IMPORT_OPENCL), "extended instruction set 'OpenCL.std'");
+  EXPECT_ERROR(check(ENTRY_VERTEX), "execution model 0, expected GLCompute");
+  EXPECT_ERROR(check(ENTRY_NAMED_MAIN), "entry point 'main', the table says 'vk0'");
+  EXPECT_ERROR(check(TWO_ENTRIES), "more than one entry point");
+  EXPECT_ERROR(check(LOCAL_SIZE_32), "LocalSize 32 x 1 x 1, the table says 64 x 1 x 1");
+  EXPECT_ERROR(check(NO_LOCAL_SIZE), "0 LocalSize execution modes");
+  EXPECT_ERROR(check(MEMORY_MODEL_PHYSICAL), "memory model must be Logical GLSL450");
+  EXPECT_ERROR(check(ZERO_WORD_COUNT), "has word count 0");
+  EXPECT_ERROR(check(PAST_END), "past the module's end");
+  EXPECT_ERROR(check(UNTERMINATED_NAME), "OpEntryPoint at word");
+}
+
+/* Every prefix of a valid module, and every odd size, is refused or accepted without a read
+ * past the end (ASan watches). */
+static void test_truncations(void) {
+  words_t m;
+  build(&m, VALID);
+  size_t bytes = 4 * m.n;
+  for (size_t n = 0; n < bytes; ++n) {
+    unsigned char *copy = malloc(n ? n : 1); /* exact size: a read past it is an ASan error */
+    memcpy(copy, m.w, n);
+    vlmc_status_t st = vlmc_spirv_check("m", copy, n, &kExpect, NULL);
+    /* Only the prefix ending right before the last instruction (OpTypeVoid) is whole. */
+    EXPECT_TRUE((st == NULL) == (n == bytes - 8));
+    vlmc_status_free(st);
+    free(copy);
+  }
+  EXPECT_ERROR(vlmc_spirv_check("m", m.w, 4 * m.n - 2, &kExpect, NULL), "not a whole number");
+  EXPECT_ERROR(vlmc_spirv_check("m", m.w, 12, &kExpect, NULL), "shorter than its 20-byte header");
+}
+
+/* ---- the table's vulkan fields ---- */
+
+static words_t g_module_words;
+
+static const char kKernelTemplate[] =
+    "{\"format\": 2, \"abi\": \"%s\", \"spirv_version\": \"1.3\", \"kernels\": [\n"
+    " {\"symbol\": \"vk0\", \"template\": \"rms_norm\", \"signature\": \"0000000000000000\","
+    " \"inputs\": [\"f32\"], \"output\": \"f32\", \"syms\": [\"S\"], \"cost\": 1,"
+    " \"target\": {%s}}], \"dispatches\": []}";
+
+static vlmc_status_t read_fields(const char *abi, const char *target) {
+  char json[2048];
+  snprintf(json, sizeof json, kKernelTemplate, abi, target);
+  vlmc_kernel_table_t table;
+  vlmc_status_t st = vlmc_kernel_table_parse("m.vlmc", "vulkan", json, strlen(json), &table);
+  vlmc_vk_kernel_info_t info[1];
+  if (!st)
+    st = vlmc_vk_kernels_read("m.vlmc", &table, g_module_words.w, 4 * g_module_words.n, info);
+  if (!st) {
+    EXPECT_EQ_INT(info[0].units_per_group, 4);
+    EXPECT_EQ_INT(info[0].push_words, 2);
+  }
+  vlmc_kernel_table_deinit(&table);
+  return st;
+}
+
+/* The valid target object with `key`'s value replaced by `value` (NULL: key left out). */
+static vlmc_status_t with_field(const char *key, const char *value) {
+  static const char *const keys[] = {"entry", "spirv_offset", "spirv_size", "workgroup_x",
+                                     "workgroup_y", "workgroup_z", "units_per_group",
+                                     "push_words", "shared_bytes", "features"};
+  char size[16];
+  snprintf(size, sizeof size, "%zu", 4 * g_module_words.n);
+  const char *values[] = {"\"vk0\"", "0", size, "64", "1", "1", "4", "2", "0",
+                          "\"subgroupArithmetic, shaderInt64\""};
+  char target[1024] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; ++i) {
+    const char *v = key && !strcmp(keys[i], key) ? value : values[i];
+    if (!v) continue;
+    used += (size_t)snprintf(target + used, sizeof target - used, "%s\"%s\": %s",
+                             used ? ", " : "", keys[i], v);
+  }
+  return read_fields("vulkan-spirv-1", target);
+}
+
+static void test_table_fields(void) {
+  build(&g_module_words, VALID);
+  EXPECT_OK(with_field(NULL, NULL));
+  const char *where = "m.vlmc: section 'kernels.vulkan.json': kernels[0] (vk0, rms_norm): ";
+  vlmc_status_t st = with_field("entry", NULL);
+  EXPECT_TRUE(st && strstr(vlmc_status_message(st), where));
+  vlmc_status_free(st);
+  EXPECT_ERROR(with_field("entry", NULL), "target.entry is missing");
+  EXPECT_ERROR(with_field("entry", "\"vk1\""), "target.entry 'vk1' is not the kernel's symbol");
+  EXPECT_ERROR(with_field("spirv_offset", "2"), "must be multiples of 4");
+  EXPECT_ERROR(with_field("spirv_offset", "-4"), "target.spirv_offset = -4");
+  EXPECT_ERROR(with_field("spirv_offset", "4"), "past the end of section 'kernels.vulkan'");
+  EXPECT_ERROR(with_field("spirv_size", "20"), "target.spirv_size = 20: expected 24");
+  EXPECT_ERROR(with_field("spirv_size", "\"96\""), "expected an integer, got a string");
+  EXPECT_ERROR(with_field("workgroup_y", "32"), "2048 invocations, more than 1024");
+  EXPECT_ERROR(with_field("workgroup_z", "0"), "target.workgroup_z = 0");
+  EXPECT_ERROR(with_field("units_per_group", "0"), "target.units_per_group = 0");
+  EXPECT_ERROR(with_field("push_words", "1"), "push_words 1, expected 1 + 1 syms");
+  EXPECT_ERROR(with_field("push_words", "33"), "target.push_words = 33");
+  EXPECT_ERROR(with_field("shared_bytes", "-1"), "target.shared_bytes = -1");
+  EXPECT_ERROR(with_field("features", "\"shaderFloat64\""), "unknown feature 'shaderFloat64'");
+  EXPECT_ERROR(with_field("features", "7"), "target.features: expected a string");
+  EXPECT_ERROR(with_field("workgroup_x", "32"), "LocalSize 64 x 1 x 1, the table says 32");
+  EXPECT_ERROR(read_fields("cpu-sysv-1", "\"entry\": \"vk0\""), "abi 'cpu-sysv-1'");
+}
+
+int main(void) {
+  RUN_TEST(test_valid_module);
+  RUN_TEST(test_malformed_modules);
+  RUN_TEST(test_truncations);
+  RUN_TEST(test_table_fields);
+  return TEST_SUMMARY();
+}
