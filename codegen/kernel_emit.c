@@ -399,7 +399,7 @@ static int cast(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
   return wrap_int(e, v, to);
 }
 
-int vlmc_kernel_emit_elementwise(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in) {
+static int elementwise_f32(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in) {
   bool f = vlmc_dtype_info(op->results[0].type.dtype)->is_float;
   const char *t = f ? "f32" : "i64";
   switch (op->kind) {
@@ -428,6 +428,20 @@ int vlmc_kernel_emit_elementwise(vlmc_kernel_emit_t *e, const vlmc_op_t *op, con
       vlmc_kernel_emit_fail(e, "'%s' is not elementwise", vlmc_op_info(op->kind)->mnemonic);
       return in[0];
   }
+}
+
+/* Whether op's result is a value computed in f16 / bf16 that a cast or a move has not already
+ * rounded: an op that computes in a low precision rounds its result, as the hardware does
+ * (f32 arithmetic rounded once to f16 is the correctly rounded f16 result for +, -, *, /). */
+static bool rounds_result(const vlmc_op_t *op) {
+  vlmc_dtype_t d = op->results[0].type.dtype;
+  return (d == VLMC_DTYPE_F16 || d == VLMC_DTYPE_BF16) && op->kind != VLMC_OP_CAST &&
+         op->kind != VLMC_OP_RESHAPE;
+}
+
+int vlmc_kernel_emit_elementwise(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in) {
+  int v = elementwise_f32(e, op, in);
+  return rounds_result(op) ? round_float(e, v, op->results[0].type.dtype) : v;
 }
 
 int vlmc_kernel_emit_index_op(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
@@ -494,7 +508,14 @@ static int epilogue_operand(vlmc_kernel_emit_t *e, const vlmc_op_t *op, uint32_t
 void vlmc_kernel_emit_finish_element(vlmc_kernel_emit_t *e, int value, int flat) {
   const vlmc_dispatch_region_t *r = e->region;
   int member_ssa[r->num_ops];
-  member_ssa[e->anchor_index] = value;
+  /* An anchor computing in f16 (not a move, not elementwise: those round on their own)
+   * rounds its result before the epilogue reads it. */
+  const vlmc_op_t *anchor = r->ops[e->anchor_index];
+  bool anchor_rounds = rounds_result(anchor) &&
+                       !(vlmc_op_info(anchor->kind)->flags & VLMC_OP_FLAG_ELEMENTWISE) &&
+                       !vlmc_op_moves_data_only(anchor->kind);
+  member_ssa[e->anchor_index] =
+      anchor_rounds ? round_float(e, value, anchor->results[0].type.dtype) : value;
   for (uint32_t k = e->anchor_index + 1; k < r->num_ops; ++k) {
     const vlmc_op_t *op = r->ops[k];
     int in[VLMC_IR_MAX_OPERANDS];

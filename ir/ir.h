@@ -233,6 +233,10 @@ typedef struct {
  * static result types. Executors compute such values once and keep them. */
 bool vlmc_op_is_static(const vlmc_op_t *op, const bool *is_static);
 const vlmc_op_info_t *vlmc_op_info(vlmc_op_kind_t kind);
+/* Whether an op only moves or selects elements (gather, embedding, scatter_rows, reshape,
+ * transpose, concat, slice, kv_cache_append): its results are values it read, so a low
+ * precision result needs no rounding. */
+bool vlmc_op_moves_data_only(vlmc_op_kind_t kind);
 bool vlmc_op_kind_from_mnemonic(const char *name, size_t len, vlmc_op_kind_t *out_kind);
 /* The schema slot of attribute `name` for ops of `kind`, or -1. */
 int vlmc_op_attr_slot(vlmc_op_kind_t kind, const char *name);

@@ -188,3 +188,14 @@ bool vlmc_op_is_static(const vlmc_op_t *op, const bool *is_static) {
     if (!is_static[op->operands[i]->id]) return false;
   return true;
 }
+
+bool vlmc_op_moves_data_only(vlmc_op_kind_t kind) {
+  switch (kind) {
+    case VLMC_OP_GATHER: case VLMC_OP_EMBEDDING: case VLMC_OP_SCATTER_ROWS:
+    case VLMC_OP_RESHAPE: case VLMC_OP_TRANSPOSE: case VLMC_OP_CONCAT: case VLMC_OP_SLICE:
+    case VLMC_OP_KV_CACHE_APPEND:
+      return true;
+    default:
+      return false;
+  }
+}

@@ -631,21 +631,11 @@ static vlmc_status_t preset_result(vlmc_ref_ctx_t *ctx, uint32_t i) {
 
 /* Ops that only move elements of their own dtype: their results are already rounded, and
  * rounding a grown kv cache again would cost O(cache) per decode step. */
-static bool moves_data_only(vlmc_op_kind_t kind) {
-  switch (kind) {
-    case VLMC_OP_GATHER: case VLMC_OP_EMBEDDING: case VLMC_OP_SCATTER_ROWS:
-    case VLMC_OP_RESHAPE: case VLMC_OP_TRANSPOSE: case VLMC_OP_CONCAT: case VLMC_OP_SLICE:
-    case VLMC_OP_KV_CACHE_APPEND:
-      return true;
-    default:
-      return false;
-  }
-}
 
 static void round_low_precision(const vlmc_executor_t *ex, const vlmc_op_t *op,
                                 const vlmc_value_t *value, vlmc_tensor_t *t) {
   vlmc_dtype_t dtype = value->type.dtype;
-  if (!ex->options.emulate_low_precision || !t->owned || moves_data_only(op->kind)) return;
+  if (!ex->options.emulate_low_precision || !t->owned || vlmc_op_moves_data_only(op->kind)) return;
   if (dtype != VLMC_DTYPE_F16 && dtype != VLMC_DTYPE_BF16) return;
   float *x = vlmc_tensor_f32(t);
   for (int64_t i = 0, n = vlmc_tensor_count(t); i < n; ++i) x[i] = vlmc_ref_round(dtype, x[i]);

@@ -417,6 +417,7 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   if (!st) st = copy_args(args_ref, f->num_args, args_cpu);
   vlmc_executor_t *ref = NULL;
   vlmc_executor_options_t eo = vlmc_executor_options_default();
+  eo.emulate_low_precision = true; /* kernels round every f16 / bf16 op result */
   eo.get_param = get_param;
   eo.param_ctx = &params;
   if (!st) st = vlmc_executor_create(m, &eo, &ref);

@@ -2,7 +2,7 @@
  * Work units are blocks of VLMC_KERNEL_LINEAR_UNIT (4) output features over all M rows, as on
  * the cpu; a workgroup of LIN_THREADS (256) invocations takes GROUP_UNITS (4) units, i.e. 16
  * features (N / 16 workgroups: 128 for a 2048-wide projection, enough to fill a large GPU),
- * and branches once, uniformly, on M at run time:
+ * and branches once, uniformly, on M at run time (a static M gets only its own path):
  *
  *  - M > 1 (prefill): a tiled matmul. Rows go in TILE_M (64) row tiles; per tile the K axis
  *    goes in TILE_K (16) steps, each staging a 64 x 16 tile of x and a 16 x 16 tile of W in
@@ -254,6 +254,16 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   vlmc_kernel_emit_line(e, "}");
 }
 
+/* The rows of x (the product of its leading dims) when all are static, else -1. */
+static int64_t static_rows(const vlmc_type_t *xt) {
+  int64_t rows = 1;
+  for (uint32_t d = 0; d + 1 < xt->rank; ++d) {
+    if (!vlmc_dim_is_static(xt->dims[d])) return -1;
+    rows *= xt->dims[d].off;
+  }
+  return rows;
+}
+
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
@@ -275,13 +285,21 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_group_units(e, &first, &end);
   L.n0 = mul(e, first, idx(e, UNIT));
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
-  /* Workgroup memory is declared at the kernel's top whichever path runs (emit_shared). */
-  int decode = cmp(e, "eq", L.m, idx(e, 1));
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", decode);
-  emit_gemv(&L, first, end);
-  vlmc_kernel_emit_line(e, "} else {");
-  emit_tiled(&L);
-  vlmc_kernel_emit_line(e, "}");
+  /* A static M (a decode step's [1, K], a fixed-size input) needs one path only; otherwise
+   * both are written, and the workgroup memory of both declared at the kernel's top. */
+  int64_t rows = static_rows(xt);
+  if (rows == 1) {
+    emit_gemv(&L, first, end);
+  } else if (rows > 1) {
+    emit_tiled(&L);
+  } else {
+    int decode = cmp(e, "eq", L.m, idx(e, 1));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", decode);
+    emit_gemv(&L, first, end);
+    vlmc_kernel_emit_line(e, "} else {");
+    emit_tiled(&L);
+    vlmc_kernel_emit_line(e, "}");
+  }
   return NULL;
 }
 

@@ -2,8 +2,9 @@
  * concat, transpose, kv_cache_append and argmax (semantics: reference/exec_movement.c). The
  * same work units as the cpu templates (codegen/targets/cpu/kernel_movement.c, whose comment
  * explains the rules for out-of-range indices: rows of zeros, never an access outside a
- * buffer), with one invocation per work unit (an output row, or for argmax an output
- * element) copying its row element by element through vlmc_kernel_emit_finish_element.
+ * buffer), with one invocation per work unit (an output row) copying its row element by
+ * element through vlmc_kernel_emit_finish_element; argmax takes a workgroup per output
+ * element (a row of the vocabulary is long).
  * What differs from the cpu: no vector copies; scatter_rows always scans the positions (the
  * cpu's binary search over sorted positions is an scf.while, which the SPIR-V path is not
  * trusted with); loops with carried values are guarded against running zero times (MLIR 19
@@ -428,10 +429,57 @@ static int emit_beats(vlmc_kernel_emit_t *e, bool f, int x, int best) {
   return v;
 }
 
-/* One work unit per output element: a scan of `len` elements `inner` apart that starts from
- * a best of -inf (INT64_MIN) at index 0 rather than from element 0, so that an empty axis (the
- * reference's error) reads nothing and gives 0; element 0 beats that start unless it equals
- * it, and then index 0 stands anyway. */
+/* Invocations that share one argmax row. */
+enum { ARGMAX_GROUP = 128 };
+
+/* Whether candidate b = (vb, ib) beats a = (va, ia) when merging partial results of
+ * invocations that scanned interleaved elements: NaN above everything, then greater, and
+ * among equal values (or two NaNs) the earlier index, so the merge gives the first maximum
+ * whatever the order of the partials. */
+static int emit_merge_beats(vlmc_kernel_emit_t *e, bool f, int va, int ia, int vb, int ib) {
+  int earlier = cmpi(e, "slt", ib, ia, "index");
+  int v = vlmc_kernel_emit_fresh(e);
+  if (!f) {
+    int gt = cmpi(e, "sgt", vb, va, "i64"), eq = cmpi(e, "eq", vb, va, "i64");
+    int tie = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", tie, eq, earlier);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i1", v, gt, tie);
+    return v;
+  }
+  int a_nan = vlmc_kernel_emit_fresh(e), b_nan = vlmc_kernel_emit_fresh(e);
+  int gt = vlmc_kernel_emit_fresh(e), eq = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", a_nan, va, va);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", b_nan, vb, vb);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf ogt, " VLMC_SSA ", " VLMC_SSA " : f32", gt, vb, va);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oeq, " VLMC_SSA ", " VLMC_SSA " : f32", eq, vb, va);
+  int a_num = vlmc_kernel_emit_fresh(e), only_b = vlmc_kernel_emit_fresh(e);
+  int both = vlmc_kernel_emit_fresh(e), same = vlmc_kernel_emit_fresh(e), tie = vlmc_kernel_emit_fresh(e);
+  int either = vlmc_kernel_emit_fresh(e), yes = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant true", yes);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.xori " VLMC_SSA ", " VLMC_SSA " : i1", a_num, a_nan, yes);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", only_b, b_nan, a_num);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", both, a_nan, b_nan);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i1", same, eq, both);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", tie, same, earlier);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i1", either, only_b, gt);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i1", v, either, tie);
+  return v;
+}
+
+/* Slot `at` of the index array (i32 in workgroup memory) as an index, and the store back. */
+static int load_slot_index(vlmc_kernel_emit_t *e, int slots, int at) {
+  return cast_index(e, vlmc_vk_emit_shared_load(e, slots, at), "i32", "index");
+}
+
+static void store_slot_index(vlmc_kernel_emit_t *e, int slots, int value, int at) {
+  vlmc_vk_emit_shared_store(e, slots, cast_index(e, value, "index", "i32"), at);
+}
+
+/* One work unit per output element, one workgroup per unit: each invocation scans the
+ * elements tid, tid + 128, ... of its row (`len` elements `inner` apart) from a best of -inf
+ * (INT64_MIN) at index `len` (a start no element ties with: an element equal to it never
+ * beats it, and then every element equals it and index 0 is the answer, as the cpu's scan
+ * gives, also for an empty axis); the partials then merge in workgroup memory by halves. */
 vlmc_status_t vlmc_vk_kernel_argmax(vlmc_kernel_emit_t *e) {
   e->template_name = "argmax";
   const vlmc_op_t *op = e->anchor;
@@ -442,27 +490,52 @@ vlmc_status_t vlmc_vk_kernel_argmax(vlmc_kernel_emit_t *e) {
   const char *t = f ? "f32" : "i64";
   int64_t static_len = static_product(xt, axis, axis + 1);
   e->cost = 4 + 2 * (static_len >= 0 ? static_len : GUESSED_ROW);
+  vlmc_vk_emit_set_workgroup(e, ARGMAX_GROUP, 1, 1, 1);
+  int values = vlmc_vk_emit_shared(e, t, ARGMAX_GROUP);
+  int indices = vlmc_vk_emit_shared(e, "i32", ARGMAX_GROUP);
   int len = vlmc_kernel_emit_dim(e, xt->dims[axis]);
   int inner = vlmc_kernel_emit_dims_product(e, xt, axis + 1, xt->rank);
   int init = f ? vlmc_kernel_emit_f32(e, -INFINITY) : vlmc_kernel_emit_i64(e, INT64_MIN);
-  int u = open_unit_loop(e);
+  int tid = vlmc_vk_emit_thread_id(e, 0);
+  int u, end;
+  vlmc_vk_emit_group_units(e, &u, &end);
+  /* Uniform over the workgroup (all its invocations share u): barriers inside are legal. */
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", u, end, "index"));
   int base = add(e, mul(e, mul(e, divu(e, u, inner), len), inner), remu(e, u, inner));
   int top = vlmc_kernel_emit_fresh(e), top_k = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e);
   int best = vlmc_kernel_emit_fresh(e), best_k = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA
                         " = " VLMC_SSA ") -> (%s, index) {",
-                     top, top_k, k, vlmc_kernel_emit_index(e, 0), len, vlmc_kernel_emit_index(e, 1),
-                     best, init, best_k, vlmc_kernel_emit_index(e, 0), t);
+                     top, top_k, k, tid, len, vlmc_kernel_emit_index(e, ARGMAX_GROUP), best, init,
+                     best_k, len, t);
   int xk = vlmc_kernel_emit_load(e, x, add(e, base, mul(e, k, inner)));
   int beats = emit_beats(e, f, xk, best);
   int nb = select_value(e, beats, xk, best, t), nk = select_value(e, beats, k, best_k, "index");
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : %s, index", nb, nk, t);
   vlmc_kernel_emit_line(e, "}");
-  (void)top;
-  int picked = vlmc_vk_emit_guard_empty(e, vlmc_kernel_emit_index(e, 0), len, top_k,
-                                        vlmc_kernel_emit_index(e, 0), "index");
+  /* MLIR 19 leaves a zero-trip loop's results undefined (pitfall 4): the start instead. */
+  vlmc_vk_emit_shared_store(e, values, vlmc_vk_emit_guard_empty(e, tid, len, top, init, t), tid);
+  store_slot_index(e, indices, vlmc_vk_emit_guard_empty(e, tid, len, top_k, len, "index"), tid);
+  for (int half = ARGMAX_GROUP / 2; half >= 1; half /= 2) {
+    vlmc_vk_emit_barrier(e);
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", tid, vlmc_kernel_emit_index(e, half), "index"));
+    int other = add(e, tid, vlmc_kernel_emit_index(e, half));
+    int va = vlmc_vk_emit_shared_load(e, values, tid), ia = load_slot_index(e, indices, tid);
+    int vb = vlmc_vk_emit_shared_load(e, values, other), ib = load_slot_index(e, indices, other);
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", emit_merge_beats(e, f, va, ia, vb, ib));
+    vlmc_vk_emit_shared_store(e, values, vb, tid);
+    store_slot_index(e, indices, ib, tid);
+    vlmc_kernel_emit_line(e, "}");
+    vlmc_kernel_emit_line(e, "}");
+  }
+  vlmc_vk_emit_barrier(e);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "eq", tid, vlmc_kernel_emit_index(e, 0), "index"));
+  int found = load_slot_index(e, indices, vlmc_kernel_emit_index(e, 0));
+  int none = cmpi(e, "eq", found, len, "index");
+  int picked = select_value(e, none, vlmc_kernel_emit_index(e, 0), found, "index");
   vlmc_kernel_emit_finish_element(e, cast_index(e, picked, "index", "i64"), u);
+  vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }

@@ -229,7 +229,7 @@ vlmc_status_t vlmc_vk_lowerer_lower(vlmc_vk_lowerer_t *l, const char *name, cons
                                     uint32_t **out_words, size_t *out_count) {
   *out_words = NULL;
   *out_count = 0;
-  VLMC_RETURN_IF_ERROR(dump(l, name, ".mlir", mlir, strlen(mlir)));
+  VLMC_RETURN_IF_ERROR(dump(l, name, ".gpu.mlir", mlir, strlen(mlir)));
   vlmc_strbuf_t diag;
   vlmc_strbuf_init(&diag);
   MlirDiagnosticHandlerID handler = mlirContextAttachDiagnosticHandler(l->mlir, on_diagnostic, &diag, NULL);

@@ -14,7 +14,8 @@
 
 typedef struct vlmc_vk_lowerer_s vlmc_vk_lowerer_t;
 
-/* dump_dir: NULL, or a folder that receives NAME.mlir (as written), NAME.spirv.mlir (the
+/* dump_dir: NULL, or a folder that receives NAME.gpu.mlir (as written; not
+ * NAME.mlir, which the cpu target writes into the same folder), NAME.spirv.mlir (the
  * spirv.module as serialized), NAME.spv and NAME.spvasm (its disassembly) for every kernel. */
 vlmc_status_t vlmc_vk_lowerer_create(const char *dump_dir, vlmc_vk_lowerer_t **out);
 void vlmc_vk_lowerer_destroy(vlmc_vk_lowerer_t *lowerer);

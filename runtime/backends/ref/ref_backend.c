@@ -36,6 +36,9 @@ static vlmc_status_t ref_open(const vlmc_backend_open_params_t *params, vlmc_bac
   eo.get_param = params->get_param;
   eo.param_ctx = params->param_ctx;
   eo.threads = params->threads ? params->threads : 1;
+  /* A program the precision pass gave f16 / bf16 values computes them in that precision, as
+   * the generated kernels do (codegen/kernel_emit.c rounds every such op result). */
+  eo.emulate_low_precision = true;
   eo.on_tap = ref_tap;
   eo.tap_ctx = b;
   vlmc_status_t st = vlmc_executor_create(params->module, &eo, &b->executor);
