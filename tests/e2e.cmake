@@ -76,3 +76,41 @@ if(VLMC_COMPILER)
                    $<TARGET_FILE:vlmc-run> $<TARGET_FILE:vlmc-test-scale-weights> ref ref
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+
+# The vulkan target and backend (issue 13), on the machine's Vulkan device (CI: lavapipe,
+# scripts/install-deps.sh installs mesa-vulkan-drivers). Under ASan, LeakSanitizer is off for
+# the tests that open a device: lavapipe's JIT-compiled shaders leak a few blocks whose stacks
+# name no library a suppression could match (runtime/backends/vulkan/README.md); ASan and
+# UBSan stay on.
+if(VLMC_COMPILER)
+  # The acceptance command (f32 and f16), inspect, --list-devices, --stats, no silent
+  # fallback, damaged SPIR-V, a missing loader.
+  add_test(NAME e2e.vulkan
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/vulkan.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # Transformers parity on the vulkan backend: f32 with the cpu's tolerances; f16 with those
+  # of docs/vulkan.md ("Precision"), greedy tokens identical either way.
+  add_test(NAME parity.vulkan_f32
+           COMMAND test_compiler_parity --target ref,vulkan --precision f32 --backend vulkan
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME parity.vulkan_f16
+           COMMAND test_compiler_parity --target ref,vulkan --precision f16 --backend vulkan
+                   --tap-tolerance 3e-2 --logits-tolerance 5e-2
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # The f16 overflow hazard and its calibration, on vulkan.
+  add_test(NAME e2e.precision_overflow.vulkan
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/precision_overflow.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> $<TARGET_FILE:vlmc-test-scale-weights> vulkan vulkan
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set(vlmc_vulkan_device_tests e2e.vulkan parity.vulkan_f32 parity.vulkan_f16
+      e2e.precision_overflow.vulkan unit.test_vulkan_backend)
+  foreach(src ${kernel_tests})
+    get_filename_component(name ${src} NAME_WE)
+    list(APPEND vlmc_vulkan_device_tests kernel.vulkan.${name})
+  endforeach()
+  if(VLMC_SANITIZE)
+    set_tests_properties(${vlmc_vulkan_device_tests} PROPERTIES ENVIRONMENT
+                         "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  endif()
+endif()

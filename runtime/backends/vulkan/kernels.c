@@ -137,8 +137,8 @@ vlmc_status_t vlmc_vk_kernels_read(const char *source, const vlmc_kernel_table_t
     k->template_name = from->template_name;
     VLMC_RETURN_IF_ERROR(read_fields(&c, spirv_size, k));
     char origin[600];
-    snprintf(origin, sizeof origin, "%s: kernel %s (%s)", source, from->symbol,
-             from->template_name);
+    snprintf(origin, sizeof origin, "%s: section 'kernels.vulkan': kernel %s (%s)", source,
+             from->symbol, from->template_name);
     vlmc_spirv_expect_t expect = {.entry = from->symbol, .features = k->features};
     memcpy(expect.local_size, k->workgroup, sizeof expect.local_size);
     vlmc_spirv_info_t info;
