@@ -46,6 +46,9 @@ enum {
   MAX_GROUP = 256,      /* query heads per kv head: a block of one row has this many slots */
   SHARED_FLOATS = 4096, /* the 16 KiB of workgroup memory every Vulkan device has */
   MAX_TILE = 64,
+  MAX_PER = 4,          /* slots per invocation: registers reuse each staged k and v float */
+  REG_FLOATS = 256,     /* P * (D + Dv) at most (beyond it, P = 1) */
+  MAX_STATE = MAX_PER * (2 + REG_FLOATS / MAX_PER) + 2 * MAX_HEAD_DIM,
 };
 
 typedef struct {
@@ -53,19 +56,23 @@ typedef struct {
   const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
   int64_t heads, kv_heads, group, d, dv;
   int64_t rows;                    /* query rows per workgroup (a block) */
-  int64_t threads;                 /* rows * group: one invocation per slot */
+  int64_t slots;                   /* rows * group: (row, query head) pairs of the block */
+  int64_t per;                     /* slots one invocation owns (P) */
+  int64_t threads;                 /* ceil(slots / P) invocations */
   int64_t tile, chunk;             /* keys per tile (TK) and per chunk (CK) */
   double scale;
   bool causal;
   int tid;
   int ks, vs;                      /* workgroup memory: the K and V tiles */
-  int key_start, key_end;          /* this invocation's row's key range */
+  int slot[MAX_PER];               /* this invocation's slots (clamped to the last one) */
+  int row[MAX_PER];                /* their query rows, clamped into S */
+  int key_start[MAX_PER], key_end[MAX_PER]; /* their rows' key ranges */
 } attention_t;
 
-/* One slot's online-softmax state (SSA values): the max, the sum, the Dv accumulators. */
+/* The online-softmax states of an invocation's P slots (SSA values): per slot the max, the
+ * sum and the Dv accumulators, at p * (2 + Dv). */
 typedef struct {
-  int m, l;
-  int acc[MAX_HEAD_DIM];
+  int v[MAX_STATE];
 } state_t;
 
 /* ---- small emitters ---- */
@@ -151,15 +158,12 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
 
 /* ---- the state carried through loops ---- */
 
-static int state_count(const attention_t *A) { return 2 + (int)A->dv; }
-
-static int state_at(const state_t *s, int r) { return r == 0 ? s->m : r == 1 ? s->l : s->acc[r - 2]; }
-
-static void state_set(state_t *s, int r, int v) {
-  if (r == 0) s->m = v;
-  else if (r == 1) s->l = v;
-  else s->acc[r - 2] = v;
-}
+static int state_count(const attention_t *A) { return (int)(A->per * (2 + A->dv)); }
+static int state_at(const state_t *s, int r) { return s->v[r]; }
+static void state_set(state_t *s, int r, int v) { s->v[r] = v; }
+static int *slot_m(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv)]; }
+static int *slot_l(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv) + 1]; }
+static int *slot_acc(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv) + 2]; }
 
 static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
   for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
@@ -226,49 +230,63 @@ static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, i
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* scale * q . k for the staged key at tile row `row` (an index), or -inf for a key (t0 + row)
- * outside this invocation's range. */
-static int emit_score(const attention_t *A, const int *q, int t0, int row) {
+/* scale * q . k for the staged key values kv (D floats) of key `key`, or -inf for a key
+ * outside slot p's row's range. */
+static int emit_score(const attention_t *A, const int *q, const int *kv, int key, int64_t p) {
   vlmc_kernel_emit_t *e = A->e;
-  int base = mul(e, row, idx(e, A->d));
-  int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[0], vlmc_vk_emit_shared_load(e, A->ks, base), 0);
-  for (int64_t c = 1; c < A->d; ++c)
-    dot = fma_f32(e, q[c], vlmc_vk_emit_shared_load(e, A->ks, add(e, base, idx(e, c))), dot);
+  int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[0], kv[0], 0);
+  for (int64_t c = 1; c < A->d; ++c) dot = fma_f32(e, q[c], kv[c], dot);
   int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
-  int key = add(e, t0, row), ok = vlmc_kernel_emit_fresh(e);
+  int ok = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                        cmp(e, "sge", key, A->key_start), cmp(e, "slt", key, A->key_end));
+                        cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
   return select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
-/* Step 2, one chunk of CK keys at tile row c0: the scores, the max raised once (the state
- * rescaled by exp(m_old - m_new), 0 while m_old is -inf), then the weighted values added. */
-static void emit_chunk(const attention_t *A, const int *q, int t0, int c0, state_t *s) {
+/* Step 2, one chunk of CK keys at tile row c0: each staged k float is read once for the P
+ * slots' scores; per slot the max raised once (the state rescaled by exp(m_old - m_new), 0
+ * while m_old is -inf); then each staged v float read once for the P slots' accumulators. */
+static void emit_chunk(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int t0, int c0, state_t *s) {
   vlmc_kernel_emit_t *e = A->e;
-  int scores[MAX_TILE], rows[MAX_TILE];
-  int m = s->m;
+  int scores[MAX_PER][MAX_TILE], rows[MAX_TILE], kv[MAX_HEAD_DIM];
+  int m[MAX_PER];
+  for (int64_t p = 0; p < A->per; ++p) m[p] = *slot_m(A, s, p);
   for (int64_t k = 0; k < A->chunk; ++k) {
     rows[k] = add(e, c0, idx(e, k));
-    scores[k] = emit_score(A, q, t0, rows[k]);
-    m = vlmc_kernel_emit_float_op(e, "arith.maximumf", m, scores[k], 0);
+    int base = mul(e, rows[k], idx(e, A->d)), key = add(e, t0, rows[k]);
+    for (int64_t c = 0; c < A->d; ++c) kv[c] = vlmc_vk_emit_shared_load(e, A->ks, add(e, base, idx(e, c)));
+    for (int64_t p = 0; p < A->per; ++p) {
+      scores[p][k] = emit_score(A, q[p], kv, key, p);
+      m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][k], 0);
+    }
   }
-  int alpha = weight(e, s->m, m);
-  s->m = m;
-  s->l = vlmc_kernel_emit_float_op(e, "arith.mulf", s->l, alpha, 0);
-  for (int64_t c = 0; c < A->dv; ++c)
-    s->acc[c] = vlmc_kernel_emit_float_op(e, "arith.mulf", s->acc[c], alpha, 0);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int alpha = weight(e, *slot_m(A, s, p), m[p]);
+    *slot_m(A, s, p) = m[p];
+    *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.mulf", *slot_l(A, s, p), alpha, 0);
+    int *acc = slot_acc(A, s, p);
+    for (int64_t c = 0; c < A->dv; ++c) acc[c] = vlmc_kernel_emit_float_op(e, "arith.mulf", acc[c], alpha, 0);
+  }
   for (int64_t k = 0; k < A->chunk; ++k) {
-    int p = weight(e, scores[k], m);
-    s->l = vlmc_kernel_emit_float_op(e, "arith.addf", s->l, p, 0);
+    int w[MAX_PER];
+    for (int64_t p = 0; p < A->per; ++p) {
+      w[p] = weight(e, scores[p][k], m[p]);
+      *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.addf", *slot_l(A, s, p), w[p], 0);
+    }
     int base = mul(e, rows[k], idx(e, A->dv));
-    for (int64_t c = 0; c < A->dv; ++c)
-      s->acc[c] = fma_f32(e, p, vlmc_vk_emit_shared_load(e, A->vs, add(e, base, idx(e, c))), s->acc[c]);
+    for (int64_t c = 0; c < A->dv; ++c) {
+      int value = vlmc_vk_emit_shared_load(e, A->vs, add(e, base, idx(e, c)));
+      for (int64_t p = 0; p < A->per; ++p) {
+        int *acc = slot_acc(A, s, p);
+        acc[c] = fma_f32(e, w[p], value, acc[c]);
+      }
+    }
   }
 }
 
 /* The loop over the key tiles of [start, end) (the union of the block rows' ranges) on kv
  * head kvh, carrying *s (guarded: with no key at all it keeps the initial state). */
-static void emit_tiles(const attention_t *A, const int *q, int start, int end, int kvh, state_t *s) {
+static void emit_tiles(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int start, int end, int kvh, state_t *s) {
   vlmc_kernel_emit_t *e = A->e;
   state_t init = *s, inner = *s, chunk_state, tile_out;
   int t0;
@@ -295,8 +313,8 @@ static void emit_tiles(const attention_t *A, const int *q, int start, int end, i
 static void emit_block_range(const attention_t *A, int i0, int last, int *start, int *end) {
   vlmc_kernel_emit_t *e = A->e;
   if (A->rows == 1) { /* the block is this invocation's row */
-    *start = A->key_start;
-    *end = A->key_end;
+    *start = A->key_start[0];
+    *end = A->key_end[0];
     return;
   }
   int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
@@ -320,28 +338,52 @@ static void emit_block_range(const attention_t *A, int i0, int last, int *start,
   *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
 }
 
-/* This invocation's slot on kv head kvh: its query (row i, head kvh * G + tid % G) into
- * registers, the key tiles, then its outputs when row i0 + tid / G is inside S. */
-static void emit_block(const attention_t *A, int i0, int i, int kvh, int start, int end) {
+/* Slot p of this invocation: tid + p * threads (clamped to the last slot), its row (clamped
+ * into S: a slot past S computes row S - 1, never stored) and that row's key range. */
+static void emit_slot(attention_t *A, int64_t p, int i0, int last) {
   vlmc_kernel_emit_t *e = A->e;
-  int head = add(e, add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group))), remu(e, A->tid, A->group));
-  int q_base = mul(e, head, idx(e, A->d));
-  int q[MAX_HEAD_DIM];
-  for (int64_t c = 0; c < A->d; ++c) q[c] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, c)));
+  A->slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A->tid, idx(e, p * A->threads)),
+                                         idx(e, A->slots - 1));
+  A->row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A->slot[p], A->group)), last);
+  emit_key_range(A, A->row[p], &A->key_start[p], &A->key_end[p]);
+}
+
+/* Query head of slot p on kv head kvh (flat over [S, Hq]). */
+static int slot_head(const attention_t *A, int64_t p, int kvh) {
+  vlmc_kernel_emit_t *e = A->e;
+  return add(e, add(e, mul(e, A->row[p], idx(e, A->heads)), mul(e, kvh, idx(e, A->group))),
+             remu(e, A->slot[p], A->group));
+}
+
+/* This invocation's slots on kv head kvh: their queries into registers, the key tiles, then
+ * the outputs of the slots that are real (slot < slots, row inside S). */
+static void emit_block(const attention_t *A, int i0, int kvh, int start, int end) {
+  vlmc_kernel_emit_t *e = A->e;
+  int q[MAX_PER][MAX_HEAD_DIM];
   state_t s;
-  s.m = vlmc_kernel_emit_f32(e, -INFINITY);
-  s.l = vlmc_kernel_emit_f32(e, 0);
-  for (int64_t c = 0; c < A->dv; ++c) s.acc[c] = vlmc_kernel_emit_f32(e, 0);
-  emit_tiles(A, q, start, end, kvh, &s);
-  int row = add(e, i0, divu(e, A->tid, A->group));
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {",
-                        cmp(e, "slt", row, vlmc_kernel_emit_dim(e, A->q->type.dims[0])));
-  int o_base = mul(e, head, idx(e, A->dv));
-  for (int64_t c = 0; c < A->dv; ++c) {
-    int y = vlmc_kernel_emit_float_op(e, "arith.divf", s.acc[c], s.l, 0);
-    vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, c)));
+  for (int64_t p = 0; p < A->per; ++p) {
+    int q_base = mul(e, slot_head(A, p, kvh), idx(e, A->d));
+    for (int64_t c = 0; c < A->d; ++c) q[p][c] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, c)));
+    *slot_m(A, &s, p) = vlmc_kernel_emit_f32(e, -INFINITY);
+    *slot_l(A, &s, p) = vlmc_kernel_emit_f32(e, 0);
+    for (int64_t c = 0; c < A->dv; ++c) slot_acc(A, &s, p)[c] = vlmc_kernel_emit_f32(e, 0);
   }
-  vlmc_kernel_emit_line(e, "}");
+  emit_tiles(A, (const int (*)[MAX_HEAD_DIM])q, start, end, kvh, &s);
+  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int slot = add(e, A->tid, idx(e, p * A->threads)), store = vlmc_kernel_emit_fresh(e);
+    int row = add(e, i0, divu(e, slot, A->group));
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
+                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
+    int o_base = mul(e, slot_head(A, p, kvh), idx(e, A->dv));
+    const int *acc = slot_acc(A, &s, p);
+    for (int64_t c = 0; c < A->dv; ++c) {
+      int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[c], *slot_l(A, &s, p), 0);
+      vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, c)));
+    }
+    vlmc_kernel_emit_line(e, "}");
+  }
 }
 
 /* ---- the template ---- */
@@ -360,7 +402,11 @@ static void choose_block(attention_t *A) {
   A->rows = A->group >= TARGET_SLOTS ? 1 : TARGET_SLOTS / A->group;
   if (vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off >= 1 && A->rows > qt->dims[0].off)
     A->rows = qt->dims[0].off;
-  A->threads = A->rows * A->group;
+  A->slots = A->rows * A->group;
+  A->per = 1;
+  while (A->per < MAX_PER && A->per * 2 <= A->slots && A->per * 2 * (A->d + A->dv) <= REG_FLOATS)
+    A->per *= 2;
+  A->threads = (A->slots + A->per - 1) / A->per;
   A->chunk = A->d + A->dv <= 128 ? 8 : 4;
   int64_t keys = SHARED_FLOATS / (A->d + A->dv); /* >= 8: D, Dv <= 256 */
   if (keys > MAX_TILE) keys = MAX_TILE;
@@ -424,16 +470,14 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end));
   int i0 = divu(e, first, A.kv_heads);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, qt->dims[0]), idx(e, 1));
-  /* this invocation's row, clamped into S (a slot past S computes row S - 1, never stored) */
-  int i = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.tid, A.group)), last);
-  emit_key_range(&A, i, &A.key_start, &A.key_end);
+  for (int64_t p = 0; p < A.per; ++p) emit_slot(&A, p, i0, last);
   int start, stop;
   emit_block_range(&A, i0, last, &start, &stop);
   if (A.rows == 1) {
-    emit_block(&A, i0, i, remu(e, first, A.kv_heads), start, stop);
+    emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
   } else {
     int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
-    emit_block(&A, i0, i, kvh, start, stop);
+    emit_block(&A, i0, kvh, start, stop);
     vlmc_kernel_emit_line(e, "}");
   }
   vlmc_kernel_emit_line(e, "}");
