@@ -46,6 +46,8 @@ enum {
   MAX_GROUP = 256,      /* query heads per kv head: a block of one row has this many slots */
   SHARED_FLOATS = 4096, /* the 16 KiB of workgroup memory every Vulkan device has */
   MAX_TILE = 64,
+  MAX_CHUNK = 8,        /* keys per chunk (scores held in registers) */
+  UNROLLED = 1024,      /* FMAs per chunk, unrolled */
   MAX_PER = 4,          /* slots per invocation: registers reuse each staged k and v float */
   REG_FLOATS = 256,     /* P * (D + Dv) at most (beyond it, P = 1) */
   MAX_STATE = MAX_PER * (2 + REG_FLOATS / MAX_PER) + 2 * MAX_HEAD_DIM,
@@ -407,7 +409,11 @@ static void choose_block(attention_t *A) {
   while (A->per < MAX_PER && A->per * 2 <= A->slots && A->per * 2 * (A->d + A->dv) <= REG_FLOATS)
     A->per *= 2;
   A->threads = (A->slots + A->per - 1) / A->per;
-  A->chunk = A->d + A->dv <= 128 ? 8 : 4;
+  /* P * CK * (D + Dv) FMAs unrolled per chunk, at most UNROLLED: lavapipe compiles a pipeline
+   * with LLVM, whose time grows faster than the code (measured: about 12 s for 2048) */
+  A->chunk = UNROLLED / (A->per * (A->d + A->dv));
+  if (A->chunk > MAX_CHUNK) A->chunk = MAX_CHUNK;
+  if (A->chunk < 2) A->chunk = 2;
   int64_t keys = SHARED_FLOATS / (A->d + A->dv); /* >= 8: D, Dv <= 256 */
   if (keys > MAX_TILE) keys = MAX_TILE;
   A->tile = keys / A->chunk * A->chunk;
