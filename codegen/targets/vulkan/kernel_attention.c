@@ -6,11 +6,13 @@
  * online (flash-style) softmax: a running max m and sum l per slot, the accumulator rescaled
  * by exp(m_old - m_new) when the max grows, divided by l at the end.
  *
- * Flash-attention v1 layout: each invocation owns ONE slot (query row, query head) and keeps
- * its q (D floats), m, l and its Dv accumulators in registers. A workgroup has `rows` * G
- * invocations (G = Hq / Hkv query heads per kv head; rows about TARGET_SLOTS / G, at most S
- * when S is static): the slots of `rows` consecutive query rows on one kv head, which share
- * every key tile. Work units are (query row, kv head) pairs, as on the cpu: a workgroup takes
+ * Flash-attention v1 layout: each invocation owns P slots (query row, query head; P up to 4
+ * while P * (D + Dv) <= 256, slot tid + p * threads) and keeps their q (D floats), m, l and Dv
+ * accumulators in registers, so each k or v float read from workgroup memory feeds P FMAs
+ * (on lavapipe the reads, not the FMAs, are the cost). A workgroup holds the `slots` = rows *
+ * G slots (G = Hq / Hkv query heads per kv head; rows about TARGET_SLOTS / G, at most S when
+ * S is static) of `rows` consecutive query rows on one kv head, which share every key tile,
+ * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu: a workgroup takes
  * its rows on every kv head in turn (rows * Hkv units); a block of one row (a decode step)
  * takes one unit, so the kv heads spread over workgroups.
  *
@@ -20,12 +22,14 @@
  * loop and its barriers are uniform); per tile:
  *   1. the workgroup stages the tile's K [TK, D] and V [TK, Dv] rows of this kv head in
  *      workgroup memory (coalesced; keys past the union read as 0); barrier;
- *   2. every invocation walks the tile itself in chunks of CK keys: CK dot products over D
+ *   2. every invocation walks the tile itself in chunks of CK keys (P * CK * (D + Dv) <= 1024
+ *      FMAs: the chunk is unrolled, and lavapipe's LLVM compile time grows faster than the
+ *      code): per slot CK dot products over D
  *      (q from registers, k from workgroup memory: the same address in every invocation),
  *      scores outside the slot's own key range set to -inf, one max update and one rescale
  *      per chunk, then the CK weighted V rows added to the accumulators; barrier (the next
  *      tile overwrites the workgroup memory).
- * Two barriers per tile and TK * (D + Dv) FMAs per invocation between them: on lavapipe
+ * Two barriers per tile and P * TK * (D + Dv) FMAs per invocation between them: on lavapipe
  * (Mesa's CPU Vulkan, where a barrier switches every 8-lane batch of the workgroup) the
  * barriers no longer dominate. At the end, the slots of rows inside S divide by l and store
  * through the epilogue.
