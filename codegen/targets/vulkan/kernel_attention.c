@@ -12,8 +12,8 @@
  * (on lavapipe the reads, not the FMAs, are the cost). A workgroup holds the `slots` = rows *
  * G slots (G = Hq / Hkv query heads per kv head; rows about TARGET_SLOTS / G, at most S when
  * S is static) of `rows` consecutive query rows on one kv head, which share every key tile,
- * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu: a workgroup takes
- * its rows on every kv head in turn (rows * Hkv units); a block of one row (a decode step)
+ * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu:
+ * a workgroup takes its rows on every kv head in turn (rows * Hkv units); a block of one row (a decode step)
  * takes one unit, so the kv heads spread over workgroups.
  *
  * The keys go in tiles of TK rows (TK * (D + Dv) floats fill at most the 16 KiB of workgroup
@@ -35,7 +35,7 @@
  * through the epilogue.
  *
  * A query that sees no key gets 0 / 0 = NaN, as on the cpu (the reference refuses such
- * inputs). Known costs: a decode step has only Hkv workgroups of G invocations (splitting
+ * inputs). Known costs: a decode step has only Hkv workgroups of ceil(G / P) invocations (the demo's: one) (splitting
  * the keys over several workgroups, flash decoding, would need a second combining kernel);
  * at D = 128 the q and accumulator registers (256 floats) exceed what a real GPU keeps in
  * registers without spilling. */
