@@ -94,11 +94,13 @@ static void test_hot_templates_keep_their_gpu_structure(void) {
     expect_shape(find(&t, "softmax", 1), "softmax", 128, 1, true, 0);
     /* 16 features per 256 invocations: x / W tiles and the GEMV's partials in memory */
     expect_shape(find(&t, "linear", 2), "linear", 256, 4, true, 4 * (64 * 16 + 16 * 17));
-    /* vision: 8 query rows share each K/V tile, over the 16 kv heads in turn */
-    expect_shape(find(&t, "attention", 4), "vision attention", 128, 8 * 16, false,
+    /* vision: an invocation per (row, head) slot, 64 query rows share each K/V tile (24 keys
+     * of 80 + 80), over the 16 kv heads in turn */
+    expect_shape(find(&t, "attention", 4), "vision attention", 64, 64 * 16, false,
                  4 * 16 * (80 + 80));
-    /* decode: one (row, kv head) unit, its 8 query heads on 8-key tiles of 128 + 128 */
-    expect_shape(find(&t, "attention", 3), "decode attention", 128, 1, false, 4 * 8 * 256);
+    /* decode: one (row, kv head) unit, an invocation per query head of its group of 8, on
+     * tiles of 16 keys of 128 + 128 (all 16 KiB) */
+    expect_shape(find(&t, "attention", 3), "decode attention", 8, 1, false, 4 * 8 * 256);
     expect_shape(find(&t, "matmul", 2), "matmul", 64, 1, false, 0);
   }
   vlmc_kernel_table_deinit(&t);

@@ -3,62 +3,83 @@
  * window attention runs over its segments, no dense mask), cut at key i + T - S (when causal:
  * a prefill, or new queries after a kv cache of T - S rows). Same semantics as the cpu kernel
  * (codegen/targets/cpu/kernel_attention.c); f32 throughout, one pass over the keys with an
- * online (flash-style) softmax: a running max m and sum l per head, the accumulator rescaled
+ * online (flash-style) softmax: a running max m and sum l per slot, the accumulator rescaled
  * by exp(m_old - m_new) when the max grows, divided by l at the end.
  *
- * Work units are (query row, kv head) pairs, as on the cpu. A workgroup of ATT_THREADS (128)
- * invocations takes a block of `rows` query rows on one kv head at a time: the block's
- * slots (row, query head of the kv head's group of G = Hq / Hkv) share every key tile, read
- * once. rows is about TARGET_SLOTS / G (a decode step's 8 heads: 1 row, one unit per
- * workgroup; the vision tower, no GQA: 8 rows, which then go over the kv heads in turn, a
- * workgroup taking 8 * Hkv units). The block's queries are staged in workgroup memory, and
- * the keys go in tiles of TK (a power of two, 8 .. 64: as many as keep all the workgroup
- * memory within the 16 KiB every Vulkan device has). The tiles cover the union of the block
- * rows' key ranges; per tile:
- *   1. stage the tile's K [TK, D] and V [TK, Dv] rows of this kv head in workgroup memory
- *      (coalesced; keys past the union read as 0), barrier;
- *   2. the slots x TK scores, one (slot, key) pair per invocation at a time, from the staged
- *      queries and keys; a key outside the slot's row's own range scores -inf; barrier;
- *   3. invocation s < slots updates slot s's max and sum and turns its scores into weights
- *      exp(score - max) (0 for -inf), keeping exp(m_old - m_new) for step 4; barrier;
- *   4. each invocation owns a fixed set of (slot, value column) pairs (ceil(slots Dv / 128)
- *      of them, registers carried through the tile loop) and adds the tile's weighted values
- *      to them; barrier (the next tile overwrites the workgroup memory).
- * The loops over kv heads and tiles and the barriers are uniform: every invocation computes
- * the same block ranges. At the end, each owned pair of a row inside S is divided by its
- * slot's sum and stored through the epilogue.
+ * Flash-attention v1 layout: each invocation owns P slots (query row, query head; P up to 4
+ * while P * (D + Dv) <= 256, slot tid + p * threads) and keeps their q (D floats), m, l and Dv
+ * accumulators in registers, so each k or v float read from workgroup memory feeds P FMAs
+ * (on lavapipe the reads, not the FMAs, are the cost). A workgroup holds the `slots` = rows *
+ * G slots (G = Hq / Hkv query heads per kv head; rows about TARGET_SLOTS / G, at most S when
+ * S is static) of `rows` consecutive query rows on one kv head, which share every key tile,
+ * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu:
+ * a workgroup takes its rows on every kv head in turn (rows * Hkv units); a block of one row (a decode step)
+ * takes one unit, so the kv heads spread over workgroups.
+ *
+ * The keys go in tiles of TK rows (TK * (D + Dv) floats fill at most the 16 KiB of workgroup
+ * memory every Vulkan device has: 64 keys at D = Dv = 32, 16 at 128). The tiles cover the
+ * union of the block rows' key ranges (every invocation computes it the same way, so the tile
+ * loop and its barriers are uniform); per tile:
+ *   1. the workgroup stages the tile's K [TK, D] and V [TK, Dv] rows of this kv head in
+ *      workgroup memory (coalesced; keys past the union read as 0); barrier;
+ *   2. every invocation walks the tile itself in chunks of CK keys (P * CK * (D + Dv) <= 1024
+ *      FMAs: the chunk is unrolled, and lavapipe's LLVM compile time grows faster than the
+ *      code): per slot CK dot products over D
+ *      (q from registers, k from workgroup memory: the same address in every invocation),
+ *      scores outside the slot's own key range set to -inf, one max update and one rescale
+ *      per chunk, then the CK weighted V rows added to the accumulators; barrier (the next
+ *      tile overwrites the workgroup memory).
+ * Two barriers per tile and P * TK * (D + Dv) FMAs per invocation between them: on lavapipe
+ * (Mesa's CPU Vulkan, where a barrier switches every 8-lane batch of the workgroup) the
+ * barriers no longer dominate. At the end, the slots of rows inside S divide by l and store
+ * through the epilogue.
  *
  * A query that sees no key gets 0 / 0 = NaN, as on the cpu (the reference refuses such
- * inputs). Known cost: a decode step has only Hkv units (workgroups); splitting the keys over
- * several workgroups (flash decoding) would need a second combining kernel. */
+ * inputs). Known costs: a decode step has only Hkv workgroups of ceil(G / P) invocations (the demo's: one) (splitting
+ * the keys over several workgroups, flash decoding, would need a second combining kernel);
+ * at D = 128 the q and accumulator registers (256 floats) exceed what a real GPU keeps in
+ * registers without spilling. */
 #include <math.h>
 #include <string.h>
 
 #include "codegen/targets/vulkan/kernels.h"
 
 enum {
-  ATT_THREADS = 128,
   MAX_HEAD_DIM = 256,
-  MAX_OWNED = 64,                 /* (slot, column) pairs one invocation owns */
-  TARGET_SLOTS = 8,               /* (row, head) pairs a block aims at: a vision block of 8 rows */
-  SHARED_BYTES = 16384,           /* the least maxComputeSharedMemorySize Vulkan allows */
-  MIN_TILE = 8,
+  TARGET_SLOTS = 64,    /* invocations (slots) a workgroup aims at */
+  MAX_GROUP = 256,      /* query heads per kv head: a block of one row has this many slots */
+  SHARED_FLOATS = 4096, /* the 16 KiB of workgroup memory every Vulkan device has */
   MAX_TILE = 64,
+  MAX_CHUNK = 8,        /* keys per chunk (scores held in registers) */
+  UNROLLED = 1024,      /* FMAs per chunk, unrolled */
+  MAX_PER = 4,          /* slots per invocation: registers reuse each staged k and v float */
+  REG_FLOATS = 256,     /* P * (D + Dv) at most (beyond it, P = 1) */
+  MAX_STATE = MAX_PER * (2 + REG_FLOATS / MAX_PER) + 2 * MAX_HEAD_DIM,
 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
   const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
-  int64_t heads, kv_heads, group, d, dv, tile;
+  int64_t heads, kv_heads, group, d, dv;
   int64_t rows;                    /* query rows per workgroup (a block) */
   int64_t slots;                   /* rows * group: (row, query head) pairs of the block */
+  int64_t per;                     /* slots one invocation owns (P) */
+  int64_t threads;                 /* ceil(slots / P) invocations */
+  int64_t tile, chunk;             /* keys per tile (TK) and per chunk (CK) */
   double scale;
   bool causal;
   int tid;
-  int qs, ks, vs, ps, ms, ls, as; /* workgroup memory (per slot: q, scores, m, l, alpha) */
-  int starts, ends;                /* workgroup memory: the key range of each block row (i32) */
-  int owned;                       /* (slot, value column) pairs per invocation */
+  int ks, vs;                      /* workgroup memory: the K and V tiles */
+  int slot[MAX_PER];               /* this invocation's slots (clamped to the last one) */
+  int row[MAX_PER];                /* their query rows, clamped into S */
+  int key_start[MAX_PER], key_end[MAX_PER]; /* their rows' key ranges */
 } attention_t;
+
+/* The online-softmax states of an invocation's P slots (SSA values): per slot the max, the
+ * sum and the Dv accumulators, at p * (2 + Dv). */
+typedef struct {
+  int v[MAX_STATE];
+} state_t;
 
 /* ---- small emitters ---- */
 
@@ -98,23 +119,6 @@ static int is_minus_inf(vlmc_kernel_emit_t *e, int x) {
 static int weight(vlmc_kernel_emit_t *e, int x, int m) {
   int p = vlmc_kernel_emit_float_unary(e, "math.exp", vlmc_kernel_emit_float_op(e, "arith.subf", x, m, 0), 0);
   return select_as(e, is_minus_inf(e, x), vlmc_kernel_emit_f32(e, 0), p, "f32");
-}
-
-/* `%r = scf.for %iv = from to to step step iter_args(%a = init) -> (f32) {`: returns %r and
- * fills iv and the carried value. */
-static int open_sum(vlmc_kernel_emit_t *e, int from, int to, int step, int init, int *iv, int *carried) {
-  int r = vlmc_kernel_emit_fresh(e);
-  *iv = vlmc_kernel_emit_fresh(e);
-  *carried = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
-                        " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
-                        r, *iv, from, to, step, *carried, init);
-  return r;
-}
-
-static void close_sum(vlmc_kernel_emit_t *e, int next) {
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : f32", next);
-  vlmc_kernel_emit_line(e, "}");
 }
 
 /* ---- the keys a query sees ---- */
@@ -158,13 +162,71 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
   *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
 }
 
+/* ---- the state carried through loops ---- */
+
+static int state_count(const attention_t *A) { return (int)(A->per * (2 + A->dv)); }
+static int state_at(const state_t *s, int r) { return s->v[r]; }
+static void state_set(state_t *s, int r, int v) { s->v[r] = v; }
+static int *slot_m(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv)]; }
+static int *slot_l(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv) + 1]; }
+static int *slot_acc(const attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv) + 2]; }
+
+static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
+  for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
+}
+
+/* Opens `%res:N = scf.for %iv = from to to step step iter_args(...) -> (f32, ...) {` carrying
+ * *s; *s becomes the loop's inner values, *iv its induction variable. Returns %res. */
+static int open_state_loop(const attention_t *A, int from, int to, int step, state_t *s, int *iv) {
+  vlmc_kernel_emit_t *e = A->e;
+  int results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     state_count(A), *iv, from, to, step);
+  for (int r = 0; r < state_count(A); ++r) {
+    int inner = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", r ? ", " : "", inner, state_at(s, r));
+    state_set(s, r, inner);
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  state_types(A, &line);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+/* Yields *next and closes the loop; *out gets the loop's results (%res#r). */
+static void close_state_loop(const attention_t *A, const state_t *next, int results, state_t *out) {
+  vlmc_kernel_emit_t *e = A->e;
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int r = 0; r < state_count(A); ++r)
+    vlmc_strbuf_printf(&line, "%s%%v%d", r ? ", " : "", state_at(next, r));
+  vlmc_strbuf_puts(&line, " : ");
+  state_types(A, &line);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_strbuf_deinit(&line);
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  for (int r = 0; r < state_count(A); ++r) {
+    int value = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", value, results, r, zero);
+    state_set(out, r, value);
+  }
+}
+
 /* ---- one tile of keys ---- */
 
-/* Step 1: rows t0 .. t0+TK of this kv head's keys and values into workgroup memory. */
+/* Step 1: rows t0 .. t0+TK of this kv head's keys (or values) into workgroup memory; keys at
+ * or past `end` read as 0 (they are masked anyway). */
 static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, int64_t dim, int t0,
                        int end, int kvh) {
   vlmc_kernel_emit_t *e = A->e;
-  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->tile * dim), idx(e, ATT_THREADS));
+  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->tile * dim), idx(e, A->threads));
   int key = add(e, t0, divu(e, at, dim));
   int ok = cmp(e, "slt", key, end);
   int flat = add(e, mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim)), remu(e, at, dim));
@@ -174,210 +236,160 @@ static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, i
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* Block row r's key range [start, end), from workgroup memory. */
-static int range_bound(const attention_t *A, int array, int r) {
+/* scale * q . k for the staged key values kv (D floats) of key `key`, or -inf for a key
+ * outside slot p's row's range. */
+static int emit_score(const attention_t *A, const int *q, const int *kv, int key, int64_t p) {
   vlmc_kernel_emit_t *e = A->e;
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", v,
-                        vlmc_vk_emit_shared_load(e, array, r));
-  return v;
-}
-
-/* Step 2: ps[slot * TK + j] = scale * q_slot . k_j, or -inf for a key outside the slot's row's
- * range. */
-static void emit_scores(const attention_t *A, int t0) {
-  vlmc_kernel_emit_t *e = A->e;
-  int p = vlmc_kernel_emit_for(e, A->tid, idx(e, A->slots * A->tile), idx(e, ATT_THREADS));
-  int slot = divu(e, p, A->tile), j = remu(e, p, A->tile);
-  int q_row = mul(e, slot, idx(e, A->d)), k_row = mul(e, j, idx(e, A->d));
-  int c, acc;
-  int dot = open_sum(e, idx(e, 0), idx(e, A->d), idx(e, 1), vlmc_kernel_emit_f32(e, 0), &c, &acc);
-  int qv = vlmc_vk_emit_shared_load(e, A->qs, add(e, q_row, c));
-  int kv = vlmc_vk_emit_shared_load(e, A->ks, add(e, k_row, c));
-  close_sum(e, fma_f32(e, qv, kv, acc)); /* D >= 1 (static): the loop runs */
+  int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[0], kv[0], 0);
+  for (int64_t c = 1; c < A->d; ++c) dot = fma_f32(e, q[c], kv[c], dot);
   int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
-  int r = divu(e, slot, A->group), key = add(e, t0, j);
   int ok = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                        cmp(e, "sge", key, range_bound(A, A->starts, r)),
-                        cmp(e, "slt", key, range_bound(A, A->ends, r)));
-  vlmc_vk_emit_shared_store(e, A->ps, select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32"), p);
-  vlmc_kernel_emit_line(e, "}");
+                        cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
+  return select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
-/* Step 3: invocation s < slots raises slot s's max, rescales its sum, turns its scores into
- * weights. A slot whose row has no key in this tile keeps its max (which stays -inf before
- * its first key: weight() gives 0 for -inf, never exp(-inf - -inf)). */
-static void emit_softmax_step(const attention_t *A) {
+/* Step 2, one chunk of CK keys at tile row c0: each staged k float is read once for the P
+ * slots' scores; per slot the max raised once (the state rescaled by exp(m_old - m_new), 0
+ * while m_old is -inf); then each staged v float read once for the P slots' accumulators. */
+static void emit_chunk(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int t0, int c0, state_t *s) {
   vlmc_kernel_emit_t *e = A->e;
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->slots)));
-  int s = A->tid, row = mul(e, s, idx(e, A->tile));
-  int m_old = vlmc_vk_emit_shared_load(e, A->ms, s);
-  int j, m;
-  int m_new = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), m_old, &j, &m);
-  close_sum(e, vlmc_kernel_emit_float_op(e, "arith.maximumf", m,
-                                         vlmc_vk_emit_shared_load(e, A->ps, add(e, row, j)), 0));
-  int alpha = weight(e, m_old, m_new);
-  int l0 = vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_vk_emit_shared_load(e, A->ls, s), alpha, 0);
-  int j2, l;
-  int sum = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), l0, &j2, &l);
-  int at = add(e, row, j2);
-  int p = weight(e, vlmc_vk_emit_shared_load(e, A->ps, at), m_new);
-  vlmc_vk_emit_shared_store(e, A->ps, p, at);
-  close_sum(e, vlmc_kernel_emit_float_op(e, "arith.addf", l, p, 0));
-  vlmc_vk_emit_shared_store(e, A->ms, m_new, s);
-  vlmc_vk_emit_shared_store(e, A->ls, sum, s);
-  vlmc_vk_emit_shared_store(e, A->as, alpha, s);
-  vlmc_kernel_emit_line(e, "}");
-}
-
-/* The (slot, column) pair r of this invocation (clamped to pair 0 past the last one). */
-static void owned_pair(const attention_t *A, int r, int *ok, int *slot, int *col) {
-  vlmc_kernel_emit_t *e = A->e;
-  int pair = add(e, A->tid, idx(e, (int64_t)r * ATT_THREADS));
-  *ok = cmp(e, "slt", pair, idx(e, A->slots * A->dv));
-  int safe = select_as(e, *ok, pair, idx(e, 0), "index");
-  *slot = divu(e, safe, A->dv);
-  *col = remu(e, safe, A->dv);
-}
-
-/* Step 4: acc_r = acc_r * alpha_slot + sum_j w[slot, j] v[j, col]. */
-static void emit_accumulate(const attention_t *A, const int *in, int *out) {
-  vlmc_kernel_emit_t *e = A->e;
-  for (int r = 0; r < A->owned; ++r) {
-    int ok, slot, col;
-    owned_pair(A, r, &ok, &slot, &col);
-    int scaled = vlmc_kernel_emit_float_op(e, "arith.mulf", in[r], vlmc_vk_emit_shared_load(e, A->as, slot), 0);
-    int j, acc;
-    int row = mul(e, slot, idx(e, A->tile));
-    out[r] = open_sum(e, idx(e, 0), idx(e, A->tile), idx(e, 1), scaled, &j, &acc);
-    int w = vlmc_vk_emit_shared_load(e, A->ps, add(e, row, j));
-    int v = vlmc_vk_emit_shared_load(e, A->vs, add(e, mul(e, j, idx(e, A->dv)), col));
-    close_sum(e, fma_f32(e, w, v, acc));
+  int scores[MAX_PER][MAX_TILE], rows[MAX_TILE], kv[MAX_HEAD_DIM];
+  int m[MAX_PER];
+  for (int64_t p = 0; p < A->per; ++p) m[p] = *slot_m(A, s, p);
+  for (int64_t k = 0; k < A->chunk; ++k) {
+    rows[k] = add(e, c0, idx(e, k));
+    int base = mul(e, rows[k], idx(e, A->d)), key = add(e, t0, rows[k]);
+    for (int64_t c = 0; c < A->d; ++c) kv[c] = vlmc_vk_emit_shared_load(e, A->ks, add(e, base, idx(e, c)));
+    for (int64_t p = 0; p < A->per; ++p) {
+      scores[p][k] = emit_score(A, q[p], kv, key, p);
+      m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][k], 0);
+    }
   }
+  for (int64_t p = 0; p < A->per; ++p) {
+    int alpha = weight(e, *slot_m(A, s, p), m[p]);
+    *slot_m(A, s, p) = m[p];
+    *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.mulf", *slot_l(A, s, p), alpha, 0);
+    int *acc = slot_acc(A, s, p);
+    for (int64_t c = 0; c < A->dv; ++c) acc[c] = vlmc_kernel_emit_float_op(e, "arith.mulf", acc[c], alpha, 0);
+  }
+  for (int64_t k = 0; k < A->chunk; ++k) {
+    int w[MAX_PER];
+    for (int64_t p = 0; p < A->per; ++p) {
+      w[p] = weight(e, scores[p][k], m[p]);
+      *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.addf", *slot_l(A, s, p), w[p], 0);
+    }
+    int base = mul(e, rows[k], idx(e, A->dv));
+    for (int64_t c = 0; c < A->dv; ++c) {
+      int value = vlmc_vk_emit_shared_load(e, A->vs, add(e, base, idx(e, c)));
+      for (int64_t p = 0; p < A->per; ++p) {
+        int *acc = slot_acc(A, s, p);
+        acc[c] = fma_f32(e, w[p], value, acc[c]);
+      }
+    }
+  }
+}
+
+/* The loop over the key tiles of [start, end) (the union of the block rows' ranges) on kv
+ * head kvh, carrying *s (guarded: with no key at all it keeps the initial state). */
+static void emit_tiles(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int start, int end, int kvh, state_t *s) {
+  vlmc_kernel_emit_t *e = A->e;
+  state_t init = *s, inner = *s, chunk_state, tile_out;
+  int t0;
+  int tiles = open_state_loop(A, start, end, idx(e, A->tile), &inner, &t0);
+  stage_rows(A, A->k, A->ks, A->d, t0, end, kvh);
+  stage_rows(A, A->v, A->vs, A->dv, t0, end, kvh);
+  vlmc_vk_emit_barrier(e);
+  int c0;
+  chunk_state = inner;
+  /* a static trip count >= 1 (TK is a multiple of CK): no zero-trip guard needed */
+  int chunks = open_state_loop(A, idx(e, 0), idx(e, A->tile), idx(e, A->chunk), &chunk_state, &c0);
+  emit_chunk(A, q, t0, c0, &chunk_state);
+  close_state_loop(A, &chunk_state, chunks, &inner);
+  vlmc_vk_emit_barrier(e); /* the next tile overwrites the workgroup memory */
+  close_state_loop(A, &inner, tiles, &tile_out);
+  for (int r = 0; r < state_count(A); ++r)
+    state_set(s, r, vlmc_vk_emit_guard_empty(e, start, end, state_at(&tile_out, r), state_at(&init, r), "f32"));
 }
 
 /* ---- one block ---- */
 
-static void state_line(const attention_t *A, vlmc_strbuf_t *line, const int *values) {
-  for (int r = 0; r < A->owned; ++r) vlmc_strbuf_printf(line, "%s%%v%d", r ? ", " : "", values[r]);
-}
-
-static void state_types(const attention_t *A, vlmc_strbuf_t *line) {
-  for (int r = 0; r < A->owned; ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
-}
-
-/* The loop over the key tiles of [start, end) (the union of the block rows' ranges),
- * carrying the owned accumulators; fills acc with the results (guarded: with no key at all
- * they are the initial zeros). */
-static void emit_tiles(const attention_t *A, int start, int end, int kvh, int *acc) {
+/* The union [*start, *end) of the key ranges of block rows i0 .. i0 + rows - 1 (rows past S
+ * clamped to S - 1): every invocation computes the same, so loops over it are uniform. */
+static void emit_block_range(const attention_t *A, int i0, int last, int *start, int *end) {
   vlmc_kernel_emit_t *e = A->e;
-  int results = vlmc_kernel_emit_fresh(e), t0 = vlmc_kernel_emit_fresh(e);
-  int inner[MAX_OWNED], next[MAX_OWNED], zero = vlmc_kernel_emit_f32(e, 0);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
-                     A->owned, t0, start, end, idx(e, A->tile));
-  for (int r = 0; r < A->owned; ++r) {
-    inner[r] = vlmc_kernel_emit_fresh(e);
-    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", r ? ", " : "", inner[r], zero);
+  if (A->rows == 1) { /* the block is this invocation's row */
+    *start = A->key_start[0];
+    *end = A->key_end[0];
+    return;
   }
-  vlmc_strbuf_puts(&line, ") -> (");
-  state_types(A, &line);
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  stage_rows(A, A->k, A->ks, A->d, t0, end, kvh);
-  stage_rows(A, A->v, A->vs, A->dv, t0, end, kvh);
-  vlmc_vk_emit_barrier(e);
-  emit_scores(A, t0);
-  vlmc_vk_emit_barrier(e);
-  emit_softmax_step(A);
-  vlmc_vk_emit_barrier(e);
-  emit_accumulate(A, inner, next);
-  vlmc_vk_emit_barrier(e);
-  vlmc_strbuf_clear(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  state_line(A, &line, next);
-  vlmc_strbuf_puts(&line, " : ");
-  state_types(A, &line);
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
+  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
+                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ") -> (index, index) {",
+                        out, r, idx(e, 0), idx(e, A->rows), idx(e, 1), lo,
+                        vlmc_kernel_emit_dim(e, A->k->type.dims[0]), hi, idx(e, 0));
+  int rs, re;
+  emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
+                        vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
+                        vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
   vlmc_kernel_emit_line(e, "}");
-  vlmc_strbuf_deinit(&line);
-  for (int r = 0; r < A->owned; ++r) {
-    int value = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", value, results, r, zero);
-    acc[r] = vlmc_vk_emit_guard_empty(e, start, end, value, zero, "f32");
-  }
+  /* rows >= 2 (static): the loop runs */
+  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
+  *start = s_out;
+  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
 }
 
-/* The key ranges of the block's rows i0 .. i0 + rows - 1 into workgroup memory (a row past S:
- * empty) and their union in *start, *end (the same in every invocation: each computes all). */
-static void emit_block_ranges(const attention_t *A, int i0, int *start, int *end) {
+/* Slot p of this invocation: tid + p * threads (clamped to the last slot), its row (clamped
+ * into S: a slot past S computes row S - 1, never stored) and that row's key range. */
+static void emit_slot(attention_t *A, int64_t p, int i0, int last) {
   vlmc_kernel_emit_t *e = A->e;
-  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
-  int keys = vlmc_kernel_emit_dim(e, A->k->type.dims[0]);
-  int lo = keys, hi = idx(e, 0);
-  int writer = cmp(e, "eq", A->tid, idx(e, 0));
-  for (int64_t r = 0; r < A->rows; ++r) {
-    int i = add(e, i0, idx(e, r));
-    int valid = cmp(e, "slt", i, s_rows);
-    int rs, re;
-    emit_key_range(A, i, &rs, &re);
-    rs = select_as(e, valid, rs, idx(e, 0), "index");
-    re = select_as(e, valid, re, idx(e, 0), "index");
-    lo = select_as(e, valid, vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs), lo, "index");
-    hi = vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re);
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", writer);
-    int rs32 = vlmc_kernel_emit_fresh(e), re32 = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", rs32, rs);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", re32, re);
-    vlmc_vk_emit_shared_store(e, A->starts, rs32, idx(e, r));
-    vlmc_vk_emit_shared_store(e, A->ends, re32, idx(e, r));
-    vlmc_kernel_emit_line(e, "}");
-  }
-  *start = lo;
-  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, lo);
+  A->slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A->tid, idx(e, p * A->threads)),
+                                         idx(e, A->slots - 1));
+  A->row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A->slot[p], A->group)), last);
+  emit_key_range(A, A->row[p], &A->key_start[p], &A->key_end[p]);
 }
 
-/* The block's queries for kv head kvh into workgroup memory (slot s = r * G + h at s * D; a row
- * past S reads row S - 1, and is never stored), and every slot's max and sum reset. */
-static void emit_stage_queries(const attention_t *A, int i0, int kvh) {
+/* Query head of slot p on kv head kvh (flat over [S, Hq]). */
+static int slot_head(const attention_t *A, int64_t p, int kvh) {
   vlmc_kernel_emit_t *e = A->e;
-  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->q->type.dims[0]), idx(e, 1));
-  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->slots * A->d), idx(e, ATT_THREADS));
-  int r = divu(e, at, A->group * A->d), within = remu(e, at, A->group * A->d);
-  int i = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last);
-  int head0 = add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group)));
-  vlmc_vk_emit_shared_store(e, A->qs, vlmc_kernel_emit_load(e, A->q, add(e, mul(e, head0, idx(e, A->d)), within)), at);
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", A->tid, idx(e, A->slots)));
-  vlmc_vk_emit_shared_store(e, A->ms, vlmc_kernel_emit_f32(e, -INFINITY), A->tid);
-  vlmc_vk_emit_shared_store(e, A->ls, vlmc_kernel_emit_f32(e, 0), A->tid);
-  vlmc_kernel_emit_line(e, "}");
+  return add(e, add(e, mul(e, A->row[p], idx(e, A->heads)), mul(e, kvh, idx(e, A->group))),
+             remu(e, A->slot[p], A->group));
 }
 
-/* The block of rows i0.. on kv head kvh: queries, the key tiles, the outputs of valid rows. */
+/* This invocation's slots on kv head kvh: their queries into registers, the key tiles, then
+ * the outputs of the slots that are real (slot < slots, row inside S). */
 static void emit_block(const attention_t *A, int i0, int kvh, int start, int end) {
   vlmc_kernel_emit_t *e = A->e;
-  emit_stage_queries(A, i0, kvh);
-  vlmc_vk_emit_barrier(e);
-  int acc[MAX_OWNED];
-  emit_tiles(A, start, end, kvh, acc);
+  int q[MAX_PER][MAX_HEAD_DIM];
+  state_t s;
+  for (int64_t p = 0; p < A->per; ++p) {
+    int q_base = mul(e, slot_head(A, p, kvh), idx(e, A->d));
+    for (int64_t c = 0; c < A->d; ++c) q[p][c] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, c)));
+    *slot_m(A, &s, p) = vlmc_kernel_emit_f32(e, -INFINITY);
+    *slot_l(A, &s, p) = vlmc_kernel_emit_f32(e, 0);
+    for (int64_t c = 0; c < A->dv; ++c) slot_acc(A, &s, p)[c] = vlmc_kernel_emit_f32(e, 0);
+  }
+  emit_tiles(A, (const int (*)[MAX_HEAD_DIM])q, start, end, kvh, &s);
   int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
-  for (int r = 0; r < A->owned; ++r) {
-    int ok, slot, col;
-    owned_pair(A, r, &ok, &slot, &col);
-    int i = add(e, i0, divu(e, slot, A->group));
-    int store = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store, ok,
-                          cmp(e, "slt", i, s_rows));
+  for (int64_t p = 0; p < A->per; ++p) {
+    int slot = add(e, A->tid, idx(e, p * A->threads)), store = vlmc_kernel_emit_fresh(e);
+    int row = add(e, i0, divu(e, slot, A->group));
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
+                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
-    int head = add(e, add(e, mul(e, i, idx(e, A->heads)), mul(e, kvh, idx(e, A->group))), remu(e, slot, A->group));
-    int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[r], vlmc_vk_emit_shared_load(e, A->ls, slot), 0);
-    vlmc_kernel_emit_finish_element(e, y, add(e, mul(e, head, idx(e, A->dv)), col));
+    int o_base = mul(e, slot_head(A, p, kvh), idx(e, A->dv));
+    const int *acc = slot_acc(A, &s, p);
+    for (int64_t c = 0; c < A->dv; ++c) {
+      int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[c], *slot_l(A, &s, p), 0);
+      vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, c)));
+    }
     vlmc_kernel_emit_line(e, "}");
   }
-  vlmc_vk_emit_barrier(e); /* the next kv head overwrites the workgroup memory */
 }
 
 /* ---- the template ---- */
@@ -388,34 +400,27 @@ static bool static_dims(const vlmc_type_t *t, uint32_t from) {
   return true;
 }
 
-/* Workgroup memory (bytes) with `keys` keys per tile: the queries, the K and V tiles, the
- * scores, three floats per slot, two i32 per block row. */
-static int64_t shared_bytes(const attention_t *A, int64_t keys) {
-  return 4 * (A->slots * A->d + keys * (A->d + A->dv) + A->slots * keys + 3 * A->slots + 2 * A->rows);
-}
-
-/* Keys per tile: the largest power of two from MIN_TILE to MAX_TILE that keeps the kernel's
- * workgroup memory within SHARED_BYTES (0 when even MIN_TILE does not fit). */
-static int64_t tile_keys(const attention_t *A) {
-  int64_t keys = MAX_TILE;
-  while (keys > MIN_TILE && shared_bytes(A, keys) > SHARED_BYTES) keys /= 2;
-  return shared_bytes(A, keys) <= SHARED_BYTES ? keys : 0;
-}
-
-/* Rows per block and keys per tile: about TARGET_SLOTS (row, head) slots (a GQA group of 8 is a
- * block of one row; the vision tower, no GQA, takes 8 rows), at most S rows when S is static
- * (a decode step: one row), fewer rows while the workgroup memory does not fit. */
+/* Rows per block (about TARGET_SLOTS slots, at most S when S is static: a decode step takes
+ * one row), keys per chunk (fewer for wide heads: the chunk's code is unrolled) and per tile
+ * (as many as fit the workgroup memory, a multiple of the chunk, at most MAX_TILE). */
 static void choose_block(attention_t *A) {
   const vlmc_type_t *qt = &A->q->type;
   A->rows = A->group >= TARGET_SLOTS ? 1 : TARGET_SLOTS / A->group;
   if (vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off >= 1 && A->rows > qt->dims[0].off)
     A->rows = qt->dims[0].off;
-  for (;;) {
-    A->slots = A->rows * A->group;
-    A->tile = tile_keys(A);
-    if (A->tile || A->rows == 1) return;
-    A->rows /= 2;
-  }
+  A->slots = A->rows * A->group;
+  A->per = 1;
+  while (A->per < MAX_PER && A->per * 2 <= A->slots && A->per * 2 * (A->d + A->dv) <= REG_FLOATS)
+    A->per *= 2;
+  A->threads = (A->slots + A->per - 1) / A->per;
+  /* P * CK * (D + Dv) FMAs unrolled per chunk, at most UNROLLED: lavapipe compiles a pipeline
+   * with LLVM, whose time grows faster than the code (measured: about 12 s for 2048) */
+  A->chunk = UNROLLED / (A->per * (A->d + A->dv));
+  if (A->chunk > MAX_CHUNK) A->chunk = MAX_CHUNK;
+  if (A->chunk < 2) A->chunk = 2;
+  int64_t keys = SHARED_FLOATS / (A->d + A->dv); /* >= 8: D, Dv <= 256 */
+  if (keys > MAX_TILE) keys = MAX_TILE;
+  A->tile = keys / A->chunk * A->chunk;
 }
 
 vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
@@ -451,15 +456,12 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
     return NULL;
   }
   A.group = A.heads / A.kv_heads;
-  choose_block(&A);
-  A.owned = (int)((A.slots * A.dv + ATT_THREADS - 1) / ATT_THREADS);
-  if (!A.tile || A.owned > MAX_OWNED || A.slots > ATT_THREADS) {
-    vlmc_kernel_emit_fail(e, "attention: %lld query heads of %lld per kv head with value dim %lld "
-                          "do not fit the vulkan kernel (%d bytes of workgroup memory, %d "
-                          "accumulators per invocation)", (long long)A.group, (long long)A.d,
-                          (long long)A.dv, SHARED_BYTES, MAX_OWNED);
+  if (A.group > MAX_GROUP) {
+    vlmc_kernel_emit_fail(e, "attention: %lld query heads per kv head do not fit the vulkan kernel "
+                          "(at most %d: one invocation per query head)", (long long)A.group, MAX_GROUP);
     return NULL;
   }
+  choose_block(&A);
   const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
   A.scale = scale ? scale->v.f : 1.0 / sqrt((double)A.d);
   A.causal = causal && causal->v.b;
@@ -468,24 +470,19 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   /* A block of one row takes one (row, kv head) unit; a block of several rows takes those
    * rows on every kv head, in turn (the units of a row are its kv heads, consecutive). */
   int64_t units = A.rows == 1 ? 1 : A.rows * A.kv_heads;
-  vlmc_vk_emit_set_workgroup(e, ATT_THREADS, 1, 1, (int)units);
+  vlmc_vk_emit_set_workgroup(e, (int)A.threads, 1, 1, (int)units);
   A.tid = vlmc_vk_emit_thread_id(e, 0);
-  A.qs = vlmc_vk_emit_shared(e, "f32", A.slots * A.d);
   A.ks = vlmc_vk_emit_shared(e, "f32", A.tile * A.d);
   A.vs = vlmc_vk_emit_shared(e, "f32", A.tile * A.dv);
-  A.ps = vlmc_vk_emit_shared(e, "f32", A.slots * A.tile);
-  A.ms = vlmc_vk_emit_shared(e, "f32", A.slots);
-  A.ls = vlmc_vk_emit_shared(e, "f32", A.slots);
-  A.as = vlmc_vk_emit_shared(e, "f32", A.slots);
-  A.starts = vlmc_vk_emit_shared(e, "i32", A.rows);
-  A.ends = vlmc_vk_emit_shared(e, "i32", A.rows);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   /* Nothing to do past the work (a group of the 2-D grid's last row): uniform over the group. */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end));
   int i0 = divu(e, first, A.kv_heads);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, qt->dims[0]), idx(e, 1));
+  for (int64_t p = 0; p < A.per; ++p) emit_slot(&A, p, i0, last);
   int start, stop;
-  emit_block_ranges(&A, i0, &start, &stop);
+  emit_block_range(&A, i0, last, &start, &stop);
   if (A.rows == 1) {
     emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
   } else {
