@@ -125,10 +125,10 @@ def window_order_is_involution(size):
     return oracle_common.is_involution(order)
 
 
-def run_vlmc(vlmc_run, artifact, image, threads, backend=None):
+def run_vlmc(vlmc_run, artifact, image, threads, backend=None, extra=()):
     """vlmc-run's answer for one image (stdout less the newline it ends with) and seconds taken."""
     cmd = [vlmc_run, artifact, "--image", image, "-p", scenes.Q_DESCRIBE,
-           "-n", str(MAX_NEW_TOKENS), "--threads", str(threads)]
+           "-n", str(MAX_NEW_TOKENS), "--threads", str(threads), *extra]
     if backend:
         cmd += ["--backend", backend]
     start = time.monotonic()
@@ -154,7 +154,8 @@ def render_scene(index, out_dir, expected_size):
 
 def compare_one(index, record, args, scratch):
     scene, image = render_scene(index, scratch, record["size"])
-    text, seconds = run_vlmc(args.vlmc_run, args.artifact, image, args.threads, args.backend)
+    text, seconds = run_vlmc(args.vlmc_run, args.artifact, image, args.threads, args.backend,
+                             args.run_arg)
     expected_pairs = scenes.pairs(scene)
     ref = record["answer"]
     row_ref = {}
@@ -162,7 +163,8 @@ def compare_one(index, record, args, scratch):
         # Where this backend departs from transformers, ask the ref backend too: the ref
         # backend matched transformers on all 200 scenes (results/vlmc_agreement.json), so
         # elsewhere transformers' answer is also the ref backend's.
-        row_ref["ref_backend"], _ = run_vlmc(args.vlmc_run, args.ref_artifact, image, 1, "ref")
+        row_ref["ref_backend"], _ = run_vlmc(args.vlmc_run, args.ref_artifact, image, 1, "ref",
+                                             args.run_arg)
     return {"index": index, "size": record["size"], "vlmc": text, "transformers": ref, **row_ref,
             "identical": text == ref,
             "same_set": set(scenes.parse_pairs(text)) == set(scenes.parse_pairs(ref)),
@@ -246,12 +248,18 @@ def parse_args(argv):
     parser.add_argument("--backend", help="vlmc-run --backend (default: vlmc-run's pick)")
     parser.add_argument("--min-identical-to-ref", type=int, default=0,
                         help="scenes whose text must equal the ref backend's (exit 1 below it)")
-    parser.add_argument("--ref-artifact", action="store_true",
+    parser.add_argument("--ref-artifact", nargs="?", const=True,
                         help="also run the ref backend on every scene whose text differs from "
-                             "transformers' (an artifact compiled with --target ref)")
+                             "transformers' (on this artifact, or one compiled here with "
+                             "--target ref)")
+    parser.add_argument("--run-arg", action="append", default=[],
+                        help="one more vlmc-run argument (repeatable), e.g. --run-arg=--params")
+    parser.add_argument("--first", type=int, default=0,
+                        help="start at scene FIRST (with --n: scenes FIRST..FIRST+N-1)")
     args = parser.parse_args(argv)
-    if not 1 <= args.n <= 200:
-        parser.error("--n must be 1..200 (transformers' records cover scenes 0..199)")
+    if not 1 <= args.n <= 200 or not 0 <= args.first <= 200 - args.n:
+        parser.error("--first + --n must stay within 0..200 (transformers' records cover scenes "
+                     "0..199)")
     if args.plant_wrong_inverse and args.artifact:
         parser.error("--plant-wrong-inverse compiles its own artifact; drop --artifact")
     if args.jobs < 1:
@@ -265,7 +273,8 @@ def main(argv):
     args = parse_args(argv)
     started = time.time()
     try:
-        records = load_transformers_records(args.records, args.n)
+        records = load_transformers_records(args.records, args.first + args.n)
+        records = {i: r for i, r in records.items() if i >= args.first}
         if args.sizes:
             records = {i: r for i, r in records.items()
                        if f"{r['size'][0]}x{r['size'][1]}" in args.sizes}
@@ -281,7 +290,7 @@ def main(argv):
             elif compiled_here:
                 args.artifact = os.path.join(scratch, "shapes-vl.vlmc")
                 compile_artifact(args.vlmc, args.artifact, args.target, args.precision)
-            if args.ref_artifact:
+            if args.ref_artifact is True:
                 args.ref_artifact = os.path.join(scratch, "shapes-vl-ref.vlmc")
                 compile_artifact(args.vlmc, args.ref_artifact, "ref")
             artifact_sha = sha256_of(args.artifact)
