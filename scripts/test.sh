@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds vlmc and runs every test: the README's second command, and what CI runs.
 #   1. the normal build (warnings as errors) and its ctest suite;
-#   2. the same suite built with clang-19 under ASan+UBSan, except the 200-scene held-out runs
-#      on vulkan (e2e.shapes_heldout.vulkan_*: the backend code they run is e2e.vulkan's,
-#      which stage 2 runs), and with LeakSanitizer off where lavapipe runs (its JIT code leaks
-#      a few blocks no suppression can name; tests/e2e.cmake);
+#   2. the same suite built with clang-19 under ASan+UBSan, except the model-sized vulkan runs
+#      (e2e.vulkan, parity.vulkan_*, e2e.precision_overflow.vulkan, e2e.shapes_heldout.vulkan_*:
+#      minutes each on lavapipe; stage 2 runs the vulkan backend through
+#      unit.test_vulkan_backend and every kernel.vulkan.* case), with LeakSanitizer off where
+#      lavapipe runs (its JIT code leaks a few blocks no suppression can name; tests/e2e.cmake);
 #   3. the runtime-only build (no LLVM/MLIR) and the tests that apply to it;
 #   4. every libFuzzer target for a bounded time (VLMC_FUZZ_SECONDS each, default 20).
 # Ends with one line "tests: N passed, N failed".
@@ -51,7 +52,7 @@ echo "== 1/4 build and test"
 configure_and_build build
 run_ctest build
 
-echo "== 2/4 ASan+UBSan (e2e.shapes_heldout.vulkan_* run in stage 1 only)"
+echo "== 2/4 ASan+UBSan (the model-sized vulkan runs are stage 1's: see the header)"
 configure_and_build build-asan -DCMAKE_C_COMPILER=clang-19 -DVLMC_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
 
