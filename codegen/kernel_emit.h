@@ -166,6 +166,10 @@ int vlmc_kernel_emit_for(vlmc_kernel_emit_t *e, int from, int to, int step);
  * (reading its other operands at `flat`, or flat modulo their count for a bias row) and
  * stores the final value into %out. */
 void vlmc_kernel_emit_finish_element(vlmc_kernel_emit_t *e, int value, int flat);
+/* The whole element `flat` of an elementwise region (anchor elementwise, cast or reshape):
+ * operands read at flat or, when broadcast, through the output's multi-index; the anchor op,
+ * the epilogue and the store. Targets wrap it in their own loop over elements. */
+void vlmc_kernel_emit_elementwise_element(vlmc_kernel_emit_t *e, int flat);
 /* Stores into %out without the epilogue (for templates that only move data and whose region
  * has no epilogue: check vlmc_kernel_emit_has_epilogue). */
 void vlmc_kernel_emit_store(vlmc_kernel_emit_t *e, int value, int flat);
