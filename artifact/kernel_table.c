@@ -738,3 +738,13 @@ vlmc_status_t vlmc_kernel_table_check(vlmc_kernel_table_t *t, const vlmc_module_
   checker_deinit(&c);
   return st;
 }
+
+vlmc_dim_t vlmc_kernel_table_work_dim(const vlmc_kernel_table_work_t *w) {
+  vlmc_dim_t dim = vlmc_dim_static(w->off);
+  if (w->sym) {
+    dim.sym = w->sym_id;
+    dim.num = w->num;
+    dim.den = w->den;
+  }
+  return dim;
+}

@@ -144,6 +144,10 @@ vlmc_status_t vlmc_kernel_table_parse(const char *source, const char *target, co
  * artifact is refused when it is opened, never partly run. */
 vlmc_status_t vlmc_kernel_table_check(vlmc_kernel_table_t *table, const vlmc_module_t *module);
 
+/* A checked dispatch's work units (without its scale) as a dim expression over the module's
+ * symbols (sym_id is filled by vlmc_kernel_table_check). */
+vlmc_dim_t vlmc_kernel_table_work_dim(const vlmc_kernel_table_work_t *work);
+
 /* ---- the rules a table must follow, shared by the code generators and the check ---- */
 
 /* The storage a kernel reads region input v in: a bf16 / f16 parameter as it is stored, any

@@ -145,16 +145,6 @@ static func_table_t *func_table(vlmc_cpu_backend_t *b, const vlmc_func_t *func) 
   return NULL;
 }
 
-static vlmc_dim_t work_dim(const vlmc_kernel_table_work_t *w) {
-  vlmc_dim_t dim = vlmc_dim_static(w->off);
-  if (w->sym) {
-    dim.sym = w->sym_id;
-    dim.num = w->num;
-    dim.den = w->den;
-  }
-  return dim;
-}
-
 /* The dispatch's entry in its function's table (its region exists: the table was checked). */
 static void place_dispatch(vlmc_cpu_backend_t *b, const vlmc_kernel_table_dispatch_t *from) {
   func_table_t *t = &b->funcs[from->func_index];
@@ -165,7 +155,7 @@ static void place_dispatch(vlmc_cpu_backend_t *b, const vlmc_kernel_table_dispat
   d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
                        region->inputs[0] == anchor->operands[0] &&
                        !strcmp(d->kernel->template_name, "kv_cache_append");
-  d->work = work_dim(&from->work);
+  d->work = vlmc_kernel_table_work_dim(&from->work);
   d->scale = from->work.scale;
 }
 

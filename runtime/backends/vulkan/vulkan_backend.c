@@ -764,16 +764,6 @@ static vlmc_status_t load_kernel(vk_backend_t *b, kernel_t *k,
   return NULL;
 }
 
-static vlmc_dim_t work_dim(const vlmc_kernel_table_work_t *w) {
-  vlmc_dim_t dim = vlmc_dim_static(w->off);
-  if (w->sym) {
-    dim.sym = w->sym_id;
-    dim.num = w->num;
-    dim.den = w->den;
-  }
-  return dim;
-}
-
 static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t *table) {
   b->funcs = calloc(b->module->num_funcs + 1, sizeof *b->funcs);
   if (!b->funcs) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
@@ -790,7 +780,7 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
     const vlmc_kernel_table_dispatch_t *from = &table->dispatches[i];
     dispatch_t *d = &b->funcs[from->func_index].by_id[from->dispatch];
     d->kernel = &b->kernels[from->kernel];
-    d->work = work_dim(&from->work);
+    d->work = vlmc_kernel_table_work_dim(&from->work);
     d->scale = from->work.scale;
   }
   b->num_dispatches = table->num_dispatches;
