@@ -58,6 +58,7 @@ static void kernel_deinit(vlmc_kernel_table_kernel_t *k) {
   for (uint32_t i = 0; k->syms && i < k->num_syms; ++i) free(k->syms[i]);
   free(k->syms);
   free(k->sym_ids);
+  free(k->for_devices);
   fields_free(k->fields, k->num_fields);
 }
 
@@ -181,6 +182,10 @@ static vlmc_status_t copy_kernel(const vlmc_kernel_table_kernel_t *from,
     if (!(to->syms[i] = strdup(from->syms[i]))) return out_of_memory();
   to->cost = from->cost;
   to->signature = from->signature;
+  to->is_variant = from->is_variant;
+  to->variant_of = from->variant_of;
+  if (from->is_variant && !(to->for_devices = strdup(from->for_devices ? from->for_devices : "")))
+    return out_of_memory();
   for (size_t i = 0; i < from->num_fields; ++i)
     VLMC_RETURN_IF_ERROR(add_field(&to->fields, &to->num_fields, from->fields[i].key,
                                    from->fields[i].string, from->fields[i].integer));
@@ -259,6 +264,10 @@ static vlmc_status_t write_kernel(vlmc_strbuf_t *out, const vlmc_kernel_table_ke
     vlmc_json_write_string(out, k->syms[j]);
   }
   vlmc_strbuf_printf(out, "], \"cost\": %lld", (long long)k->cost);
+  if (k->is_variant) {
+    vlmc_strbuf_printf(out, ", \"variant_of\": %u, \"for_devices\": ", k->variant_of);
+    vlmc_json_write_string(out, k->for_devices ? k->for_devices : "");
+  }
   if (k->num_fields) {
     vlmc_strbuf_puts(out, ", \"target\": {");
     for (size_t i = 0; i < k->num_fields; ++i) {
@@ -392,6 +401,16 @@ static vlmc_status_t parse_kernel(vlmc_kernel_table_t *t, const vlmc_json_ref_t 
   VLMC_RETURN_IF_ERROR(parse_syms(&r, syms, &k.num_syms));
   r = field_of(ref, "cost");
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&r, 1, INT64_MAX / 2, &k.cost));
+  r = field_of(ref, "variant_of"); /* a variant (optional; vlmc_kernel_table_check ties it) */
+  int64_t variant_of = -1;
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_opt(&r, 0, INT32_MAX, &variant_of, NULL));
+  const char *for_devices = NULL;
+  r = field_of(ref, "for_devices");
+  if (variant_of >= 0) VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&r, &for_devices));
+  else if (r.node) return vlmc_json_error(&r, VLMC_PARSE_ERROR, "for_devices without variant_of");
+  k.is_variant = variant_of >= 0;
+  k.variant_of = k.is_variant ? (uint32_t)variant_of : 0;
+  k.for_devices = (char *)for_devices; /* borrowed until add_kernel copies it */
   r = field_of(ref, "target"); /* the target's own per-kernel fields (optional) */
   VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&r));
   vlmc_status_t st = r.node ? keep_fields(&k.fields, &k.num_fields, r.node, NULL) : NULL;
@@ -704,6 +723,10 @@ static vlmc_status_t check_dispatch(checker_t *c, const vlmc_kernel_table_t *t, 
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu].kernel: %u is not a kernel of "
                             "the table (it has %zu)", file, index, d->kernel, t->num_kernels);
   const vlmc_kernel_table_kernel_t *k = &t->kernels[d->kernel];
+  if (k->is_variant)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu].kernel: kernel %s is a variant "
+                            "of kernels[%u]; a dispatch names a main kernel", file, index,
+                            k->symbol, k->variant_of);
   if (k->num_inputs != region->num_inputs)
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: dispatches[%zu].kernel: kernel %s takes %u "
                             "inputs, @%s dispatch %u has %u", file, index, k->symbol,
@@ -712,6 +735,64 @@ static vlmc_status_t check_dispatch(checker_t *c, const vlmc_kernel_table_t *t, 
   VLMC_RETURN_IF_ERROR(check_storage(c, index, d, k, region));
   VLMC_RETURN_IF_ERROR(check_work(c, index, &d->work));
   return check_work_count(c, d, k, region);
+}
+
+/* "cpu", "cpu,gpu": short lowercase names, comma-separated. */
+static bool valid_device_list(const char *list) {
+  size_t len = strlen(list), name = 0;
+  if (len == 0 || len > 64) return false;
+  for (const char *p = list; *p; ++p) {
+    if (*p == ',') {
+      if (!name) return false;
+      name = 0;
+    } else if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') {
+      ++name;
+    } else {
+      return false;
+    }
+  }
+  return name > 0;
+}
+
+/* A variant serves its main kernel's regions in its place: the same template (so the same
+ * work rule), signature, inputs and output storage. Its own syms are resolved like any
+ * kernel's (it may read other dims). */
+static vlmc_status_t check_variant(const checker_t *c, const vlmc_kernel_table_t *t, size_t index) {
+  const vlmc_kernel_table_kernel_t *v = &t->kernels[index];
+  if (!v->is_variant) return NULL;
+  if (!valid_device_list(v->for_devices ? v->for_devices : ""))
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu].for_devices: expected device "
+                            "classes such as \"cpu\" or \"cpu,gpu\"", c->file, index);
+  if (v->variant_of >= t->num_kernels || v->variant_of == index)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu].variant_of: %u is not another "
+                            "kernel of the table (it has %zu)", c->file, index, v->variant_of,
+                            t->num_kernels);
+  const vlmc_kernel_table_kernel_t *m = &t->kernels[v->variant_of];
+  if (m->is_variant)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu].variant_of: kernel %s is itself a "
+                            "variant", c->file, index, m->symbol);
+  bool same = !strcmp(v->template_name, m->template_name) && v->signature == m->signature &&
+              v->num_inputs == m->num_inputs && v->output == m->output &&
+              (!v->num_inputs || !memcmp(v->inputs, m->inputs, v->num_inputs * sizeof *v->inputs));
+  if (!same)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: kernels[%zu] (%s, %s) is a variant of %s (%s) "
+                            "but differs in its template, signature, inputs or output", c->file,
+                            index, v->symbol, v->template_name, m->symbol, m->template_name);
+  return NULL;
+}
+
+bool vlmc_kernel_table_variant_is_for(const vlmc_kernel_table_kernel_t *k,
+                                      const char *device_class) {
+  if (!k->is_variant || !k->for_devices) return false;
+  size_t want = strlen(device_class);
+  for (const char *p = k->for_devices; *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == want && !strncmp(p, device_class, len)) return true;
+    if (!end) break;
+    p = end + 1;
+  }
+  return false;
 }
 
 /* Every region of the program has a kernel: the artifact never falls back to the
@@ -732,6 +813,7 @@ vlmc_status_t vlmc_kernel_table_check(vlmc_kernel_table_t *t, const vlmc_module_
   vlmc_status_t st = checker_init(&c, module, t->origin ? t->origin : fallback);
   for (size_t i = 0; !st && i < t->num_kernels; ++i)
     st = resolve_kernel_syms(&c, i, &t->kernels[i]);
+  for (size_t i = 0; !st && i < t->num_kernels; ++i) st = check_variant(&c, t, i);
   for (size_t i = 0; !st && i < t->num_dispatches; ++i)
     st = check_dispatch(&c, t, i, &t->dispatches[i]);
   if (!st) st = check_coverage(&c);

@@ -8,7 +8,8 @@
  *
  *   {"format": 2, "abi": "...", <target fields, e.g. "cpu": "x86-64", "vector_width": 8>,
  *    "kernels": [{"symbol", "template", "signature": "16 hex digits", "inputs": [dtype...],
- *                 "output", "syms": [name...], "cost", "target": {<target fields>} (optional)}...],
+ *                 "output", "syms": [name...], "cost", "target": {<target fields>} (optional),
+ *                 "variant_of": <kernel index>, "for_devices": "cpu" (both optional)}...],
  *    "dispatches": [{"func", "dispatch", "kernel",
  *                    "work": {"sym" (or null), "num", "den", "off", "scale"}}...]}
  *
@@ -17,7 +18,15 @@
  * (vlmc_dispatch_signature of the regions it serves), its input and output storage
  * (vlmc_kernel_input_storage / _output_storage) and each dispatch's work count
  * (vlmc_kernel_work, by template). Format 1 (no signatures; work counts the checker could not
- * recompute) is refused with a message to recompile. */
+ * recompute) is refused with a message to recompile.
+ *
+ * Variants. A kernel may be a variant of a main kernel: the same template, signature, inputs
+ * and output (it serves the same regions, with the same work count), written for one class of
+ * device ("for_devices": "cpu" is a Vulkan device that is a CPU, lavapipe: it wants uniform
+ * loads and no barriers where a GPU wants workgroup-memory tiles). Dispatches name main kernels
+ * only; the backend runs, for each main kernel, the first of its variants made for the device's
+ * class that the device can run, else the main kernel. A runtime that knows nothing of variants
+ * runs the main kernels, which are complete on their own. */
 #ifndef VLMC_ARTIFACT_KERNEL_TABLE_H
 #define VLMC_ARTIFACT_KERNEL_TABLE_H
 
@@ -64,6 +73,11 @@ typedef struct {
   size_t num_fields;
   /* Filled by vlmc_kernel_table_check: the module symbol ids of `syms`. */
   uint32_t *sym_ids;
+  /* A variant of kernel `variant_of` (a main kernel) for the device classes `for_devices`
+   * (comma-separated names: "cpu", "gpu"); zero-initialized: a main kernel. */
+  bool is_variant;
+  uint32_t variant_of;
+  char *for_devices;
 } vlmc_kernel_table_kernel_t;
 
 /* work = scale * (sym * num / den + off); sym NULL: scale * off. */
@@ -140,9 +154,14 @@ vlmc_status_t vlmc_kernel_table_parse(const char *source, const char *target, co
  * storage dtypes) and writes its output's storage, the work count is the one the template's
  * rule gives for the region ("@decode dispatch 12: work 4096 x 1, the region implies 128 x
  * 1"), every symbol a kernel or a work count reads is in the program, and every dispatch
- * region of the program has exactly one entry ("no kernel for @decode dispatch 12"): an
+ * region of the program has exactly one entry ("no kernel for @decode dispatch 12"), every
+ * variant matches its main kernel and no dispatch names a variant: an
  * artifact is refused when it is opened, never partly run. */
 vlmc_status_t vlmc_kernel_table_check(vlmc_kernel_table_t *table, const vlmc_module_t *module);
+
+/* Whether variant k's for_devices names `device_class` (false for a main kernel). */
+bool vlmc_kernel_table_variant_is_for(const vlmc_kernel_table_kernel_t *k,
+                                      const char *device_class);
 
 /* A checked dispatch's work units (without its scale) as a dim expression over the module's
  * symbols (sym_id is filled by vlmc_kernel_table_check). */

@@ -67,17 +67,8 @@ vlmc_status_t vlmc_kernel_set_describe(const vlmc_kernel_set_t *set, const vlmc_
   return st;
 }
 
-vlmc_status_t vlmc_kernel_set_intern(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
-                                     size_t *out_index, bool *out_new) {
-  for (size_t i = 0; i < set->num_kernels; ++i) {
-    const vlmc_kernel_set_kernel_t *o = &set->kernels[i];
-    if (o->signature != k->signature || o->hash != k->hash || strcmp(o->text, k->text) != 0)
-      continue;
-    vlmc_kernel_set_kernel_free(k);
-    *out_index = i;
-    *out_new = false;
-    return NULL;
-  }
+/* Appends k (taken) as kernel set->num_kernels. */
+static vlmc_status_t append(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k) {
   if (set->num_kernels == set->cap_kernels) {
     size_t cap = set->cap_kernels ? 2 * set->cap_kernels : 32;
     vlmc_kernel_set_kernel_t *grown = realloc(set->kernels, cap * sizeof *grown);
@@ -88,11 +79,43 @@ vlmc_status_t vlmc_kernel_set_intern(vlmc_kernel_set_t *set, vlmc_kernel_set_ker
     set->kernels = grown;
     set->cap_kernels = cap;
   }
-  *out_index = set->num_kernels;
   set->kernels[set->num_kernels++] = *k;
   memset(k, 0, sizeof *k);
-  *out_new = true;
   return NULL;
+}
+
+vlmc_status_t vlmc_kernel_set_intern(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
+                                     size_t *out_index, bool *out_new) {
+  for (size_t i = 0; i < set->num_kernels; ++i) {
+    const vlmc_kernel_set_kernel_t *o = &set->kernels[i];
+    if (o->is_variant || o->signature != k->signature || o->hash != k->hash ||
+        strcmp(o->text, k->text) != 0)
+      continue; /* a dispatch never names a variant */
+    vlmc_kernel_set_kernel_free(k);
+    *out_index = i;
+    *out_new = false;
+    return NULL;
+  }
+  *out_index = set->num_kernels;
+  *out_new = true;
+  return append(set, k);
+}
+
+vlmc_status_t vlmc_kernel_set_add_variant(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
+                                          size_t main_index, const char *for_devices,
+                                          size_t *out_index) {
+  if (main_index >= set->num_kernels || set->kernels[main_index].is_variant ||
+      strlen(for_devices) >= sizeof k->for_devices) {
+    vlmc_kernel_set_kernel_free(k);
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "a variant of kernel %zu for '%s': not a main "
+                            "kernel of the set, or too long a device list", main_index,
+                            for_devices);
+  }
+  k->is_variant = true;
+  k->variant_of = (uint32_t)main_index;
+  snprintf(k->for_devices, sizeof k->for_devices, "%s", for_devices);
+  *out_index = set->num_kernels;
+  return append(set, k);
 }
 
 char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, const char *name,
@@ -138,5 +161,7 @@ vlmc_kernel_table_kernel_t vlmc_kernel_set_table_kernel(const vlmc_kernel_set_t 
                                       .inputs = k->inputs, .num_inputs = k->num_inputs,
                                       .output = k->output, .syms = k->syms,
                                       .num_syms = k->num_syms, .cost = k->cost,
-                                      .signature = k->signature};
+                                      .signature = k->signature, .is_variant = k->is_variant,
+                                      .variant_of = k->variant_of,
+                                      .for_devices = k->is_variant ? k->for_devices : NULL};
 }

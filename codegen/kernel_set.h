@@ -31,6 +31,10 @@ typedef struct {
   char *syms[VLMC_KERNEL_EMIT_MAX_SYMS];
   uint32_t num_syms;
   int64_t cost;
+  /* A variant of kernel variant_of for the devices for_devices (artifact/kernel_table.h). */
+  bool is_variant;
+  uint32_t variant_of;
+  char for_devices[32];
 } vlmc_kernel_set_kernel_t;
 
 typedef struct {
@@ -56,6 +60,11 @@ vlmc_status_t vlmc_kernel_set_describe(const vlmc_kernel_set_t *set, const vlmc_
  * (k is freed, *out_new false), or of k, added (taken, *out_new true). */
 vlmc_status_t vlmc_kernel_set_intern(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
                                      size_t *out_index, bool *out_new);
+/* Adds k (taken) as a variant of main kernel `main_index` for the device classes
+ * `for_devices` ("cpu"): never shared, never named by a dispatch. */
+vlmc_status_t vlmc_kernel_set_add_variant(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
+                                          size_t main_index, const char *for_devices,
+                                          size_t *out_index);
 /* The text of kernel `index` with its function named `name` plus `suffix` ("vk3" + "_body");
  * malloc'd, NULL when out of memory. */
 char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, const char *name,

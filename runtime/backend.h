@@ -81,6 +81,10 @@ typedef struct {
   void *param_ctx;
   uint32_t threads;               /* 0 or 1: the calling thread only */
   uint32_t device;                /* a device backend's device index (--device N); 0: first */
+  /* Which kernel variants run (artifact/kernel_table.h, "Variants"): NULL or "auto" for the
+   * device's own class, "main" for the main kernels only, or a device class ("cpu", "gpu")
+   * to run that class's variants wherever they fit (kernel-test runs each). */
+  const char *kernel_variants;
 } vlmc_backend_open_params_t;
 
 /* One dispatch region to run (ir/dispatch.h): its inputs in the region's order, with

@@ -197,10 +197,17 @@ static const char *string_field(const vlmc_kernel_table_kernel_t *k, const char 
 
 /* One vulkan kernel: its grid shape, push constants (docs/vulkan.md: word 0 the work units,
  * then the symbols), bindings (the inputs' storage, the output last) and device features. */
-static void print_vulkan_kernel(const vlmc_kernel_table_kernel_t *k, uint32_t uses) {
-  printf("    %-6s %-16s %3u dispatch%s  workgroup %lldx%lldx%lld, %lld unit%s/group, "
+static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_table_kernel_t *k,
+                                uint32_t uses) {
+  char serves[160];
+  if (k->is_variant && k->variant_of < t->num_kernels)
+    snprintf(serves, sizeof serves, "variant of %s for %s devices;",
+             t->kernels[k->variant_of].symbol, k->for_devices);
+  else
+    snprintf(serves, sizeof serves, "%3u dispatch%s ", uses, uses == 1 ? "  " : "es");
+  printf("    %-6s %-16s %s workgroup %lldx%lldx%lld, %lld unit%s/group, "
          "%lld B shared, %lld B SPIR-V\n",
-         k->symbol, k->template_name, uses, uses == 1 ? "  " : "es",
+         k->symbol, k->template_name, serves,
          (long long)int_field(k, "workgroup_x"), (long long)int_field(k, "workgroup_y"),
          (long long)int_field(k, "workgroup_z"), (long long)int_field(k, "units_per_group"),
          int_field(k, "units_per_group") == 1 ? "" : "s", (long long)int_field(k, "shared_bytes"),
@@ -237,10 +244,13 @@ static void print_vulkan_kernels(const vlmc_artifact_t *a, const char *path) {
   for (size_t i = 0; i < t.num_dispatches; ++i)
     if (t.dispatches[i].kernel < t.num_kernels) uses[t.dispatches[i].kernel]++;
   const vlmc_kernel_table_field_t *version = vlmc_kernel_table_field(&t, "spirv_version");
-  printf("vulkan kernels: %.1f KB of SPIR-V %s (abi %s); %zu kernels serve %zu dispatches:\n",
+  size_t variants = 0;
+  for (size_t i = 0; i < t.num_kernels; ++i) variants += t.kernels[i].is_variant;
+  printf("vulkan kernels: %.1f KB of SPIR-V %s (abi %s); %zu kernels serve %zu dispatches, "
+         "%zu variants for other devices:\n",
          (double)spirv->size / 1e3, version && version->string ? version->string : "?",
-         t.abi ? t.abi : "?", t.num_kernels, t.num_dispatches);
-  for (size_t i = 0; i < t.num_kernels; ++i) print_vulkan_kernel(&t.kernels[i], uses[i]);
+         t.abi ? t.abi : "?", t.num_kernels - variants, t.num_dispatches, variants);
+  for (size_t i = 0; i < t.num_kernels; ++i) print_vulkan_kernel(&t, &t.kernels[i], uses[i]);
   free(uses);
   vlmc_kernel_table_deinit(&t);
 }

@@ -32,6 +32,7 @@
 #include "ir/ir.h"
 #include "passes/pass.h"
 #include "reference/executor.h"
+#include "artifact/kernel_table.h"
 #include "runtime/backend.h"
 #include "runtime/program.h"
 #include "support/file.h"
@@ -275,6 +276,8 @@ typedef struct {
   double worst;   /* relative error */
   double max_ref;
   char templates[256];
+  char runs[160];      /* the kernel variants run: "main,cpu"; "" when the table has none */
+  char worst_run[32];  /* the run with the worst error */
 } outcome_t;
 
 
@@ -343,16 +346,58 @@ static vlmc_status_t table_templates(const vlmc_target_output_t *code, char *out
   return NULL;
 }
 
-/* Runs @f on the backend through the program walker, as the runtime does. */
+/* Adds each device class of variant k's for_devices to the list out (",cpu,gpu"), once. */
+static void add_classes(const vlmc_kernel_table_kernel_t *k, char *out, size_t size) {
+  for (const char *p = k->for_devices; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char one[40];
+    snprintf(one, sizeof one, ",%.*s,", (int)(len < 32 ? len : 32), p);
+    char listed[192];
+    snprintf(listed, sizeof listed, "%s,", out);
+    if (!strstr(listed, one)) {
+      size_t used = strlen(out);
+      snprintf(out + used, size - used, "%.*s", (int)strlen(one) - 1, one);
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+}
+
+/* The kernel variants to run: "" when the table has no variants (one run, the device's
+ * own kernels), else "main" and each device class a variant is for ("main,cpu"), so that
+ * every kernel of the table is tested. */
+static vlmc_status_t variant_runs(const char *path, const vlmc_target_output_t *code, char *out,
+                                  size_t size) {
+  char name[80];
+  snprintf(name, sizeof name, "kernels.%s.json", code->target->name);
+  const vlmc_target_section_t *section = vlmc_target_output_section(code, name);
+  out[0] = '\0';
+  if (!section) return NULL;
+  vlmc_kernel_table_t table;
+  vlmc_status_t st = vlmc_kernel_table_parse(path, code->target->name, section->data,
+                                             section->len, &table);
+  char classes[128] = "";
+  for (size_t i = 0; !st && i < table.num_kernels; ++i)
+    if (table.kernels[i].is_variant) add_classes(&table.kernels[i], classes, sizeof classes);
+  vlmc_kernel_table_deinit(&table);
+  if (!st && classes[0]) snprintf(out, size, "main%s", classes);
+  return st;
+}
+
+/* Runs @f on the backend through the program walker, as the runtime does, with the kernel
+ * variants `variants` (NULL: the device's own). */
 static vlmc_status_t run_on_backend(const char *backend_name, const char *path,
                                     const vlmc_module_t *m, const vlmc_func_t *f,
                                     const vlmc_target_output_t *code, params_t *params,
-                                    vlmc_tensor_t *args, vlmc_tensor_t *results) {
+                                    const char *variants, vlmc_tensor_t *args,
+                                    vlmc_tensor_t *results) {
   const vlmc_backend_iface_t *iface = vlmc_backend_find(backend_name);
   if (!iface) return vlmc_status_make(VLMC_NOT_FOUND, "no backend '%s'", backend_name);
   vlmc_backend_open_params_t bp = {.source = path, .module = m, .section = find_section,
                                    .section_ctx = (void *)code, .get_param = get_param,
-                                   .param_ctx = params, .threads = 2};
+                                   .param_ctx = params, .threads = 2,
+                                   .kernel_variants = variants};
   vlmc_backend_t *backend = NULL;
   vlmc_program_t *program = NULL;
   vlmc_rt_value_t in[MAX_ARGS], out[MAX_ARGS];
@@ -422,11 +467,25 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   eo.param_ctx = &params;
   if (!st) st = vlmc_executor_create(m, &eo, &ref);
   if (!st) st = vlmc_executor_run(ref, f->name, args_ref, f->num_args, res_ref, f->num_results);
-  /* The backend of the target's name runs its kernels (vlmc-run picks it the same way). */
-  if (!st) st = vlmc_status_annotate(run_on_backend(target->name, path, m, f, &code, &params,
-                                                    args_cpu, res_cpu),
-                                     "%s backend: ", target->name);
-  for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res_cpu[i], o);
+  /* The backend of the target's name runs its kernels (vlmc-run picks it the same way),
+   * once per kernel variant the table has. */
+  if (!st) st = variant_runs(path, &code, o->runs, sizeof o->runs);
+  for (const char *run = o->runs; !st;) {
+    const char *end = strchr(run, ',');
+    char variants[32] = "";
+    snprintf(variants, sizeof variants, "%.*s", (int)(end ? end - run : (long)strlen(run)), run);
+    st = vlmc_status_annotate(run_on_backend(target->name, path, m, f, &code, &params,
+                                             variants[0] ? variants : NULL, args_cpu, res_cpu),
+                              "%s backend%s%s: ", target->name, variants[0] ? ", kernels " : "",
+                              variants);
+    double before = o->worst;
+    for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res_cpu[i], o);
+    if (!(o->worst <= before) || !o->worst_run[0])
+      snprintf(o->worst_run, sizeof o->worst_run, "%s", variants);
+    for (uint32_t i = 0; i < f->num_results && i < MAX_ARGS; ++i) vlmc_tensor_release(&res_cpu[i]);
+    if (!end) break;
+    run = end + 1;
+  }
   for (uint32_t i = 0; f && i < f->num_results && i < MAX_ARGS; ++i) {
     vlmc_tensor_release(&res_ref[i]);
     vlmc_tensor_release(&res_cpu[i]);
@@ -494,12 +553,14 @@ static int test_file(const vlmc_target_t *target, const char *path) {
       vlmc_status_free(st);
       ++failures;
     } else if (!(o.worst <= s.tolerance)) {
-      printf("FAIL %s N=%lld: max |cpu - ref| / max(1, |ref|) = %.3g > %.1g (kernels: %s)\n", path,
-             (long long)n, o.worst, s.tolerance, o.templates);
+      printf("FAIL %s N=%lld: max |cpu - ref| / max(1, |ref|) = %.3g > %.1g (kernels: %s%s%s)\n",
+             path, (long long)n, o.worst, s.tolerance, o.templates,
+             o.runs[0] ? "; worst in the run of kernel variants " : "", o.runs[0] ? o.worst_run : "");
       ++failures;
     } else {
-      printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s)\n", path,
-             (long long)n, o.worst, o.max_ref, o.templates);
+      printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s%s%s)\n", path,
+             (long long)n, o.worst, o.max_ref, o.templates, o.runs[0] ? "; variants run: " : "",
+             o.runs);
     }
   }
   free(raw);

@@ -134,6 +134,91 @@ static void test_malformed_tables(void) {
   vlmc_module_destroy(m);
 }
 
+/* The valid table plus kernel vk2, a variant of vk1 for cpu devices (malloc'd). */
+static char *variant_table(void) {
+  const char *sig = strstr(strstr(kValidTable, "\"symbol\": \"vk1\""), "\"signature\": \"");
+  const char *tail = strstr(kValidTable, "\"cost\": 1}],");
+  if (!sig || !tail) return NULL;
+  char variant[512];
+  snprintf(variant, sizeof variant, "\"cost\": 1},\n {\"symbol\": \"vk2\", \"template\": "
+           "\"elementwise\", %.31s, \"inputs\": [\"f32\"], \"output\": \"f32\", \"syms\": "
+           "[\"S\"], \"cost\": 3, \"variant_of\": 1, \"for_devices\": \"cpu\"}],", sig);
+  size_t head = (size_t)(tail - kValidTable);
+  char *text = malloc(strlen(kValidTable) + strlen(variant) + 1);
+  if (!text) return NULL;
+  memcpy(text, kValidTable, head);
+  strcpy(text + head, variant);
+  strcat(text, tail + strlen("\"cost\": 1}],"));
+  return text;
+}
+
+/* A variant (artifact/kernel_table.h, "Variants") serves its main kernel's regions: it parses,
+ * checks, says which devices it is for and writes back the same; one that does not match its
+ * main kernel, points nowhere, or is named by a dispatch is refused by name. */
+static void test_variants(void) {
+  vlmc_module_t *m = parse_program(kTableProgram);
+  char *text = variant_table();
+  EXPECT_TRUE(text != NULL);
+  vlmc_kernel_table_t t;
+  EXPECT_OK(vlmc_kernel_table_parse("m.vlmc", "cpu", text, strlen(text), &t));
+  EXPECT_OK(vlmc_kernel_table_check(&t, m));
+  EXPECT_EQ_INT(t.num_kernels, 3);
+  if (t.num_kernels == 3) {
+    EXPECT_TRUE(!t.kernels[1].is_variant && t.kernels[2].is_variant);
+    EXPECT_EQ_INT(t.kernels[2].variant_of, 1);
+    EXPECT_TRUE(vlmc_kernel_table_variant_is_for(&t.kernels[2], "cpu"));
+    EXPECT_TRUE(!vlmc_kernel_table_variant_is_for(&t.kernels[2], "gpu"));
+    EXPECT_TRUE(!vlmc_kernel_table_variant_is_for(&t.kernels[1], "cpu"));
+    EXPECT_EQ_INT(t.kernels[2].sym_ids[0], 1); /* its own syms, resolved */
+    vlmc_strbuf_t out;
+    vlmc_strbuf_init(&out);
+    EXPECT_OK(vlmc_kernel_table_to_json(&t, &out));
+    vlmc_kernel_table_t again;
+    EXPECT_OK(vlmc_kernel_table_parse("m.vlmc", "cpu", out.data, out.len, &again));
+    EXPECT_TRUE(again.num_kernels == 3 && again.kernels[2].is_variant &&
+                again.kernels[2].variant_of == 1 && !strcmp(again.kernels[2].for_devices, "cpu"));
+    vlmc_kernel_table_deinit(&again);
+    vlmc_strbuf_deinit(&out);
+  }
+  vlmc_kernel_table_deinit(&t);
+  static const struct { const char *from, *to, *needle; } cases[] = {
+      {"\"variant_of\": 1", "\"variant_of\": 7", "kernels[2].variant_of: 7 is not another kernel"},
+      {"\"variant_of\": 1", "\"variant_of\": 2", "kernels[2].variant_of: 2 is not another kernel"},
+      {"\"variant_of\": 1", "\"variant_of\": -1", "variant_of"},
+      {"\"variant_of\": 1", "\"variant_of\": 0",
+       "kernels[2] (vk2, elementwise) is a variant of vk0 (elementwise) but differs"},
+      {"\"variant_of\": 1, ", "", "for_devices without variant_of"},
+      {", \"for_devices\": \"cpu\"", "", "kernels[2].for_devices is missing"},
+      {"\"for_devices\": \"cpu\"", "\"for_devices\": \"\"", "kernels[2].for_devices: expected"},
+      {"\"for_devices\": \"cpu\"", "\"for_devices\": \"cpu,\"", "kernels[2].for_devices"},
+      {"\"for_devices\": \"cpu\"", "\"for_devices\": \"CPU!\"", "kernels[2].for_devices"},
+      {"\"for_devices\": \"cpu\"", "\"for_devices\": 3", "for_devices: expected a string"},
+      {"\"cost\": 3, \"variant_of\": 1", "\"cost\": 3, \"variant_of\": 1, \"x\": 0",
+       NULL}, /* unknown kernel keys are ignored, as always */
+      {"\"kernel\": 1,", "\"kernel\": 2,",
+       "dispatches[1].kernel: kernel vk2 is a variant of kernels[1]; a dispatch names a main"},
+  };
+  for (size_t i = 0; text && i < sizeof cases / sizeof cases[0]; ++i) {
+    const char *at = strstr(text, cases[i].from);
+    EXPECT_TRUE(at != NULL);
+    if (!at) continue;
+    char *edited = malloc(strlen(text) + strlen(cases[i].to) + 1);
+    memcpy(edited, text, (size_t)(at - text));
+    strcpy(edited + (at - text), cases[i].to);
+    strcat(edited, at + strlen(cases[i].from));
+    vlmc_status_t st = parse_and_check(m, edited);
+    const char *msg = st ? vlmc_status_message(st) : "(accepted)";
+    if (cases[i].needle ? !st || !strstr(msg, cases[i].needle) : st != NULL)
+      TEST_FAIL_("variant case %zu (%s -> %s): got \"%s\", expected %s%s", i, cases[i].from,
+                 cases[i].to, msg, cases[i].needle ? "a refusal naming " : "acceptance",
+                 cases[i].needle ? cases[i].needle : "");
+    vlmc_status_free(st);
+    free(edited);
+  }
+  free(text);
+  vlmc_module_destroy(m);
+}
+
 /* A table that leaves a region without a kernel is refused when it is loaded. */
 static void test_uncovered_region_is_refused(void) {
   vlmc_module_t *m = parse_program(kTableProgram);
@@ -281,6 +366,7 @@ int main(void) {
   RUN_TEST(test_write_parse_round_trip);
   RUN_TEST(test_writer_refuses_unnamed_storage);
   RUN_TEST(test_built_table_checks);
+  RUN_TEST(test_variants);
   free(kValidTable);
   return TEST_SUMMARY();
 }

@@ -5,7 +5,8 @@
  * an artifact's sections and run through the program walker: results against the host, a
  * 2-D grid (more than 65535 workgroups), descriptor pools instead of push descriptors, the
  * on-disk pipeline cache (written, a corrupt one ignored and rewritten), the named open
- * errors (loader missing, device index out of range) and the registry's default pick. */
+ * errors (loader missing, device index out of range), kernel variants chosen by device class
+ * and the registry's default pick. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <math.h>
@@ -97,9 +98,10 @@ static const char kNegMlir[] =
     "}\n";
 
 static char g_dir[256];      /* scratch folder: MLIR, SPIR-V, the pipeline cache */
-static unsigned char *g_spirv; /* both modules back to back */
+static unsigned char *g_spirv; /* the modules back to back: vk0, vk1, then vk2 */
 static size_t g_spirv_size, g_size0;
 static char *g_table;
+static char *g_variant_table; /* g_table plus vk2, a variant of vk1 for cpu devices */
 static vlmc_module_t *g_module;
 
 static bool write_text(const char *path, const char *text) {
@@ -168,18 +170,36 @@ static bool setup(void) {
   if (!mkdtemp(g_dir)) return false;
   size_t n0 = 0, n1 = 0;
   unsigned char *m0 = lower("vk0", kExpAddMlir, &n0), *m1 = lower("vk1", kNegMlir, &n1);
-  if (!m0 || !m1) {
+  /* vk2: vk1 with 2x for -x, so that a test sees which of the two ran */
+  char *twice_mlir = malloc(sizeof kNegMlir + 64), *to = twice_mlir;
+  for (const char *from = kNegMlir; *from;) {
+    if (!strncmp(from, "arith.negf %a", 13)) {
+      to += sprintf(to, "arith.addf %%a, %%a");
+      from += 13;
+    } else {
+      *to++ = *from++;
+    }
+  }
+  *to = '\0';
+  memcpy(strstr(twice_mlir, "@vk1("), "@vk2(", 5);
+  size_t n2 = 0;
+  unsigned char *m2 = lower("vk2", twice_mlir, &n2);
+  free(twice_mlir);
+  if (!m0 || !m1 || !m2) {
     free(m0);
     free(m1);
+    free(m2);
     return false;
   }
-  g_spirv = malloc(n0 + n1);
+  g_spirv = malloc(n0 + n1 + n2);
   memcpy(g_spirv, m0, n0);
   memcpy(g_spirv + n0, m1, n1);
-  g_spirv_size = n0 + n1;
+  memcpy(g_spirv + n0 + n1, m2, n2);
+  g_spirv_size = n0 + n1 + n2;
   g_size0 = n0;
   free(m0);
   free(m1);
+  free(m2);
   vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
   EXPECT_OK(vlmc_module_parse(kTableProgram, strlen(kTableProgram), &po, &g_module));
   if (!g_module) return false;
@@ -190,6 +210,17 @@ static bool setup(void) {
   size_t cap = sizeof kTableTemplate + 128;
   g_table = malloc(cap);
   snprintf(g_table, cap, kTableTemplate, sig1, n0, sig2, n0, n1);
+  char variant[1024];
+  snprintf(variant, sizeof variant,
+           "}},\n {\"symbol\": \"vk2\", \"template\": \"elementwise\", \"signature\": \"%s\","
+           " \"inputs\": [\"f32\"], \"output\": \"f32\", \"syms\": [], \"cost\": 1,"
+           " \"variant_of\": 1, \"for_devices\": \"cpu\","
+           " \"target\": {\"entry\": \"vk2\", \"spirv_offset\": %zu, \"spirv_size\": %zu,"
+           " \"workgroup_x\": 32, \"workgroup_y\": 1, \"workgroup_z\": 1, \"units_per_group\": 64,"
+           " \"push_words\": 1, \"shared_bytes\": 0, \"features\": \"\"}}],", sig2, n0 + n1, n2);
+  const char *end = strstr(g_table, "}}],");
+  g_variant_table = malloc(strlen(g_table) + strlen(variant) + 1);
+  sprintf(g_variant_table, "%.*s%s%s", (int)(end - g_table), g_table, variant, end + 4);
   return true;
 }
 
@@ -226,9 +257,9 @@ static vlmc_backend_open_params_t open_params(artifact_t *a, uint32_t device) {
 
 static const vlmc_backend_iface_t *vulkan(void) { return vlmc_backend_find("vulkan"); }
 
-/* Runs @k on S rows and checks every element against the host; returns false when it
- * could not run. */
-static void run_and_compare(vlmc_program_t *p, int64_t rows) {
+/* Runs @k on S rows and checks every element against the host: -exp(x + y), or `factor` *
+ * exp(x + y) (a test variant's). */
+static void run_and_compare_scaled(vlmc_program_t *p, int64_t rows, float factor) {
   int64_t n = rows * 4;
   float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
   for (int64_t i = 0; i < n; ++i) {
@@ -248,7 +279,7 @@ static void run_and_compare(vlmc_program_t *p, int64_t rows) {
     EXPECT_OK(vlmc_program_read(p, &res, &out));
     int64_t bad = 0;
     for (int64_t i = 0; i < n; ++i) {
-      float want = -expf(x[i] + y[i]);
+      float want = factor * expf(x[i] + y[i]);
       if (!(fabsf(vlmc_tensor_f32(&out)[i] - want) <= 1e-5f * (1 + fabsf(want)))) ++bad;
     }
     EXPECT_EQ_INT(bad, 0);
@@ -258,6 +289,8 @@ static void run_and_compare(vlmc_program_t *p, int64_t rows) {
   free(x);
   free(y);
 }
+
+static void run_and_compare(vlmc_program_t *p, int64_t rows) { run_and_compare_scaled(p, rows, -1); }
 
 static void with_backend(uint32_t device, void (*body)(vlmc_backend_t *, vlmc_program_t *)) {
   artifact_t a;
@@ -378,6 +411,56 @@ static void test_open_errors(void) {
   free(f16);
 }
 
+/* Runs @k with the variant table and kernel_variants `variants`; expects vk1's result (-1)
+ * or its variant vk2's (2). */
+static void expect_variant(const char *variants, float factor) {
+  artifact_t a;
+  vlmc_backend_open_params_t bp = open_params(&a, 0);
+  a.table = g_variant_table;
+  bp.kernel_variants = variants;
+  vlmc_backend_t *b = NULL;
+  EXPECT_OK(vulkan()->open(&bp, &b));
+  if (!b) return;
+  vlmc_program_t *p = NULL;
+  EXPECT_OK(vlmc_program_create(g_module, b, NULL, NULL, &p));
+  if (p) run_and_compare_scaled(p, 70, factor);
+  vlmc_program_destroy(p);
+  b->iface->destroy(b);
+}
+
+/* A main kernel runs as its variant exactly where the device class matches and the device
+ * has what the variant needs; "main" and other classes run the main kernel. */
+static void test_variants(void) {
+  expect_variant("main", -1);
+  expect_variant("cpu", 2);
+  expect_variant("gpu", -1);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  EXPECT_OK(vulkan()->list_devices(&text));
+  bool cpu_device = strstr(vlmc_strbuf_cstr(&text), "0: llvmpipe") != NULL;
+  vlmc_strbuf_deinit(&text);
+  expect_variant(NULL, cpu_device ? 2 : -1); /* the device's own class */
+  setenv("VLMC_KERNEL_VARIANTS", "main", 1);
+  expect_variant(NULL, -1);
+  unsetenv("VLMC_KERNEL_VARIANTS");
+  /* A variant the device cannot run leaves the main kernel in place, without an error. */
+  char *needs_f16 = strdup(g_variant_table);
+  char *at = strstr(needs_f16, "\"symbol\": \"vk2\"");
+  at = strstr(at, "\"features\": \"\"");
+  char *edited = malloc(strlen(needs_f16) + 32);
+  sprintf(edited, "%.*s\"features\": \"shaderFloat16\"%s", (int)(at - needs_f16), needs_f16,
+          at + strlen("\"features\": \"\""));
+  char *saved = g_variant_table;
+  g_variant_table = edited;
+  setenv("VLMC_VULKAN_HIDE_FEATURES", "shaderFloat16", 1);
+  expect_variant("cpu", -1);
+  unsetenv("VLMC_VULKAN_HIDE_FEATURES");
+  expect_variant("cpu", 2);
+  g_variant_table = saved;
+  free(edited);
+  free(needs_f16);
+}
+
 static const void *named_sections(void *ctx, const char *name, size_t *size) {
   for (const char *const *p = ctx; *p; ++p)
     if (!strcmp(*p, name)) {
@@ -411,6 +494,7 @@ static void cleanup(void) {
   if (g_dir[0] && system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", g_dir);
   free(g_spirv);
   free(g_table);
+  free(g_variant_table);
   vlmc_module_destroy(g_module);
 }
 
@@ -426,6 +510,7 @@ int main(void) {
   RUN_TEST(test_descriptor_pools);
   RUN_TEST(test_pipeline_cache);
   RUN_TEST(test_open_errors);
+  RUN_TEST(test_variants);
   cleanup();
   return TEST_SUMMARY();
 }

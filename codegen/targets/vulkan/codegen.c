@@ -64,15 +64,17 @@ static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_r
   return vlmc_status_annotate(st, "@%s dispatch %u (%s): ", func->name, r->id, what);
 }
 
-/* Writes the region's kernel text and fills *k and *info (not yet deduplicated). */
+/* Writes the region's kernel text with template fn (NULL: the anchor's main template) and
+ * fills *k and *info (not yet deduplicated). */
 static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
-                                  const vlmc_dispatch_region_t *r, vlmc_kernel_set_kernel_t *k,
-                                  vk_kernel_t *info, vlmc_dim_t *work, int64_t *work_scale) {
+                                  const vlmc_dispatch_region_t *r, vlmc_vk_template_fn fn,
+                                  vlmc_kernel_set_kernel_t *k, vk_kernel_t *info, vlmc_dim_t *work,
+                                  int64_t *work_scale) {
   vlmc_kernel_emit_t e;
   vlmc_vk_emit_t vk;
   VLMC_RETURN_IF_ERROR(vlmc_vk_emit_init(&e, &vk, g->module, func, r));
   const char *anchor = vlmc_op_info(e.anchor->kind)->mnemonic;
-  vlmc_vk_template_fn fn = vlmc_vk_template_for(e.anchor->kind);
+  if (!fn) fn = vlmc_vk_template_for(e.anchor->kind);
   vlmc_status_t st = NULL;
   if (!fn)
     st = vlmc_status_make(VLMC_UNSUPPORTED, "the vulkan target has no kernel template for '%s'",
@@ -130,6 +132,38 @@ static vlmc_status_t grow_info(codegen_t *g) {
   return NULL;
 }
 
+/* The variants of new main kernel `main_index` for other device classes (kernel_table.h,
+ * "Variants"): the same region through each variant template, lowered like any kernel. */
+static vlmc_status_t add_variants(codegen_t *g, const vlmc_func_t *func,
+                                  const vlmc_dispatch_region_t *r, size_t main_index,
+                                  const vlmc_op_t *anchor) {
+  size_t count = 0;
+  const vlmc_vk_variant_t *variants = vlmc_vk_variants_for(anchor->kind, &count);
+  for (size_t i = 0; i < count; ++i) {
+    vlmc_kernel_set_kernel_t k;
+    vk_kernel_t info;
+    vlmc_dim_t work = vlmc_dim_static(1);
+    int64_t scale = 1;
+    size_t index = 0;
+    VLMC_RETURN_IF_ERROR(grow_info(g));
+    VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, variants[i].fn, &k, &info, &work, &scale));
+    if (strcmp(k.template_name, g->set.kernels[main_index].template_name) != 0) {
+      vlmc_status_t st = vlmc_status_make(VLMC_INTERNAL, "the %s variant names template '%s', "
+                                          "the main kernel '%s'", variants[i].for_devices,
+                                          k.template_name,
+                                          g->set.kernels[main_index].template_name);
+      vlmc_kernel_set_kernel_free(&k);
+      return region_error(func, r, "variant", st);
+    }
+    VLMC_RETURN_IF_ERROR(vlmc_kernel_set_add_variant(&g->set, &k, main_index,
+                                                     variants[i].for_devices, &index));
+    g->info[index] = info;
+    vlmc_status_t st = lower_kernel(g, index, &g->info[index]);
+    if (st) return region_error(func, r, g->set.kernels[index].template_name, st);
+  }
+  return NULL;
+}
+
 /* The region's kernel (shared with an earlier identical one) and its table entry. */
 static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
                                 const vlmc_dispatch_region_t *r) {
@@ -140,7 +174,7 @@ static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
   size_t index = 0;
   bool is_new = false;
   VLMC_RETURN_IF_ERROR(grow_info(g));
-  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, &k, &info, &work, &scale));
+  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, NULL, &k, &info, &work, &scale));
   char template_name[64];
   snprintf(template_name, sizeof template_name, "%s", k.template_name);
   VLMC_RETURN_IF_ERROR(vlmc_kernel_set_intern(&g->set, &k, &index, &is_new));
@@ -148,6 +182,7 @@ static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
     g->info[index] = info;
     vlmc_status_t st = lower_kernel(g, index, &g->info[index]);
     if (st) return region_error(func, r, template_name, st);
+    VLMC_RETURN_IF_ERROR(add_variants(g, func, r, index, r->ops[vlmc_dispatch_anchor_index(r)]));
   }
   return vlmc_kernel_set_add_dispatch(&g->set, func, r->id, index, work, scale);
 }

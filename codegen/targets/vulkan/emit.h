@@ -117,5 +117,13 @@ vlmc_status_t vlmc_vk_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_
 typedef vlmc_status_t (*vlmc_vk_template_fn)(vlmc_kernel_emit_t *e);
 /* The template for an anchor kind, or NULL when the vulkan target has none. */
 vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind);
+/* Templates written for other device classes than the main one's (artifact/kernel_table.h,
+ * "Variants"; docs/vulkan.md): each region whose anchor has some gets those kernels too. */
+typedef struct {
+  const char *for_devices; /* "cpu": Vulkan devices that are CPUs (lavapipe) */
+  vlmc_vk_template_fn fn;
+} vlmc_vk_variant_t;
+/* The anchor kind's variants, *out_count of them (0: none). */
+const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_count);
 
 #endif

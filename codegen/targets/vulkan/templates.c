@@ -24,3 +24,10 @@ vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind) {
     default: return NULL; /* window_attention is lowered by window-reorder before codegen */
   }
 }
+
+/* No anchor kind has a variant for now. */
+const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_count) {
+  (void)kind;
+  *out_count = 0;
+  return NULL;
+}

@@ -92,6 +92,12 @@ typedef struct {
   vlmc_buffer_t *empty; /* bound for values without elements */
   kernel_t *kernels;
   size_t num_kernels, num_dispatches;
+  /* Per table kernel: the kernel that runs in its place (itself, or for a main kernel the
+   * variant chosen for this device: pick_variants), and whether it is loaded. */
+  uint32_t *runs_as;
+  bool *loaded;
+  const char *variant_class; /* the device class variants were picked for; NULL: none */
+  size_t num_variants_used;
   func_table_t *funcs;
   VkDescriptorPool *pools; /* without push descriptors: reset after every batch */
   size_t num_pools, cap_pools, current_pool;
@@ -314,8 +320,13 @@ static void print_profile(const vk_backend_t *b) {
     total += b->kernels[i].seconds;
   }
   qsort(order, b->num_kernels, sizeof *order, by_seconds);
-  fprintf(stderr, "vulkan profile: %.1f ms of device time in %llu dispatches\n", total * 1e3,
+  fprintf(stderr, "vulkan profile: %.1f ms of device time in %llu dispatches; ", total * 1e3,
           (unsigned long long)b->calls);
+  if (b->variant_class)
+    fprintf(stderr, "%zu kernel%s run as the variant for %s devices\n", b->num_variants_used,
+            b->num_variants_used == 1 ? "" : "s", b->variant_class);
+  else
+    fprintf(stderr, "main kernels only (VLMC_KERNEL_VARIANTS=main)\n");
   for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i)
     fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%\n", order[i]->info.symbol,
             order[i]->info.template_name, (unsigned long long)order[i]->calls,
@@ -779,7 +790,7 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
   for (size_t i = 0; i < table->num_dispatches; ++i) {
     const vlmc_kernel_table_dispatch_t *from = &table->dispatches[i];
     dispatch_t *d = &b->funcs[from->func_index].by_id[from->dispatch];
-    d->kernel = &b->kernels[from->kernel];
+    d->kernel = &b->kernels[b->runs_as[from->kernel]];
     d->work = vlmc_kernel_table_work_dim(&from->work);
     d->scale = from->work.scale;
   }
@@ -855,12 +866,53 @@ static vlmc_status_t create_queue_objects(vk_backend_t *b) {
   return vk_buffer_alloc(&b->base, BUFFER_ALIGN, &b->empty);
 }
 
+/* The device class whose kernel variants run (artifact/kernel_table.h, "Variants"): the
+ * open parameter or VLMC_KERNEL_VARIANTS (tests, diagnosis), else the device's own ("cpu" for
+ * a CPU device such as lavapipe, "gpu" for any other); NULL for "main": main kernels only. */
+static const char *variant_class(const vk_backend_t *b, const vlmc_backend_open_params_t *p) {
+  const char *want = p->kernel_variants ? p->kernel_variants : getenv("VLMC_KERNEL_VARIANTS");
+  if (want && *want && strcmp(want, "auto") != 0) return strcmp(want, "main") ? want : NULL;
+  return b->dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "cpu" : "gpu";
+}
+
+/* For each main kernel, the first of its variants for the device's class that fits the
+ * device, else itself; then every kernel that runs must fit (a named refusal otherwise). */
+static vlmc_status_t pick_variants(vk_backend_t *b, const vlmc_backend_open_params_t *p,
+                                   const vlmc_kernel_table_t *table,
+                                   const vlmc_vk_kernel_info_t *infos) {
+  size_t n = table->num_kernels;
+  b->runs_as = calloc(n + 1, sizeof *b->runs_as);
+  b->loaded = calloc(n + 1, sizeof *b->loaded);
+  if (!b->runs_as || !b->loaded) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  b->variant_class = variant_class(b, p);
+  for (size_t i = 0; i < n; ++i) b->runs_as[i] = (uint32_t)i;
+  for (size_t i = 0; i < n; ++i) {
+    const vlmc_kernel_table_kernel_t *v = &table->kernels[i];
+    uint32_t main = v->variant_of;
+    if (!v->is_variant || !b->variant_class || b->runs_as[main] != main ||
+        !vlmc_kernel_table_variant_is_for(v, b->variant_class))
+      continue;
+    vlmc_status_t unfit = check_kernel_fits(b, &infos[i]);
+    if (unfit) { /* the main kernel runs instead */
+      vlmc_status_free(unfit);
+      continue;
+    }
+    b->runs_as[main] = (uint32_t)i;
+    ++b->num_variants_used;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!table->kernels[i].is_variant) b->loaded[b->runs_as[i]] = true;
+  return NULL;
+}
+
 static vlmc_status_t open_device(vk_backend_t *b, const vlmc_backend_open_params_t *p,
                                  const vlmc_kernel_table_t *table,
                                  const vlmc_vk_kernel_info_t *infos) {
   VLMC_RETURN_IF_ERROR(pick_device(b, p->device));
+  VLMC_RETURN_IF_ERROR(pick_variants(b, p, table, infos));
   uint32_t features = 0;
   for (size_t i = 0; i < table->num_kernels; ++i) {
+    if (!b->loaded[i]) continue;
     VLMC_RETURN_IF_ERROR(check_kernel_fits(b, &infos[i]));
     features |= infos[i].features;
   }
@@ -892,7 +944,7 @@ static vlmc_status_t load_pipelines(vk_backend_t *b, const vlmc_backend_open_par
   b->num_kernels = table->num_kernels;
   for (size_t i = 0; i < table->num_kernels; ++i) {
     VLMC_RETURN_IF_ERROR(load_kernel(b, &b->kernels[i], &table->kernels[i], &infos[i]));
-    VLMC_RETURN_IF_ERROR(create_pipeline(b, &b->kernels[i], spirv));
+    if (b->loaded[i]) VLMC_RETURN_IF_ERROR(create_pipeline(b, &b->kernels[i], spirv));
   }
   return NULL;
 }
@@ -969,6 +1021,8 @@ static void vk_destroy(vlmc_backend_t *base) {
     free(b->funcs[i].by_id);
   }
   free(b->funcs);
+  free(b->runs_as);
+  free(b->loaded);
   free(b->pools);
   free(b->deferred);
   free(b->devices);
