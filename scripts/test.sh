@@ -7,7 +7,8 @@
 #      unit.test_vulkan_backend and every kernel.vulkan.* case), with LeakSanitizer off where
 #      lavapipe runs (its JIT code leaks a few blocks no suppression can name; tests/e2e.cmake);
 #   3. the runtime-only build (no LLVM/MLIR) and the tests that apply to it;
-#   4. every libFuzzer target for a bounded time (VLMC_FUZZ_SECONDS each, default 20).
+#   4. every libFuzzer target (built by stage 2) for a bounded time (VLMC_FUZZ_SECONDS each,
+#      default 20), JOBS at a time.
 # Ends with one line "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,29 +54,42 @@ configure_and_build build
 run_ctest build
 
 echo "== 2/4 ASan+UBSan (the model-sized vulkan runs are stage 1's: see the header)"
-configure_and_build build-asan -DCMAKE_C_COMPILER=clang-19 -DVLMC_SANITIZE=ON
+# The same build makes the libFuzzer targets of stage 4 (one sanitizer build, not two).
+configure_and_build build-asan -DCMAKE_C_COMPILER=clang-19 -DVLMC_SANITIZE=ON -DVLMC_FUZZ=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
 
 echo "== 3/4 runtime-only build (no LLVM/MLIR)"
 configure_and_build build-runtime -DVLMC_COMPILER=OFF
 run_ctest build-runtime
 
-echo "== 4/4 fuzzing, ${FUZZ_SECONDS}s per target"
-configure_and_build build-fuzz -DCMAKE_C_COMPILER=clang-19 -DVLMC_FUZZ=ON -DVLMC_SANITIZE=ON
-for fuzzer in build-fuzz/tests/fuzz_*; do
-  [ -x "$fuzzer" ] || continue
+echo "== 4/4 fuzzing, ${FUZZ_SECONDS}s per target, $JOBS at a time"
+# Runs one fuzzer; its log and any reproducer go to $LOGDIR, the last line says how it went.
+fuzz_one() {
+  local fuzzer=$1 name short work rc=0
   name=$(basename "$fuzzer"); short=${name#fuzz_}
   work=$(mktemp -d)  # new inputs go here, never into the committed corpus
+  "$fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
+    -artifact_prefix="$LOGDIR/$name-" "$work" "tests/fuzz/corpus/$short" \
+    >"$LOGDIR/$name.log" 2>&1 || rc=$?
+  rm -rf "$work"
+  echo "$rc" >"$LOGDIR/$name.rc"
+}
+fuzzers=()
+for fuzzer in build-asan/tests/fuzz_*; do [ -x "$fuzzer" ] && fuzzers+=("$fuzzer"); done
+for fuzzer in "${fuzzers[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  fuzz_one "$fuzzer" &
+done
+wait
+for fuzzer in "${fuzzers[@]}"; do
+  name=$(basename "$fuzzer")
   echo "-- $name"
-  if "$fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=4096 \
-       -artifact_prefix="$LOGDIR/$name-" "$work" "tests/fuzz/corpus/$short" \
-       >"$LOGDIR/$name.log" 2>&1; then
+  if [ "$(cat "$LOGDIR/$name.rc" 2>/dev/null)" = 0 ]; then
     passed=$((passed + 1)); tail -1 "$LOGDIR/$name.log"
   else
     failed=$((failed + 1)); tail -40 "$LOGDIR/$name.log"
     echo "fuzz: $name found a crash; reproducer under $LOGDIR" >&2
   fi
-  rm -rf "$work"
 done
 
 echo "tests: $passed passed, $failed failed"
