@@ -4,23 +4,25 @@
  * row, kv head) pairs), semantics and f32 arithmetic as vlmc_vk_kernel_attention, but shaped
  * for llvmpipe: no workgroup memory, no barriers, no subgroup operations.
  *
- * Why: llvmpipe runs a workgroup on one CPU thread with its invocations packed 8 to a SIMD
- * batch; a barrier is a coroutine switch of every batch and a workgroup-memory or other
- * non-uniform load a per-lane scalar loop, while a load whose address is the same in every
- * invocation is one scalar load and a broadcast. So each invocation owns one slot (query row,
- * query head) and keeps its q (D floats), running max m, sum l and Dv accumulators in
- * registers, and the workgroup's slots all sit on one kv head, so every k and v element is
- * read at an address uniform over the workgroup and feeds one vector FMA of all its lanes.
+ * Why: llvmpipe (Mesa 22.3) runs a workgroup on one CPU thread with its invocations in SIMD
+ * batches of 8; a barrier is a coroutine switch of every batch, and every storage-buffer or
+ * workgroup-memory load inside a loop is a per-lane scalar loop (README.md, "Lanes
+ * variants"), so what counts is loads per FMA. Each invocation owns P (up to 4) slots (query
+ * row, query head) and keeps their q (D floats), running max m, sum l and Dv accumulators in
+ * registers; the workgroup's slots all sit on one kv head, so each k and v element is loaded
+ * once (at an address the same in every invocation) for P FMAs of every lane, with no staging
+ * and no barrier.
  *
- * A workgroup takes `rows` consecutive query rows (rows * G slots, G = Hq / Hkv, about LANES
- * slots; one row when G >= LANES or S is static 1) on every kv head in turn (rows * Hkv units;
- * a block of one row takes one unit, so a decode step's kv heads spread over workgroups). The
- * keys walked are the union of the block rows' ranges, computed from uniform values only, in
- * chunks of CK keys (fewer for wide heads: the chunk is unrolled, and lavapipe's LLVM compile
- * time grows faster than the code): per chunk CK scores (keys outside the slot's own range,
- * or past the union, are -inf), one max update and rescale by exp(m_old - m_new), then the CK
- * weighted v rows added. At the end each real slot (row inside S) divides by l and stores
- * through the epilogue. A query that sees no key gets 0 / 0 = NaN, as on the cpu. */
+ * A workgroup takes `rows` consecutive query rows (rows * G slots, G = Hq / Hkv: about LANES
+ * * P slots in about LANES invocations; one row when G >= LANES * P or S is static 1) on
+ * every kv head in turn (rows * Hkv units; a block of one row takes one unit, so a decode
+ * step's kv heads spread over workgroups). The keys walked are the union of the block rows'
+ * ranges, the same in every invocation, in chunks of CK keys (P * CK * (D + Dv) FMAs at most
+ * UNROLLED: the chunk is unrolled, and lavapipe's LLVM compile time grows faster than the
+ * code): per chunk P * CK scores (keys outside the slot's own range, or past the union, are
+ * -inf), per slot one max update and rescale by exp(m_old - m_new), then the CK weighted v
+ * rows added. At the end each real slot (slot < rows * G, row inside S) divides by l and
+ * stores through the epilogue. A query that sees no key gets 0 / 0 = NaN, as on the cpu. */
 #include <math.h>
 #include <string.h>
 
@@ -31,8 +33,11 @@ enum {
   MAX_HEAD_DIM = 256,
   MAX_GROUP = 256,    /* query heads per kv head: invocations of a one-row block */
   MAX_CHUNK = 8,      /* keys per chunk (scores held in registers) */
-  UNROLLED = 512,     /* CK * (D + Dv) FMAs per chunk, unrolled */
-  MAX_STATE = 2 + MAX_HEAD_DIM,
+  UNROLLED = 1024,    /* P * CK * (D + Dv) FMAs per chunk, unrolled */
+  MAX_INVOCATIONS = 128, /* per workgroup: Vulkan's guaranteed maxComputeWorkGroupInvocations */
+  MAX_PER = 4,        /* slots per invocation: each k and v load feeds P FMAs */
+  REG_FLOATS = 512,   /* P * (D + Dv) at most (beyond it, fewer slots) */
+  MAX_STATE = MAX_PER * (2 + MAX_HEAD_DIM),
 };
 
 typedef struct {
@@ -40,16 +45,20 @@ typedef struct {
   const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
   int64_t heads, kv_heads, group, d, dv;
   int64_t rows;    /* query rows per workgroup */
-  int64_t threads; /* rows * group: one slot each */
+  int64_t slots;   /* rows * group: (row, query head) pairs of the block */
+  int64_t per;     /* slots one invocation owns (P) */
+  int64_t threads; /* ceil(slots / P) invocations */
   int64_t chunk;   /* keys per chunk */
   double scale;
   bool causal;
   int tid;
-  int row;                  /* this invocation's query row, clamped into S */
-  int key_start, key_end;   /* its row's key range */
+  int slot[MAX_PER];                        /* this invocation's slots, clamped to the last */
+  int row[MAX_PER];                         /* their query rows, clamped into S */
+  int key_start[MAX_PER], key_end[MAX_PER]; /* their rows' key ranges */
 } lanes_attention_t;
 
-/* An invocation's online-softmax state: m, l, then the Dv accumulators. */
+/* An invocation's online-softmax states: per slot p, at p * (2 + Dv): m, l, then the Dv
+ * accumulators. */
 typedef struct {
   int v[MAX_STATE];
 } state_t;
@@ -166,7 +175,8 @@ static void emit_block_range(const lanes_attention_t *A, int i0, int last, int *
 
 /* ---- the state carried through the key loop ---- */
 
-static int state_count(const lanes_attention_t *A) { return (int)(2 + A->dv); }
+static int state_count(const lanes_attention_t *A) { return (int)(A->per * (2 + A->dv)); }
+static int *slot_state(const lanes_attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv)]; }
 
 static void state_types(const lanes_attention_t *A, vlmc_strbuf_t *line) {
   for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
@@ -222,72 +232,103 @@ static int kv_base(const lanes_attention_t *A, int key, int kvh, int64_t dim) {
   return mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim));
 }
 
-/* CK keys from j0: scores (uniform k loads), one max update and rescale, then the weighted v
- * rows (uniform v loads). Keys past T are read at T - 1 and masked by the slot's range. */
-static void emit_chunk(const lanes_attention_t *A, const int *q, int j0, int kvh, int last_key, state_t *s) {
+/* CK keys from j0: each k row loaded once for the P slots' scores (uniform addresses), per
+ * slot one max update and rescale, then each v row loaded once for the P slots' accumulators.
+ * Keys past T are read at T - 1 and masked by the slots' ranges. */
+static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM], int j0, int kvh,
+                       int last_key, state_t *s) {
   vlmc_kernel_emit_t *e = A->e;
-  int scores[MAX_CHUNK], bases[MAX_CHUNK];
-  int m = s->v[0];
+  int scores[MAX_PER][MAX_CHUNK], bases[MAX_CHUNK], kx[MAX_HEAD_DIM], m[MAX_PER];
+  for (int64_t p = 0; p < A->per; ++p) m[p] = slot_state(A, s, p)[0];
   for (int64_t c = 0; c < A->chunk; ++c) {
     int key = add(e, j0, idx(e, c));
-    int at = vlmc_kernel_emit_index_op(e, "arith.minsi", key, last_key);
-    bases[c] = at;
-    int base = kv_base(A, at, kvh, A->d);
-    int dot = -1;
-    for (int64_t x = 0; x < A->d; ++x) {
-      int kx = vlmc_kernel_emit_load(e, A->k, add(e, base, idx(e, x)));
-      dot = x ? fma_f32(e, q[x], kx, dot) : vlmc_kernel_emit_float_op(e, "arith.mulf", q[0], kx, 0);
+    bases[c] = vlmc_kernel_emit_index_op(e, "arith.minsi", key, last_key);
+    int base = kv_base(A, bases[c], kvh, A->d);
+    for (int64_t x = 0; x < A->d; ++x) kx[x] = vlmc_kernel_emit_load(e, A->k, add(e, base, idx(e, x)));
+    for (int64_t p = 0; p < A->per; ++p) {
+      int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[p][0], kx[0], 0);
+      for (int64_t x = 1; x < A->d; ++x) dot = fma_f32(e, q[p][x], kx[x], dot);
+      int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
+      int ok = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
+                            cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
+      scores[p][c] = select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+      m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][c], 0);
     }
-    int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
-    int ok = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                          cmp(e, "sge", key, A->key_start), cmp(e, "slt", key, A->key_end));
-    scores[c] = select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
-    m = vlmc_kernel_emit_float_op(e, "arith.maximumf", m, scores[c], 0);
   }
-  int alpha = weight(e, s->v[0], m);
-  s->v[0] = m;
-  s->v[1] = vlmc_kernel_emit_float_op(e, "arith.mulf", s->v[1], alpha, 0);
-  for (int64_t x = 0; x < A->dv; ++x) s->v[2 + x] = vlmc_kernel_emit_float_op(e, "arith.mulf", s->v[2 + x], alpha, 0);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int *st = slot_state(A, s, p);
+    int alpha = weight(e, st[0], m[p]);
+    st[0] = m[p];
+    st[1] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[1], alpha, 0);
+    for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[2 + x], alpha, 0);
+  }
   for (int64_t c = 0; c < A->chunk; ++c) {
-    int w = weight(e, scores[c], m);
-    s->v[1] = vlmc_kernel_emit_float_op(e, "arith.addf", s->v[1], w, 0);
+    int w[MAX_PER];
+    for (int64_t p = 0; p < A->per; ++p) {
+      int *st = slot_state(A, s, p);
+      w[p] = weight(e, scores[p][c], m[p]);
+      st[1] = vlmc_kernel_emit_float_op(e, "arith.addf", st[1], w[p], 0);
+    }
     int base = kv_base(A, bases[c], kvh, A->dv);
-    for (int64_t x = 0; x < A->dv; ++x)
-      s->v[2 + x] = fma_f32(e, w, vlmc_kernel_emit_load(e, A->v, add(e, base, idx(e, x))), s->v[2 + x]);
+    for (int64_t x = 0; x < A->dv; ++x) {
+      int vx = vlmc_kernel_emit_load(e, A->v, add(e, base, idx(e, x)));
+      for (int64_t p = 0; p < A->per; ++p) {
+        int *st = slot_state(A, s, p);
+        st[2 + x] = fma_f32(e, w[p], vx, st[2 + x]);
+      }
+    }
   }
 }
 
 /* ---- one block on one kv head ---- */
 
+/* Query head of slot p on kv head kvh. */
+static int slot_head(const lanes_attention_t *A, int64_t p, int kvh) {
+  vlmc_kernel_emit_t *e = A->e;
+  return add(e, mul(e, kvh, idx(e, A->group)), remu(e, A->slot[p], A->group));
+}
+
+/* This invocation's slots on kv head kvh: their queries into registers, the keys of the
+ * block's union [start, end) in chunks, then the outputs of the real slots (slot < slots,
+ * row inside S). */
 static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, int end) {
   vlmc_kernel_emit_t *e = A->e;
-  int g = remu(e, A->tid, A->group);
-  int head = add(e, mul(e, kvh, idx(e, A->group)), g);
-  int q_base = mul(e, add(e, mul(e, A->row, idx(e, A->heads)), head), idx(e, A->d));
-  int q[MAX_HEAD_DIM];
-  for (int64_t x = 0; x < A->d; ++x) q[x] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, x)));
+  int q[MAX_PER][MAX_HEAD_DIM];
   state_t init, s;
-  init.v[0] = vlmc_kernel_emit_f32(e, -INFINITY);
-  init.v[1] = vlmc_kernel_emit_f32(e, 0);
-  for (int64_t x = 0; x < A->dv; ++x) init.v[2 + x] = vlmc_kernel_emit_f32(e, 0);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int q_base = mul(e, add(e, mul(e, A->row[p], idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->d));
+    for (int64_t x = 0; x < A->d; ++x) q[p][x] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, x)));
+    int *st = slot_state(A, &init, p);
+    st[0] = vlmc_kernel_emit_f32(e, -INFINITY);
+    st[1] = vlmc_kernel_emit_f32(e, 0);
+    for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_f32(e, 0);
+  }
   s = init;
   int last_key = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->k->type.dims[0]), idx(e, 1));
   int j0;
   state_t out;
   int keys = open_state_loop(A, start, end, idx(e, A->chunk), &s, &j0);
-  emit_chunk(A, q, j0, kvh, last_key, &s);
+  emit_chunk(A, (const int (*)[MAX_HEAD_DIM])q, j0, kvh, last_key, &s);
   close_state_loop(A, &s, keys, &out);
   for (int r = 0; r < state_count(A); ++r) /* no key at all: keep the initial state */
     out.v[r] = vlmc_vk_emit_guard_empty(e, start, end, out.v[r], init.v[r], "f32");
-  int row = add(e, i0, divu(e, A->tid, A->group)); /* unclamped: stored only inside S */
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", row, vlmc_kernel_emit_dim(e, A->q->type.dims[0])));
-  int o_base = mul(e, add(e, mul(e, row, idx(e, A->heads)), head), idx(e, A->dv));
-  for (int64_t x = 0; x < A->dv; ++x) {
-    int y = vlmc_kernel_emit_float_op(e, "arith.divf", out.v[2 + x], out.v[1], 0);
-    vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, x)));
+  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int slot = add(e, A->tid, idx(e, p * A->threads)); /* unclamped: stored only when real */
+    int row = add(e, i0, divu(e, slot, A->group));
+    int store = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
+                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
+    int o_base = mul(e, add(e, mul(e, row, idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->dv));
+    const int *st = slot_state(A, &out, p);
+    for (int64_t x = 0; x < A->dv; ++x) {
+      int y = vlmc_kernel_emit_float_op(e, "arith.divf", st[2 + x], st[1], 0);
+      vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, x)));
+    }
+    vlmc_kernel_emit_line(e, "}");
   }
-  vlmc_kernel_emit_line(e, "}");
 }
 
 /* ---- the template ---- */
@@ -298,14 +339,20 @@ static bool static_dims(const vlmc_type_t *t, uint32_t from) {
   return true;
 }
 
-/* Rows per block (about LANES slots, at most a static S) and keys per chunk. */
+/* Rows per block (about LANES * P slots, at most a static S), slots per invocation (P, while
+ * P * (D + Dv) stays in REG_FLOATS) and keys per chunk (the chunk's code is unrolled). */
 static void choose_block(lanes_attention_t *A) {
   const vlmc_type_t *qt = &A->q->type;
-  A->rows = A->group >= LANES ? 1 : LANES / A->group;
+  int64_t target = LANES * MAX_PER;
+  A->rows = A->group >= target ? 1 : target / A->group;
   if (vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off >= 1 && A->rows > qt->dims[0].off)
     A->rows = qt->dims[0].off;
-  A->threads = A->rows * A->group;
-  A->chunk = UNROLLED / (A->d + A->dv);
+  A->slots = A->rows * A->group;
+  A->per = 1;
+  while (A->per < MAX_PER && A->per * 2 <= A->slots && A->per * 2 * (A->d + A->dv) <= REG_FLOATS)
+    A->per *= 2;
+  A->threads = (A->slots + A->per - 1) / A->per;
+  A->chunk = UNROLLED / (A->per * (A->d + A->dv));
   if (A->chunk > MAX_CHUNK) A->chunk = MAX_CHUNK;
   if (A->chunk < 1) A->chunk = 1;
 }
@@ -362,21 +409,33 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
   e->template_name = "attention";
   e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16);
   /* A block of one row takes one (row, kv head) unit; a block of several rows takes those
-   * rows on every kv head, in turn (the units of a row are its kv heads, consecutive). */
+   * rows on every kv head (the units of a row are its kv heads, consecutive), one set of
+   * `threads` invocations per kv head side by side (so every loop of a SIMD batch runs once
+   * per workgroup: llvmpipe stops a batch's loops after 65535 iterations in all), or in turn
+   * when they would pass 128 invocations. */
   int64_t units = A.rows == 1 ? 1 : A.rows * A.kv_heads;
-  vlmc_vk_emit_set_workgroup(e, (int)A.threads, 1, 1, (int)units);
-  A.tid = vlmc_vk_emit_thread_id(e, 0);
+  bool heads_side_by_side = A.rows > 1 && A.threads * A.kv_heads <= MAX_INVOCATIONS;
+  vlmc_vk_emit_set_workgroup(e, (int)(heads_side_by_side ? A.threads * A.kv_heads : A.threads), 1, 1,
+                             (int)units);
+  int invocation = vlmc_vk_emit_thread_id(e, 0);
+  A.tid = heads_side_by_side ? remu(e, invocation, A.threads) : invocation;
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end)); /* uniform */
   int i0 = divu(e, first, A.kv_heads);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A.q->type.dims[0]), idx(e, 1));
-  A.row = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.tid, A.group)), last);
-  emit_key_range(&A, A.row, &A.key_start, &A.key_end);
+  for (int64_t p = 0; p < A.per; ++p) {
+    A.slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A.tid, idx(e, p * A.threads)),
+                                          idx(e, A.slots - 1));
+    A.row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.slot[p], A.group)), last);
+    emit_key_range(&A, A.row[p], &A.key_start[p], &A.key_end[p]);
+  }
   int start, stop;
   emit_block_range(&A, i0, last, &start, &stop);
   if (A.rows == 1) {
     emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
+  } else if (heads_side_by_side) {
+    emit_block(&A, i0, divu(e, invocation, A.threads), start, stop);
   } else {
     int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
     emit_block(&A, i0, kvh, start, stop);

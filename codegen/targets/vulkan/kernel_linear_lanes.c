@@ -3,20 +3,22 @@
  * output features over all M rows), inputs and rounding as vlmc_vk_kernel_linear, but shaped
  * for llvmpipe rather than a GPU: no workgroup memory, no barriers, no subgroup operations.
  *
- * Why: llvmpipe runs a workgroup on one CPU thread, its invocations packed 8 to a SIMD
- * batch; a barrier is a coroutine switch of every batch, and a load whose address differs
- * between the invocations (a gather) is a per-lane scalar loop, while one whose address is the
- * same in all of them is one scalar load and a broadcast. So the kernel makes every FMA read
- * one operand that is uniform, and gives each gathered load many FMAs (register blocking):
+ * Why: llvmpipe (Mesa 22.3) runs a workgroup on one CPU thread, its invocations in SIMD
+ * batches of 8; a barrier is a coroutine switch of every batch, and every storage-buffer load
+ * inside a loop is a per-lane scalar loop, whatever its address (the broadcast path needs an
+ * address made of constants and push constants only, outside all control flow). So what
+ * counts is loads per FMA, and each invocation register-blocks (README.md, "Lanes variants"):
  *
- *  - M > 1: a workgroup of LANES (64) invocations takes UNITS (2) units, i.e. FEATURES (8)
- *    output features, and walks all M rows in steps of LANES * ROWS; invocation t keeps ROWS
- *    (2) x FEATURES accumulators, rows m0 + t + LANES * r. Per k it gathers ROWS x values (its own
- *    rows) and reads FEATURES weights at addresses uniform over the workgroup: 16 vector FMAs
- *    for 2 gathers and 8 broadcasts. The k loop is unrolled by K_UNROLL (the loop's mask
- *    bookkeeping is paid once per step), the K % K_UNROLL remainder written out (K is static).
- *  - M == 1 (the decode GEMV): invocation t takes feature n0 + t (a static M of 1: 64
- *    features, GEMV_UNITS units, a workgroup); x[k] is uniform, W[n, k] gathered (each W element feeds one FMA: a GEMV has nothing to reuse), k unrolled alike.
+ *  - M > 1: a workgroup of LANES (32) invocations takes UNITS (2) units, i.e. FEATURES (8)
+ *    output features, and walks all M rows in steps of LANES * ROWS (128); invocation t
+ *    keeps ROWS (4) x FEATURES accumulators, rows m0 + t + LANES * r. Per k it loads ROWS x
+ *    values and FEATURES weights (the same addresses in every invocation, which a GPU
+ *    broadcasts): 32 FMAs for 12 loads. The k loop is unrolled by K_UNROLL (8; the loop's
+ *    mask bookkeeping is paid once per step), the K % K_UNROLL remainder written out (K is
+ *    static).
+ *  - M == 1 (the decode GEMV): invocation t takes GEMV_FEATURES (4) features n0 + t + LANES j
+ *    (a static M of 1: 128 features, GEMV_UNITS units, a workgroup); x[k] is loaded once for
+ *    the 4 (each W element feeds one FMA: a GEMV has nothing else to reuse), k unrolled alike.
  *
  * Rows past M and features past N are clamped to the last one (their loads stay in bounds and
  * the lanes in lockstep), and only the stores are guarded. Accumulation is f32 FMAs in k
@@ -27,11 +29,11 @@
 
 enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
-  /* Invocations per workgroup: 8 llvmpipe SIMD batches of 8 (AVX2). llvmpipe ends every loop
-   * of a batch after 65535 iterations in all (LP_MAX_TGSI_LOOP_ITERATIONS, shared by every
-   * loop of the shader): splitting the rows over 8 batches keeps a batch's count,
-   * ceil(M / 128) * (K / 8 + 1), under it up to M * K of about 6.7e7 (a 16384-patch image
-   * through a K = 3420 MLP); kernel-test's linear_tall (M = 120000) checks the split. */
+  /* Invocations per workgroup: 4 llvmpipe SIMD batches of 8 (AVX2). llvmpipe ends every loop
+   * of a batch after 65535 iterations in all (LP_MAX_TGSI_LOOP_ITERATIONS, one counter for
+   * every loop of the shader), silently: a batch runs ceil(M / 128) * (K / 8 + 1) of them,
+   * under the limit up to M * K of about 6.7e7 (a 16384-patch image through a K = 3420 MLP
+   * is 5.6e7); kernel-test's linear_tall (M = 120000) checks that no row is lost. */
   LANES = 32,
   UNITS = 2,                 /* work units per workgroup, M > 1 (or a symbolic M) */
   FEATURES = UNITS * UNIT,   /* 8 output features per workgroup, M > 1 */
