@@ -33,7 +33,7 @@ enum {
   MAX_HEAD_DIM = 256,
   MAX_GROUP = 256,    /* query heads per kv head: invocations of a one-row block */
   MAX_CHUNK = 8,      /* keys per chunk (scores held in registers) */
-  UNROLLED = 1024,    /* P * CK * (D + Dv) FMAs per chunk, unrolled */
+  UNROLLED = 512,     /* P * CK * (D + Dv) FMAs per chunk, unrolled */
   MAX_INVOCATIONS = 128, /* per workgroup: Vulkan's guaranteed maxComputeWorkGroupInvocations */
   MAX_PER = 4,        /* slots per invocation: each k and v load feeds P FMAs */
   REG_FLOATS = 512,   /* P * (D + Dv) at most (beyond it, fewer slots) */
