@@ -31,4 +31,14 @@ vlmc_status_t vlmc_vk_kernel_transpose(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_kv_cache_append(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_argmax(vlmc_kernel_emit_t *e);
 
+/* Variants for CPU devices (lavapipe): the same template names, work units, inputs and
+ * epilogues as the kernels above, shaped for a CPU running SPIR-V (no workgroup memory, no
+ * barriers, no subgroup operations; each invocation register-blocks many outputs so that each
+ * load feeds many FMAs: llvmpipe turns every load in a loop into a per-lane scalar loop). */
+/* kernel_linear_lanes.c: linear; lanes over rows (M > 1) or over features (M == 1). */
+vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e);
+/* kernel_attention_lanes.c: attention; up to 4 (query row, query head) slots per invocation,
+ * all on one kv head, so each k and v load feeds them all. */
+vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e);
+
 #endif

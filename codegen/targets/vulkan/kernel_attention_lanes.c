@@ -1,0 +1,446 @@
+/* attention for CPU devices (lavapipe): o[i, h] = sum_j softmax_j(scale * q[i, h] . k[j, g])
+ * v[j, g] with g = h / (Hq / Hkv), over the keys query i may see (its segment of `cu` when
+ * given, cut at key i + T - S when causal), with the same template name, work units ((query
+ * row, kv head) pairs), semantics and f32 arithmetic as vlmc_vk_kernel_attention, but shaped
+ * for llvmpipe: no workgroup memory, no barriers, no subgroup operations.
+ *
+ * Why: llvmpipe (Mesa 22.3) runs a workgroup on one CPU thread with its invocations in SIMD
+ * batches of 8; a barrier is a coroutine switch of every batch, and every storage-buffer or
+ * workgroup-memory load inside a loop is a per-lane scalar loop (README.md, "Lanes
+ * variants"), so what counts is loads per FMA. Each invocation owns P (up to 4) slots (query
+ * row, query head) and keeps their q (D floats), running max m, sum l and Dv accumulators in
+ * registers; the workgroup's slots all sit on one kv head, so each k and v element is loaded
+ * once (at an address the same in every invocation) for P FMAs of every lane, with no staging
+ * and no barrier.
+ *
+ * A workgroup takes `rows` consecutive query rows (rows * G slots, G = Hq / Hkv: about LANES
+ * * P slots in about LANES invocations; one row when G >= LANES * P or S is static 1) on
+ * every kv head in turn (rows * Hkv units; a block of one row takes one unit, so a decode
+ * step's kv heads spread over workgroups). The keys walked are the union of the block rows'
+ * ranges, the same in every invocation, in chunks of CK keys (P * CK * (D + Dv) FMAs at most
+ * UNROLLED: the chunk is unrolled, and lavapipe's LLVM compile time grows faster than the
+ * code): per chunk P * CK scores (keys outside the slot's own range, or past the union, are
+ * -inf), per slot one max update and rescale by exp(m_old - m_new), then the CK weighted v
+ * rows added. At the end each real slot (slot < rows * G, row inside S) divides by l and
+ * stores through the epilogue. A query that sees no key gets 0 / 0 = NaN, as on the cpu. */
+#include <math.h>
+#include <string.h>
+
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  LANES = 8,          /* invocations a workgroup aims at: one llvmpipe SIMD batch (AVX2) */
+  MAX_HEAD_DIM = 256,
+  MAX_GROUP = 256,    /* query heads per kv head: invocations of a one-row block */
+  MAX_CHUNK = 8,      /* keys per chunk (scores held in registers) */
+  UNROLLED = 512,     /* P * CK * (D + Dv) FMAs per chunk, unrolled */
+  MAX_INVOCATIONS = 128, /* per workgroup: Vulkan's guaranteed maxComputeWorkGroupInvocations */
+  MAX_PER = 4,        /* slots per invocation: each k and v load feeds P FMAs */
+  REG_FLOATS = 512,   /* P * (D + Dv) at most (beyond it, fewer slots) */
+  MAX_STATE = MAX_PER * (2 + MAX_HEAD_DIM),
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *q, *k, *v, *cu; /* cu: NULL without segments */
+  int64_t heads, kv_heads, group, d, dv;
+  int64_t rows;    /* query rows per workgroup */
+  int64_t slots;   /* rows * group: (row, query head) pairs of the block */
+  int64_t per;     /* slots one invocation owns (P) */
+  int64_t threads; /* ceil(slots / P) invocations */
+  int64_t chunk;   /* keys per chunk */
+  double scale;
+  bool causal;
+  int tid;
+  int slot[MAX_PER];                        /* this invocation's slots, clamped to the last */
+  int row[MAX_PER];                         /* their query rows, clamped into S */
+  int key_start[MAX_PER], key_end[MAX_PER]; /* their rows' key ranges */
+} lanes_attention_t;
+
+/* An invocation's online-softmax states: per slot p, at p * (2 + Dv): m, l, then the Dv
+ * accumulators. */
+typedef struct {
+  int v[MAX_STATE];
+} state_t;
+
+/* ---- small emitters ---- */
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+static int divu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, c)); }
+static int remu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, c)); }
+
+static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
+  return v;
+}
+
+static int select_as(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
+                        cond, a, b, type);
+  return v;
+}
+
+static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
+  return v;
+}
+
+/* exp(x - m), or 0 where x is -inf (a masked key, or the max before any key). */
+static int weight(vlmc_kernel_emit_t *e, int x, int m) {
+  int p = vlmc_kernel_emit_float_unary(e, "math.exp", vlmc_kernel_emit_float_op(e, "arith.subf", x, m, 0), 0);
+  int masked = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oeq, " VLMC_SSA ", " VLMC_SSA " : f32", masked, x,
+                        vlmc_kernel_emit_f32(e, -INFINITY));
+  return select_as(e, masked, vlmc_kernel_emit_f32(e, 0), p, "f32");
+}
+
+/* ---- the keys a query sees (as kernel_attention.c and the cpu kernel compute them) ---- */
+
+/* The segment of row i: [last boundary <= i, first boundary > i), a linear scan over the few
+ * boundaries of cu; [0, T) when a (symbolic) count of 0 runs no iteration. */
+static void emit_segment(const lanes_attention_t *A, int i, int *start, int *end) {
+  vlmc_kernel_emit_t *e = A->e;
+  int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
+  int out = vlmc_kernel_emit_fresh(e);
+  int count = vlmc_kernel_emit_dim(e, A->cu->type.dims[0]);
+  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
+                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ") -> (index, index) {",
+                        out, w, idx(e, 0), count, idx(e, 1), s_in, *start, e_in, *end);
+  int bound = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
+                        vlmc_kernel_emit_load(e, A->cu, w));
+  int le = cmp(e, "sle", bound, i);
+  int s_next = select_as(e, le, bound, s_in, "index");
+  int e_next = select_as(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound), "index");
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
+  vlmc_kernel_emit_line(e, "}");
+  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
+  /* pitfall 4: a zero-trip loop's results are garbage, keep the inits */
+  *start = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, s_out, *start, "index");
+  *end = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, e_out, *end, "index");
+}
+
+/* [start, end) of the keys query row i sees: its segment, cut by the causal limit (keys
+ * j <= i + T - S), never reversed. */
+static void emit_key_range(const lanes_attention_t *A, int i, int *out_start, int *out_end) {
+  vlmc_kernel_emit_t *e = A->e;
+  const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type;
+  int start = idx(e, 0), end = vlmc_kernel_emit_dim(e, kt->dims[0]);
+  if (A->cu) emit_segment(A, i, &start, &end);
+  if (A->causal) {
+    int t1 = add(e, vlmc_kernel_emit_dim(e, kt->dims[0]), idx(e, 1));
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", add(e, i, t1), vlmc_kernel_emit_dim(e, qt->dims[0]));
+    end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
+  }
+  *out_start = start;
+  *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
+}
+
+/* The union [*start, *end) of the key ranges of rows i0 .. i0 + rows - 1 (clamped to S - 1),
+ * from uniform values only, so the key loop over it and its loads stay uniform. */
+static void emit_block_range(const lanes_attention_t *A, int i0, int last, int *start, int *end) {
+  vlmc_kernel_emit_t *e = A->e;
+  if (A->rows == 1) {
+    emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", i0, last), start, end);
+    return;
+  }
+  int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
+  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
+                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ") -> (index, index) {",
+                        out, r, idx(e, 0), idx(e, A->rows), idx(e, 1), lo,
+                        vlmc_kernel_emit_dim(e, A->k->type.dims[0]), hi, idx(e, 0));
+  int rs, re;
+  emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
+                        vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
+                        vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
+  vlmc_kernel_emit_line(e, "}");
+  /* rows >= 2 (static): the loop runs */
+  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
+  *start = s_out;
+  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
+}
+
+/* ---- the state carried through the key loop ---- */
+
+static int state_count(const lanes_attention_t *A) { return (int)(A->per * (2 + A->dv)); }
+static int *slot_state(const lanes_attention_t *A, state_t *s, int64_t p) { return &s->v[p * (2 + A->dv)]; }
+
+static void state_types(const lanes_attention_t *A, vlmc_strbuf_t *line) {
+  for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_puts(line, r ? ", f32" : "f32");
+}
+
+/* Opens the key loop carrying *s (*s becomes its inner values); returns its results' SSA. */
+static int open_state_loop(const lanes_attention_t *A, int from, int to, int step, state_t *s, int *iv) {
+  vlmc_kernel_emit_t *e = A->e;
+  int results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     state_count(A), *iv, from, to, step);
+  for (int r = 0; r < state_count(A); ++r) {
+    int inner = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", r ? ", " : "", inner, s->v[r]);
+    s->v[r] = inner;
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  state_types(A, &line);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+/* Yields *next, closes the loop; *out gets its results. */
+static void close_state_loop(const lanes_attention_t *A, const state_t *next, int results, state_t *out) {
+  vlmc_kernel_emit_t *e = A->e;
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_printf(&line, "%s%%v%d", r ? ", " : "", next->v[r]);
+  vlmc_strbuf_puts(&line, " : ");
+  state_types(A, &line);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_strbuf_deinit(&line);
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  for (int r = 0; r < state_count(A); ++r) {
+    int value = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", value, results, r, zero);
+    out->v[r] = value;
+  }
+}
+
+/* ---- one chunk of keys ---- */
+
+/* Flat index of element 0 of key (or value) row `key` on kv head kvh: uniform. */
+static int kv_base(const lanes_attention_t *A, int key, int kvh, int64_t dim) {
+  vlmc_kernel_emit_t *e = A->e;
+  return mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim));
+}
+
+/* CK keys from j0: each k row loaded once for the P slots' scores (uniform addresses), per
+ * slot one max update and rescale, then each v row loaded once for the P slots' accumulators.
+ * Keys past T are read at T - 1 and masked by the slots' ranges. */
+static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM], int j0, int kvh,
+                       int last_key, state_t *s) {
+  vlmc_kernel_emit_t *e = A->e;
+  int scores[MAX_PER][MAX_CHUNK], bases[MAX_CHUNK], kx[MAX_HEAD_DIM], m[MAX_PER];
+  for (int64_t p = 0; p < A->per; ++p) m[p] = slot_state(A, s, p)[0];
+  for (int64_t c = 0; c < A->chunk; ++c) {
+    int key = add(e, j0, idx(e, c));
+    bases[c] = vlmc_kernel_emit_index_op(e, "arith.minsi", key, last_key);
+    int base = kv_base(A, bases[c], kvh, A->d);
+    for (int64_t x = 0; x < A->d; ++x) kx[x] = vlmc_kernel_emit_load(e, A->k, add(e, base, idx(e, x)));
+    for (int64_t p = 0; p < A->per; ++p) {
+      int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[p][0], kx[0], 0);
+      for (int64_t x = 1; x < A->d; ++x) dot = fma_f32(e, q[p][x], kx[x], dot);
+      int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
+      int ok = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
+                            cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
+      scores[p][c] = select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+      m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][c], 0);
+    }
+  }
+  for (int64_t p = 0; p < A->per; ++p) {
+    int *st = slot_state(A, s, p);
+    int alpha = weight(e, st[0], m[p]);
+    st[0] = m[p];
+    st[1] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[1], alpha, 0);
+    for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[2 + x], alpha, 0);
+  }
+  for (int64_t c = 0; c < A->chunk; ++c) {
+    int w[MAX_PER];
+    for (int64_t p = 0; p < A->per; ++p) {
+      int *st = slot_state(A, s, p);
+      w[p] = weight(e, scores[p][c], m[p]);
+      st[1] = vlmc_kernel_emit_float_op(e, "arith.addf", st[1], w[p], 0);
+    }
+    int base = kv_base(A, bases[c], kvh, A->dv);
+    for (int64_t x = 0; x < A->dv; ++x) {
+      int vx = vlmc_kernel_emit_load(e, A->v, add(e, base, idx(e, x)));
+      for (int64_t p = 0; p < A->per; ++p) {
+        int *st = slot_state(A, s, p);
+        st[2 + x] = fma_f32(e, w[p], vx, st[2 + x]);
+      }
+    }
+  }
+}
+
+/* ---- one block on one kv head ---- */
+
+/* Query head of slot p on kv head kvh. */
+static int slot_head(const lanes_attention_t *A, int64_t p, int kvh) {
+  vlmc_kernel_emit_t *e = A->e;
+  return add(e, mul(e, kvh, idx(e, A->group)), remu(e, A->slot[p], A->group));
+}
+
+/* This invocation's slots on kv head kvh: their queries into registers, the keys of the
+ * block's union [start, end) in chunks, then the outputs of the real slots (slot < slots,
+ * row inside S). */
+static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, int end) {
+  vlmc_kernel_emit_t *e = A->e;
+  int q[MAX_PER][MAX_HEAD_DIM];
+  state_t init, s;
+  for (int64_t p = 0; p < A->per; ++p) {
+    int q_base = mul(e, add(e, mul(e, A->row[p], idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->d));
+    for (int64_t x = 0; x < A->d; ++x) q[p][x] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, x)));
+    int *st = slot_state(A, &init, p);
+    st[0] = vlmc_kernel_emit_f32(e, -INFINITY);
+    st[1] = vlmc_kernel_emit_f32(e, 0);
+    for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_f32(e, 0);
+  }
+  s = init;
+  int last_key = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->k->type.dims[0]), idx(e, 1));
+  int j0;
+  state_t out;
+  int keys = open_state_loop(A, start, end, idx(e, A->chunk), &s, &j0);
+  emit_chunk(A, (const int (*)[MAX_HEAD_DIM])q, j0, kvh, last_key, &s);
+  close_state_loop(A, &s, keys, &out);
+  for (int r = 0; r < state_count(A); ++r) /* no key at all: keep the initial state */
+    out.v[r] = vlmc_vk_emit_guard_empty(e, start, end, out.v[r], init.v[r], "f32");
+  int s_rows = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
+  for (int64_t p = 0; p < A->per; ++p) {
+    int slot = add(e, A->tid, idx(e, p * A->threads)); /* unclamped: stored only when real */
+    int row = add(e, i0, divu(e, slot, A->group));
+    int store = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
+                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
+    int o_base = mul(e, add(e, mul(e, row, idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->dv));
+    const int *st = slot_state(A, &out, p);
+    for (int64_t x = 0; x < A->dv; ++x) {
+      int y = vlmc_kernel_emit_float_op(e, "arith.divf", st[2 + x], st[1], 0);
+      vlmc_kernel_emit_finish_element(e, y, add(e, o_base, idx(e, x)));
+    }
+    vlmc_kernel_emit_line(e, "}");
+  }
+}
+
+/* ---- the template ---- */
+
+static bool static_dims(const vlmc_type_t *t, uint32_t from) {
+  for (uint32_t d = from; d < t->rank; ++d)
+    if (!vlmc_dim_is_static(t->dims[d])) return false;
+  return true;
+}
+
+/* Rows per block (about LANES * P slots, at most a static S), slots per invocation (P, while
+ * P * (D + Dv) stays in REG_FLOATS) and keys per chunk (the chunk's code is unrolled). */
+static void choose_block(lanes_attention_t *A) {
+  const vlmc_type_t *qt = &A->q->type;
+  int64_t target = LANES * MAX_PER;
+  A->rows = A->group >= target ? 1 : target / A->group;
+  if (vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off >= 1 && A->rows > qt->dims[0].off)
+    A->rows = qt->dims[0].off;
+  A->slots = A->rows * A->group;
+  A->per = 1;
+  while (A->per < MAX_PER && A->per * 2 <= A->slots && A->per * 2 * (A->d + A->dv) <= REG_FLOATS)
+    A->per *= 2;
+  A->threads = (A->slots + A->per - 1) / A->per;
+  A->chunk = UNROLLED / (A->per * (A->d + A->dv));
+  if (A->chunk > MAX_CHUNK) A->chunk = MAX_CHUNK;
+  if (A->chunk < 1) A->chunk = 1;
+}
+
+/* Refuses, by name, what the kernel cannot take; fills the shape fields. */
+static bool check_shapes(lanes_attention_t *A) {
+  vlmc_kernel_emit_t *e = A->e;
+  const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type, *vt = &A->v->type;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !static_dims(qt, 1) ||
+      !static_dims(kt, 1) || !static_dims(vt, 1)) {
+    vlmc_kernel_emit_fail(e, "attention: the vulkan kernel needs static head counts and head dims "
+                          "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
+    return false;
+  }
+  A->heads = qt->dims[1].off;
+  A->kv_heads = kt->dims[1].off;
+  A->d = qt->dims[2].off;
+  A->dv = vt->dims[2].off;
+  if (A->kv_heads <= 0 || A->heads % A->kv_heads || A->d < 1 || A->dv < 1 || A->d > MAX_HEAD_DIM ||
+      A->dv > MAX_HEAD_DIM) {
+    vlmc_kernel_emit_fail(e, "attention: the vulkan kernel takes head dims from 1 to %d and query "
+                          "heads a multiple of the kv heads (got D = %lld, Dv = %lld, %lld heads "
+                          "over %lld)", MAX_HEAD_DIM, (long long)A->d, (long long)A->dv,
+                          (long long)A->heads, (long long)A->kv_heads);
+    return false;
+  }
+  if (A->cu && A->cu->type.rank != 1) {
+    vlmc_kernel_emit_fail(e, "attention: the segment boundaries must be a vector (rank 1)");
+    return false;
+  }
+  A->group = A->heads / A->kv_heads;
+  if (A->group > MAX_GROUP) {
+    vlmc_kernel_emit_fail(e, "attention: %lld query heads per kv head do not fit the vulkan kernel "
+                          "(at most %d: one invocation per query head)", (long long)A->group, MAX_GROUP);
+    return false;
+  }
+  return true;
+}
+
+vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  lanes_attention_t A;
+  memset(&A, 0, sizeof A);
+  A.e = e;
+  A.q = op->operands[0];
+  A.k = op->operands[1];
+  A.v = op->operands[2];
+  A.cu = op->num_operands > 3 ? op->operands[3] : NULL;
+  if (!check_shapes(&A)) return NULL;
+  choose_block(&A);
+  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
+  A.scale = scale ? scale->v.f : 1.0 / sqrt((double)A.d);
+  A.causal = causal && causal->v.b;
+  e->template_name = "attention";
+  e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16);
+  /* A block of one row takes one (row, kv head) unit; a block of several rows takes those
+   * rows on every kv head (the units of a row are its kv heads, consecutive), one set of
+   * `threads` invocations per kv head side by side (so every loop of a SIMD batch runs once
+   * per workgroup: llvmpipe stops a batch's loops after 65535 iterations in all), or in turn
+   * when they would pass 128 invocations. */
+  int64_t units = A.rows == 1 ? 1 : A.rows * A.kv_heads;
+  bool heads_side_by_side = A.rows > 1 && A.threads * A.kv_heads <= MAX_INVOCATIONS;
+  vlmc_vk_emit_set_workgroup(e, (int)(heads_side_by_side ? A.threads * A.kv_heads : A.threads), 1, 1,
+                             (int)units);
+  int invocation = vlmc_vk_emit_thread_id(e, 0);
+  A.tid = heads_side_by_side ? remu(e, invocation, A.threads) : invocation;
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end)); /* uniform */
+  int i0 = divu(e, first, A.kv_heads);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A.q->type.dims[0]), idx(e, 1));
+  for (int64_t p = 0; p < A.per; ++p) {
+    A.slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A.tid, idx(e, p * A.threads)),
+                                          idx(e, A.slots - 1));
+    A.row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.slot[p], A.group)), last);
+    emit_key_range(&A, A.row[p], &A.key_start[p], &A.key_end[p]);
+  }
+  int start, stop;
+  emit_block_range(&A, i0, last, &start, &stop);
+  if (A.rows == 1) {
+    emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
+  } else if (heads_side_by_side) {
+    emit_block(&A, i0, divu(e, invocation, A.threads), start, stop);
+  } else {
+    int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
+    emit_block(&A, i0, kvh, start, stop);
+    vlmc_kernel_emit_line(e, "}");
+  }
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}

@@ -1,0 +1,268 @@
+/* linear for CPU devices (lavapipe): y[m, n] = sum_k x[m, k] W[n, k] (+ b[n]), then the
+ * epilogue, with the same template name, work units (blocks of VLMC_KERNEL_LINEAR_UNIT = 4
+ * output features over all M rows), inputs and rounding as vlmc_vk_kernel_linear, but shaped
+ * for llvmpipe rather than a GPU: no workgroup memory, no barriers, no subgroup operations.
+ *
+ * Why: llvmpipe (Mesa 22.3) runs a workgroup on one CPU thread, its invocations in SIMD
+ * batches of 8; a barrier is a coroutine switch of every batch, and every storage-buffer load
+ * inside a loop is a per-lane scalar loop, whatever its address (the broadcast path needs an
+ * address made of constants and push constants only, outside all control flow). So what
+ * counts is loads per FMA, and each invocation register-blocks (README.md, "Lanes variants"):
+ *
+ *  - M > 1: a workgroup of LANES (32) invocations takes UNITS (2) units, i.e. FEATURES (8)
+ *    output features, and walks all M rows in steps of LANES * ROWS (128); invocation t
+ *    keeps ROWS (4) x FEATURES accumulators, rows m0 + t + LANES * r. Per k it loads ROWS x
+ *    values and FEATURES weights (the same addresses in every invocation, which a GPU
+ *    broadcasts): 32 FMAs for 12 loads. The k loop is unrolled by K_UNROLL (8; the loop's
+ *    mask bookkeeping is paid once per step), the K % K_UNROLL remainder written out (K is
+ *    static).
+ *  - M == 1 (the decode GEMV): invocation t takes GEMV_FEATURES (4) features n0 + t + LANES j
+ *    (a static M of 1: 128 features, GEMV_UNITS units, a workgroup); x[k] is loaded once for
+ *    the 4 (each W element feeds one FMA: a GEMV has nothing else to reuse), k unrolled alike.
+ *
+ * Rows past M and features past N are clamped to the last one (their loads stay in bounds and
+ * the lanes in lockstep), and only the stores are guarded. Accumulation is f32 FMAs in k
+ * order from 0, then the bias, then the epilogue (the shared emitter, which also rounds an f16
+ * result), as in the GPU kernel. */
+#include "artifact/kernel_table.h"
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  UNIT = VLMC_KERNEL_LINEAR_UNIT,
+  /* Invocations per workgroup: 4 llvmpipe SIMD batches of 8 (AVX2). llvmpipe ends every loop
+   * of a batch after 65535 iterations in all (LP_MAX_TGSI_LOOP_ITERATIONS, one counter for
+   * every loop of the shader), silently: a batch runs ceil(M / 128) * (K / 8 + 1) of them,
+   * under the limit up to M * K of about 6.7e7 (a 16384-patch image through a K = 3420 MLP
+   * is 5.6e7); kernel-test's linear_tall (M = 120000) checks that no row is lost. */
+  LANES = 32,
+  UNITS = 2,                 /* work units per workgroup, M > 1 (or a symbolic M) */
+  FEATURES = UNITS * UNIT,   /* 8 output features per workgroup, M > 1 */
+  ROWS = 4,                  /* rows per invocation on the M > 1 path */
+  GEMV_FEATURES = 4,         /* features per invocation, M == 1 */
+  GEMV_UNITS = LANES * GEMV_FEATURES / UNIT, /* a static M == 1 */
+  K_UNROLL = 8,
+  ACCS = ROWS * FEATURES,    /* accumulators per invocation, M > 1 */
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *x, *w, *b;
+  int64_t k, n;
+  int m;      /* index SSA: rows of x (the product of its leading dims) */
+  int tid;    /* invocation in the workgroup */
+  int n0;     /* first feature of the workgroup */
+  int n_end;  /* one past its last feature: min(end unit * 4, N) */
+} lanes_linear_t;
+
+/* ---- small emitters ---- */
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+static int min_si(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.minsi", a, b); }
+
+static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
+  return v;
+}
+
+static int and_i1(vlmc_kernel_emit_t *e, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, a, b);
+  return v;
+}
+
+static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
+  return v;
+}
+
+/* "%r:n = scf.for %iv = from to to step step iter_args(...) -> (f32 x n) {": acc[] becomes the
+ * loop's inner values; returns %r (results %r#i). */
+static int open_acc_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n, int *acc, int *iv) {
+  int results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     n, *iv, from, to, step);
+  for (int a = 0; a < n; ++a) {
+    int inner = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", inner, acc[a]);
+    acc[a] = inner;
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+/* Yields acc[], closes the loop, and makes acc[] its results (as plain SSA values). */
+static void close_acc_loop(vlmc_kernel_emit_t *e, int results, int n, int *acc) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", acc[a]);
+  vlmc_strbuf_puts(&line, " : ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  vlmc_kernel_emit_line(e, "}");
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  for (int a = 0; a < n; ++a) {
+    acc[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", acc[a], results, a, zero);
+  }
+}
+
+/* y[row, col] = acc (+ bias) through the epilogue, when `ok`. */
+static void store_output(const lanes_linear_t *L, int ok, int row, int col, int acc, int bias) {
+  vlmc_kernel_emit_t *e = L->e;
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
+  if (bias >= 0) acc = vlmc_kernel_emit_float_op(e, "arith.addf", acc, bias, 0);
+  vlmc_kernel_emit_finish_element(e, acc, add(e, mul(e, row, idx(e, L->n)), col));
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* b[col] (col clamped into the workgroup's features), or -1 without a bias. */
+static int load_bias(const lanes_linear_t *L, int col) {
+  if (!L->b) return -1;
+  return vlmc_kernel_emit_load(L->e, L->b, col);
+}
+
+/* ---- the k loop, shared by both paths ----
+ * a[i] and b[j] are the flat bases (index SSAs) of the na left and nb right operands' rows;
+ * acc[i * nb + j] += A[a[i] + k] * B[b[j] + k] for k in [0, K): a loop of K_UNROLL steps, then
+ * the remainder written out. */
+static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, const int *a, int na,
+                           const vlmc_value_t *vb, const int *b, int nb, int *acc) {
+  vlmc_kernel_emit_t *e = L->e;
+  int64_t main_k = L->k / K_UNROLL * K_UNROLL;
+  int n = na * nb;
+  if (main_k > 0) { /* static trip count >= 1: no zero-trip guard needed */
+    int k0;
+    int results = open_acc_loop(e, idx(e, 0), idx(e, main_k), idx(e, K_UNROLL), n, acc, &k0);
+    for (int u = 0; u < K_UNROLL; ++u) {
+      int k = add(e, k0, idx(e, u));
+      int av[ACCS], bv[ACCS];
+      for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
+      for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
+      for (int i = 0; i < na; ++i)
+        for (int j = 0; j < nb; ++j) acc[i * nb + j] = fma_f32(e, av[i], bv[j], acc[i * nb + j]);
+    }
+    close_acc_loop(e, results, n, acc);
+  }
+  for (int64_t kk = main_k; kk < L->k; ++kk) {
+    int k = idx(e, kk);
+    int av[ACCS], bv[ACCS];
+    for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
+    for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j) acc[i * nb + j] = fma_f32(e, av[i], bv[j], acc[i * nb + j]);
+  }
+}
+
+/* ---- M > 1: lanes over rows, the weights uniform ---- */
+
+static void emit_rows(const lanes_linear_t *L) {
+  vlmc_kernel_emit_t *e = L->e;
+  int last_col = vlmc_kernel_emit_index_op(e, "arith.subi", L->n_end, idx(e, 1));
+  int w_base[FEATURES], col[FEATURES], bias[FEATURES];
+  for (int f = 0; f < FEATURES; ++f) { /* uniform: the workgroup's features */
+    col[f] = min_si(e, add(e, L->n0, idx(e, f)), last_col);
+    w_base[f] = mul(e, col[f], idx(e, L->k));
+    bias[f] = load_bias(L, col[f]);
+  }
+  int last_row = vlmc_kernel_emit_index_op(e, "arith.subi", L->m, idx(e, 1));
+  int m0 = vlmc_kernel_emit_for(e, idx(e, 0), L->m, idx(e, LANES * ROWS));
+  int row[ROWS], x_base[ROWS], acc[ACCS];
+  for (int r = 0; r < ROWS; ++r) {
+    row[r] = add(e, add(e, m0, L->tid), idx(e, LANES * r));
+    x_base[r] = mul(e, min_si(e, row[r], last_row), idx(e, L->k));
+  }
+  for (int a = 0; a < ACCS; ++a) acc[a] = vlmc_kernel_emit_f32(e, 0);
+  emit_dot_block(L, L->x, x_base, ROWS, L->w, w_base, FEATURES, acc);
+  for (int r = 0; r < ROWS; ++r) {
+    int row_ok = cmp(e, "slt", row[r], L->m);
+    for (int f = 0; f < FEATURES; ++f) {
+      int feature = add(e, L->n0, idx(e, f));
+      store_output(L, and_i1(e, row_ok, cmp(e, "slt", feature, L->n_end)), row[r], feature,
+                   acc[r * FEATURES + f], bias[f]);
+    }
+  }
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* ---- M == 1: lanes over features, x uniform ---- */
+
+static void emit_gemv(const lanes_linear_t *L) {
+  vlmc_kernel_emit_t *e = L->e;
+  /* features n0 + t + LANES * j of invocation t; with a symbolic M the workgroup has the
+   * M > 1 path's FEATURES only, and invocations past them compute copies of the last */
+  int last_col = vlmc_kernel_emit_index_op(e, "arith.subi", L->n_end, idx(e, 1));
+  int feature[GEMV_FEATURES], col[GEMV_FEATURES], w_base[GEMV_FEATURES], acc[GEMV_FEATURES];
+  for (int j = 0; j < GEMV_FEATURES; ++j) {
+    feature[j] = add(e, add(e, L->n0, L->tid), idx(e, LANES * j));
+    col[j] = min_si(e, feature[j], last_col);
+    w_base[j] = mul(e, col[j], idx(e, L->k));
+    acc[j] = vlmc_kernel_emit_f32(e, 0);
+  }
+  int x_base = idx(e, 0);
+  emit_dot_block(L, L->x, &x_base, 1, L->w, w_base, GEMV_FEATURES, acc);
+  for (int j = 0; j < GEMV_FEATURES; ++j)
+    store_output(L, cmp(e, "slt", feature[j], L->n_end), idx(e, 0), feature[j], acc[j],
+                 load_bias(L, col[j]));
+}
+
+/* The rows of x (the product of its leading dims) when all are static, else -1. */
+static int64_t static_rows(const vlmc_type_t *xt) {
+  int64_t rows = 1;
+  for (uint32_t d = 0; d + 1 < xt->rank; ++d) {
+    if (!vlmc_dim_is_static(xt->dims[d])) return -1;
+    rows *= xt->dims[d].off;
+  }
+  return rows;
+}
+
+vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  lanes_linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
+                      0, 0, -1, -1, -1, -1};
+  const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
+  if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
+      wt->dims[0].off < 1 || wt->dims[1].off < 1) {
+    vlmc_kernel_emit_fail(e, "linear: the vulkan kernel needs a static [N, K] weight with N, K >= 1");
+    return NULL;
+  }
+  L.n = wt->dims[0].off;
+  L.k = wt->dims[1].off;
+  e->template_name = "linear";
+  e->cost = 2 * L.k * UNIT * 64;
+  int64_t rows = static_rows(xt);
+  vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, rows == 1 ? GEMV_UNITS : UNITS);
+  L.tid = vlmc_vk_emit_thread_id(e, 0);
+  L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  L.n0 = mul(e, first, idx(e, UNIT));
+  L.n_end = min_si(e, mul(e, end, idx(e, UNIT)), idx(e, L.n));
+  /* A group of the 2-D grid's last row may lie past the work: nothing to do (uniform). */
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", L.n0, L.n_end));
+  if (rows == 1) {
+    emit_gemv(&L);
+  } else if (rows > 1) {
+    emit_rows(&L);
+  } else {
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "eq", L.m, idx(e, 1)));
+    emit_gemv(&L);
+    vlmc_kernel_emit_line(e, "} else {");
+    emit_rows(&L);
+    vlmc_kernel_emit_line(e, "}");
+  }
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
