@@ -877,32 +877,78 @@ static int splat_i32(const attention_t *A, int index) {
   return v;
 }
 
+/* The keys of one row of a micro-kernel step: its [start, end) as i32 splats, the tile's first
+ * key, the score vectors [va, vb) the step computed, the row's offset in the scores. */
+typedef struct {
+  int start, end, j0, va, vb, row_at;
+} row_keys_t;
+
+/* The largest score of the row's vectors (masked: keys outside [start, end) left out). */
+static int emit_max_scan(const tiled_t *T, const row_keys_t *k, bool masked) {
+  const attention_t *A = T->A;
+  vlmc_kernel_emit_t *e = A->e;
+  int ninf = splat_const(A, -INFINITY), inner, outer;
+  int vi = open_vector_loop(A, k->va, k->vb, vlmc_kernel_emit_index(e, 1), 1, &ninf, &inner, &outer);
+  int at = vlmc_kernel_emit_index_op(e, "arith.addi", k->row_at, idx_mul(e, vi, A->vl));
+  int s = vec_load(A, T->ss, T->ss_t, at);
+  if (masked) s = emit_masked(T, k->j0, vi, k->start, k->end, s, splat_const(A, -INFINITY));
+  int best = emit_max(A, inner, s, true);
+  close_vector_loop(A, 1, &best);
+  return outer;
+}
+
+/* The weights exp(score - max) written over the row's scores (masked: 0 outside its keys);
+ * returns their sum as a vector of partial sums. */
+static int emit_weight_scan(const tiled_t *T, const row_keys_t *k, int m_vec, bool masked) {
+  const attention_t *A = T->A;
+  vlmc_kernel_emit_t *e = A->e;
+  int zero = vlmc_cpu_emit_zero_vector(e, A->vl), inner, outer;
+  int vi = open_vector_loop(A, k->va, k->vb, vlmc_kernel_emit_index(e, 1), 1, &zero, &inner, &outer);
+  int at = vlmc_kernel_emit_index_op(e, "arith.addi", k->row_at, idx_mul(e, vi, A->vl));
+  int p = emit_exp(A, vec_op(A, "arith.subf", vec_load(A, T->ss, T->ss_t, at), m_vec));
+  if (masked) p = emit_masked(T, k->j0, vi, k->start, k->end, p, zero);
+  vec_store(A, p, T->ss, T->ss_t, at);
+  int added = vec_op(A, "arith.addf", inner, p);
+  close_vector_loop(A, 1, &added);
+  return outer;
+}
+
+/* `%r = scf.if %inside -> (vec) { unmasked scan } else { masked scan }`: most steps lie wholly
+ * within their rows' keys and skip the masks. m_vec < 0: the max scan, else the weights. */
+static int emit_scan(const tiled_t *T, const row_keys_t *k, int inside, int m_vec) {
+  const attention_t *A = T->A;
+  vlmc_kernel_emit_t *e = A->e;
+  int result = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = scf.if " VLMC_SSA " -> (%s) {", result, inside, A->vec);
+  for (int masked = 0; masked < 2; ++masked) {
+    if (masked) vlmc_kernel_emit_line(e, "} else {");
+    int v = m_vec < 0 ? emit_max_scan(T, k, masked) : emit_weight_scan(T, k, m_vec, masked);
+    vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : %s", v, A->vec);
+  }
+  vlmc_kernel_emit_line(e, "}");
+  return result;
+}
+
 /* The online softmax of row r over score vectors [va, vb) of the tile: the max raised, the
  * weights exp(score - max) (0 outside the row's keys) written over the scores, l rescaled and
  * added to; returns the rescale factor exp(m_old - m_new) as a vector. */
 static int emit_tile_softmax(const tiled_t *T, int r, int slot, int j0, int va, int vb) {
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
-  int start = splat_i32(A, mem_load(e, T->rs, T->ix_t, slot));
-  int end = splat_i32(A, mem_load(e, T->re, T->ix_t, slot));
-  int one = vlmc_kernel_emit_index(e, 1), row_at = vlmc_kernel_emit_index(e, (int64_t)r * TILE_KEYS);
-  int ninf = splat_const(A, -INFINITY), zero = vlmc_cpu_emit_zero_vector(e, A->vl);
-  int inner, outer;
-  int vi = open_vector_loop(A, va, vb, one, 1, &ninf, &inner, &outer);
-  int at = vlmc_kernel_emit_index_op(e, "arith.addi", row_at, idx_mul(e, vi, A->vl));
-  int best = emit_max(A, inner, emit_masked(T, j0, vi, start, end, vec_load(A, T->ss, T->ss_t, at), ninf),
-                      true);
-  close_vector_loop(A, 1, &best);
+  int start = mem_load(e, T->rs, T->ix_t, slot), end = mem_load(e, T->re, T->ix_t, slot);
+  row_keys_t k = {splat_i32(A, start), splat_i32(A, end), j0, va, vb,
+                  vlmc_kernel_emit_index(e, (int64_t)r * TILE_KEYS)};
+  int first = vlmc_kernel_emit_index_op(e, "arith.addi", j0, idx_mul(e, va, A->vl));
+  int past = vlmc_kernel_emit_index_op(e, "arith.addi", j0, idx_mul(e, vb, A->vl));
+  int from_ok = vlmc_kernel_emit_fresh(e), to_ok = vlmc_kernel_emit_fresh(e), inside = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi sle, " VLMC_SSA ", " VLMC_SSA " : index", from_ok, start,
+                        first);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi sge, " VLMC_SSA ", " VLMC_SSA " : index", to_ok, end, past);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", inside, from_ok, to_ok);
+  int best = emit_scan(T, &k, inside, -1);
   int m_old = mem_load(e, T->ms, T->ms_t, slot);
-  int m_new = emit_max(A, m_old, emit_max_lanes(A, outer), false);
-  int m_vec = splat(A, m_new), sum_in, sum;
-  vi = open_vector_loop(A, va, vb, one, 1, &zero, &sum_in, &sum);
-  at = vlmc_kernel_emit_index_op(e, "arith.addi", row_at, idx_mul(e, vi, A->vl));
-  int p = emit_exp(A, vec_op(A, "arith.subf", vec_load(A, T->ss, T->ss_t, at), m_vec));
-  p = emit_masked(T, j0, vi, start, end, p, zero);
-  vec_store(A, p, T->ss, T->ss_t, at);
-  int added = vec_op(A, "arith.addf", sum_in, p);
-  close_vector_loop(A, 1, &added);
+  int m_new = emit_max(A, m_old, emit_max_lanes(A, best), false);
+  int sum = emit_scan(T, &k, inside, splat(A, m_new));
   int alpha = emit_exp(A, splat(A, vlmc_kernel_emit_float_op(e, "arith.subf", m_old, m_new, 0)));
   int l_at = idx_mul(e, slot, A->vl);
   vec_store(A, vec_fma(A, vec_load(A, T->ls, T->ls_t, l_at), alpha, sum), T->ls, T->ls_t, l_at);
