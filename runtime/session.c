@@ -203,6 +203,18 @@ static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t 
   return st;
 }
 
+static void report_weights(void *ctx, uint64_t done, uint64_t total) {
+  const vlmc_session_t *s = ctx;
+  s->progress(s->progress_ctx, "weights loaded", done, total, "bytes");
+}
+
+/* Every weight verified (and, resident, copied) now, reported to the progress display. */
+static vlmc_status_t load_weights(vlmc_session_t *s, uint32_t threads) {
+  if (!s->progress) return vlmc_params_verify_all_threads(s->params, threads);
+  s->progress(s->progress_ctx, "weights loaded", 0, 0, "bytes");
+  return vlmc_params_verify_all_progress(s->params, threads, report_weights, s);
+}
+
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
   const char *not_built = vlmc_backend_not_built(o->backend);
   if (not_built) return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s': %s", o->backend, not_built);
@@ -224,7 +236,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   /* Resident weights are copied (and so checked) at open: load time, not the first prompt's. */
   if (o->verify_params || vlmc_params_resident(s->params)) {
     VLMC_RETURN_IF_ERROR(verify_params_section(s));
-    VLMC_RETURN_IF_ERROR(vlmc_params_verify_all_threads(s->params, o->threads ? o->threads : 1));
+    VLMC_RETURN_IF_ERROR(load_weights(s, o->threads ? o->threads : 1));
   }
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));

@@ -26,8 +26,8 @@
 #include "support/status.h"
 
 /* Progress of long work as it goes: `done` of `total` (0: not known yet) in `unit` ("bytes",
- * "steps") of `what` ("weights uploaded", "image encode"); done = 0 starts a piece of work and
- * done = total ends it. Steps are the walker's (runtime/program.h): dispatch regions and host
+ * "steps") of `what` ("weights loaded", "weights uploaded", "image encode"); done = 0 starts
+ * a piece of work and done = total ends it. Steps are the walker's (runtime/program.h): dispatch regions and host
  * steps, not time. */
 typedef void (*vlmc_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total,
                                  const char *unit);
@@ -44,8 +44,9 @@ typedef struct {
    * weights (VLMC_BACKEND_STREAMS_WEIGHTS), mapped on the interpreter (which keeps its own
    * packed copies). */
   const char *weights;
-  /* Progress of the weights' upload at open and of each image encode (NULL: none); a display
-   * decides what to show (vlmc-run: work that runs past a second, unless --quiet). */
+  /* Progress of the weights' load (verify, resident copy) and upload at open and of each image
+   * encode (NULL: none); a display decides what to show (vlmc-run: work that runs past a
+   * second, unless --quiet). */
   vlmc_progress_fn progress;
   void *progress_ctx;
 } vlmc_session_options_t;
