@@ -5,7 +5,12 @@
  * softmax): a running max m, a running sum l of exp(score - m) and the unnormalised output,
  * both rescaled by exp(m_old - m_new) when the max grows, divided by l at the end.
  *
- * Work units are (query row, kv head) pairs. The kv head's group of Hq / Hkv query heads
+ * Work units are (query row, kv head) pairs, u = row * Hkv + kv head (artifact/kernel_rules.c;
+ * the vulkan target uses the same rule). A kernel whose q has more than one row (prefill,
+ * vision) does the units of a call as tiles of queries x keys (emit_tiled, below); a decode
+ * step (one row, S static 1) as follows.
+ *
+ * One row: the kv head's group of Hq / Hkv query heads
  * takes the keys in tiles (as many keys as keep k and v within 64 KiB, in cache), each head in
  * turn, so a decode step reads its cache once rather than once per query head (measured: 2.7x
  * faster at 30k cached keys, 16 heads over 2); the states wait in a small stack buffer
