@@ -785,7 +785,9 @@ static void emit_prepare(const tiled_t *T, int row0, int p0, int n) {
                                           vlmc_kernel_emit_dim(e, qt->dims[0]));
     end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
   }
-  end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
+  /* within [0, T] whatever cu holds: the tile copy reads the keys these bound */
+  start = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.maxsi", start, vlmc_kernel_emit_index(e, 0)), keys);
+  end = vlmc_kernel_emit_index_op(e, "arith.maxsi", vlmc_kernel_emit_index_op(e, "arith.minsi", end, keys), start);
   mem_store(e, start, T->rs, T->ix_t, s);
   mem_store(e, end, T->re, T->ix_t, s);
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", c_next);
