@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -284,6 +285,10 @@ typedef struct {
   uint32_t worker, workers;
   vlmc_status_t status;
   pthread_t thread;
+  _Atomic uint64_t *done;       /* bytes verified by all workers */
+  uint64_t total;
+  vlmc_params_progress_fn progress; /* worker 0 only; NULL: none */
+  void *progress_ctx;
 } verify_job_t;
 
 /* Worker w takes every workers-th parameter that is not an alias: sizes vary, so
@@ -291,18 +296,33 @@ typedef struct {
  * which read their first entry's, are linked after, and resident_bytes summed. */
 static void *verify_some(void *arg) {
   verify_job_t *j = arg;
-  for (size_t i = j->worker; !j->status && i < j->p->manifest->num_params; i += j->workers)
-    if (j->p->first[i] == i) j->status = resolve(j->p, i);
+  for (size_t i = j->worker; !j->status && i < j->p->manifest->num_params; i += j->workers) {
+    if (j->p->first[i] != i) continue;
+    j->status = resolve(j->p, i);
+    uint64_t done = atomic_fetch_add(j->done, j->p->manifest->params[i].nbytes) +
+                    j->p->manifest->params[i].nbytes;
+    if (j->progress) j->progress(j->progress_ctx, done, j->total);
+  }
   return NULL;
 }
 
 vlmc_status_t vlmc_params_verify_all_threads(vlmc_params_t *p, uint32_t threads) {
+  return vlmc_params_verify_all_progress(p, threads, NULL, NULL);
+}
+
+vlmc_status_t vlmc_params_verify_all_progress(vlmc_params_t *p, uint32_t threads,
+                                              vlmc_params_progress_fn fn, void *ctx) {
+  _Atomic uint64_t done = 0;
+  uint64_t total = 0;
+  for (size_t i = 0; i < p->manifest->num_params; ++i)
+    if (p->first[i] == i) total += p->manifest->params[i].nbytes;
   if (threads < 1) threads = 1;
   if (threads > 16) threads = 16;
   verify_job_t jobs[16];
   uint32_t started = 0;
   for (uint32_t w = 0; w < threads; ++w) {
-    jobs[w] = (verify_job_t){.p = p, .worker = w, .workers = threads};
+    jobs[w] = (verify_job_t){.p = p, .worker = w, .workers = threads, .done = &done,
+                             .total = total, .progress = w ? NULL : fn, .progress_ctx = ctx};
     if (w > 0 && pthread_create(&jobs[w].thread, NULL, verify_some, &jobs[w]) != 0) break;
     started = w + 1;
   }

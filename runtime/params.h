@@ -48,5 +48,11 @@ size_t vlmc_params_resident_bytes(const vlmc_params_t *params);
 vlmc_status_t vlmc_params_verify_all(vlmc_params_t *params);
 /* The same, spread over `threads` threads (copies and checksums are per-core work). */
 vlmc_status_t vlmc_params_verify_all_threads(vlmc_params_t *params, uint32_t threads);
+/* Progress of the below: `done` of `total` bytes of distinct parameters verified (and copied). */
+typedef void (*vlmc_params_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+/* vlmc_params_verify_all_threads reporting to fn (from the caller's thread, after each of its
+ * parameters: the others' bytes are counted atomically). */
+vlmc_status_t vlmc_params_verify_all_progress(vlmc_params_t *params, uint32_t threads,
+                                              vlmc_params_progress_fn fn, void *ctx);
 
 #endif

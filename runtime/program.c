@@ -40,6 +40,8 @@ struct vlmc_program_s {
   void *param_ctx;
   vlmc_backend_tap_fn on_tap;
   void *tap_ctx;
+  vlmc_program_step_fn on_step; /* progress: after each step of a walked call */
+  void *step_ctx;
   plan_t **plans;            /* by function index */
   vlmc_rt_value_t *params;   /* by parameter index: loaded on first use, owned here */
   vlmc_tensor_t *param_host; /* by parameter index: a converted host copy, when one was needed */
@@ -220,6 +222,11 @@ void vlmc_program_destroy(vlmc_program_t *p) {
 void vlmc_program_set_tap(vlmc_program_t *p, vlmc_backend_tap_fn fn, void *ctx) {
   p->on_tap = fn;
   p->tap_ctx = ctx;
+}
+
+void vlmc_program_set_step_hook(vlmc_program_t *p, vlmc_program_step_fn fn, void *ctx) {
+  p->on_step = fn;
+  p->step_ctx = ctx;
 }
 
 /* ---- moving bytes ---- */
@@ -713,6 +720,9 @@ static vlmc_status_t walk(vlmc_program_t *p, plan_t *plan, vlmc_rt_value_t *valu
   vlmc_rt_value_t **in = calloc(most, sizeof *in);
   bool *may_take = calloc(most, sizeof *may_take);
   vlmc_status_t st = in && may_take ? NULL : vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  uint32_t steps = 0, done = 0;
+  for (uint32_t k = 0; p->on_step && k < plan->num_ops; ++k)
+    steps += plan->ops[k]->kind != VLMC_OP_RETURN && !(plan->member[k] && !plan->region_at[k]);
   for (uint32_t k = 0; !st && k < plan->num_ops; ++k) {
     const vlmc_op_t *op = plan->ops[k];
     if (op->kind == VLMC_OP_RETURN) {
@@ -723,6 +733,7 @@ static vlmc_status_t walk(vlmc_program_t *p, plan_t *plan, vlmc_rt_value_t *valu
     st = plan->region_at[k] ? run_region(p, plan, k, values, in, may_take) : run_op(p, op, values);
     if (st) st = vlmc_op_locate_error(op, st);
     else release_dead(p, plan, k, op, values);
+    if (!st && p->on_step) p->on_step(p->step_ctx, ++done, steps);
   }
   free(in);
   free(may_take);

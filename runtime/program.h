@@ -37,6 +37,14 @@ void vlmc_program_destroy(vlmc_program_t *program);
 /* Taps from now on go to fn (NULL: none). */
 void vlmc_program_set_tap(vlmc_program_t *program, vlmc_backend_tap_fn fn, void *ctx);
 
+/* Called after each step of a walked call (a dispatch region or a host step): `done` of the
+ * call's `total` steps, for a progress display (runtime/session.h). Steps differ in cost (one
+ * attention region may take most of an encode), so this counts work handed out, not time. */
+typedef void (*vlmc_program_step_fn)(void *ctx, uint32_t done, uint32_t total);
+/* Steps of the calls from now on go to fn (NULL: none). The interpreter (RUNS_FUNCTIONS)
+ * reports none: it gets whole calls. */
+void vlmc_program_set_step_hook(vlmc_program_t *program, vlmc_program_step_fn fn, void *ctx);
+
 /* Progress of vlmc_program_preload_params: `done` of `total` bytes after parameter `name`
  * (done counts what was uploaded: stored sizes, so it may end below total). */
 typedef void (*vlmc_program_progress_fn)(void *ctx, const char *name, size_t done, size_t total);

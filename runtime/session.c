@@ -24,6 +24,8 @@
 enum { MAX_TOKENIZER_BYTES = 512 * 1024 * 1024 };
 
 struct vlmc_session_s {
+  vlmc_progress_fn progress; /* NULL: none */
+  void *progress_ctx;
   vlmc_artifact_t *artifact;
   vlmc_manifest_t manifest;
   vlmc_module_t *module;
@@ -174,21 +176,11 @@ static vlmc_status_t set_weights(vlmc_session_t *s, const char *weights,
   return NULL;
 }
 
-/* Uploading the weights at open: a line on stderr every tenth, for models of 256 MB and more
- * (small ones upload before anyone would read it). */
-typedef struct {
-  const char *backend;
-  int tenths_shown;
-} upload_progress_t;
-
-static void print_upload_progress(void *ctx, const char *name, size_t done, size_t total) {
-  upload_progress_t *u = ctx;
-  if (total < ((size_t)256 << 20)) return;
-  int tenths = (int)(10.0 * (double)done / (double)total);
-  if (tenths <= u->tenths_shown) return;
-  u->tenths_shown = tenths;
-  fprintf(stderr, "%s: weights uploaded %d%% (%.0f of %.0f MB)\n", u->backend, 10 * tenths,
-          (double)done / (1 << 20), (double)total / (1 << 20));
+/* Uploading the weights at open, reported to the session's progress display. */
+static void report_upload(void *ctx, const char *name, size_t done, size_t total) {
+  (void)name;
+  const vlmc_session_t *s = ctx;
+  s->progress(s->progress_ctx, "weights uploaded", done, total, "bytes");
 }
 
 static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t *backend) {
@@ -204,8 +196,23 @@ static vlmc_status_t open_backend(vlmc_session_t *s, const vlmc_backend_iface_t 
   VLMC_RETURN_IF_ERROR(
       vlmc_program_create(s->module, s->backend, param_source, s->params, &s->program));
   if (!(backend->caps & VLMC_BACKEND_PRELOADS_PARAMS)) return NULL;
-  upload_progress_t progress = {backend->name, 0};
-  return vlmc_program_preload_params(s->program, print_upload_progress, &progress);
+  if (!s->progress) return vlmc_program_preload_params(s->program, NULL, NULL);
+  s->progress(s->progress_ctx, "weights uploaded", 0, 0, "bytes");
+  vlmc_status_t st = vlmc_program_preload_params(s->program, report_upload, s);
+  s->progress(s->progress_ctx, "weights uploaded", 1, 1, "bytes"); /* stored sizes may end short */
+  return st;
+}
+
+static void report_weights(void *ctx, uint64_t done, uint64_t total) {
+  const vlmc_session_t *s = ctx;
+  s->progress(s->progress_ctx, "weights loaded", done, total, "bytes");
+}
+
+/* Every weight verified (and, resident, copied) now, reported to the progress display. */
+static vlmc_status_t load_weights(vlmc_session_t *s, uint32_t threads) {
+  if (!s->progress) return vlmc_params_verify_all_threads(s->params, threads);
+  s->progress(s->progress_ctx, "weights loaded", 0, 0, "bytes");
+  return vlmc_params_verify_all_progress(s->params, threads, report_weights, s);
 }
 
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
@@ -229,7 +236,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   /* Resident weights are copied (and so checked) at open: load time, not the first prompt's. */
   if (o->verify_params || vlmc_params_resident(s->params)) {
     VLMC_RETURN_IF_ERROR(verify_params_section(s));
-    VLMC_RETURN_IF_ERROR(vlmc_params_verify_all_threads(s->params, o->threads ? o->threads : 1));
+    VLMC_RETURN_IF_ERROR(load_weights(s, o->threads ? o->threads : 1));
   }
   VLMC_RETURN_IF_ERROR(load_tokenizer(s));
   VLMC_RETURN_IF_ERROR(load_chat_template(s));
@@ -244,6 +251,8 @@ vlmc_status_t vlmc_session_open(const vlmc_session_options_t *options, vlmc_sess
   vlmc_session_t *s = calloc(1, sizeof *s);
   if (!s) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_manifest_init(&s->manifest);
+  s->progress = options->progress;
+  s->progress_ctx = options->progress_ctx;
   vlmc_status_t status = session_open(s, options);
   if (status) {
     vlmc_session_destroy(s);
@@ -602,6 +611,22 @@ static void release_values(vlmc_chat_t *c, vlmc_rt_value_t *values, uint32_t cou
   for (uint32_t i = 0; i < count; ++i) vlmc_program_release(c->s->program, &values[i]);
 }
 
+static void report_encode_step(void *ctx, uint32_t done, uint32_t total) {
+  const vlmc_session_t *s = ctx;
+  s->progress(s->progress_ctx, "image encode", done, total, "steps");
+}
+
+/* @encode_image, its steps reported to the progress display while it runs. */
+static vlmc_status_t run_encode(vlmc_session_t *s, vlmc_rt_value_t *args, vlmc_rt_value_t *out) {
+  const char *func = s->convention.encode_image;
+  if (!s->progress) return vlmc_program_run(s->program, func, args, 2, out, 1);
+  s->progress(s->progress_ctx, "image encode", 0, 0, "steps");
+  vlmc_program_set_step_hook(s->program, report_encode_step, s);
+  vlmc_status_t st = vlmc_program_run(s->program, func, args, 2, out, 1);
+  vlmc_program_set_step_hook(s->program, NULL, NULL);
+  return st;
+}
+
 static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_t *px,
                                    vlmc_rt_value_t *out_embeds) {
   vlmc_session_t *s = c->s;
@@ -630,7 +655,7 @@ static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_
   vlmc_rt_value_t args[2] = {{0}};
   vlmc_status_t st = import(c, VLMC_DTYPE_F32, 2, pv_shape, px->pixel_values, &args[0]);
   if (!st) st = import(c, VLMC_DTYPE_I64, 2, grid_shape, px->image_grid_thw, &args[1]);
-  if (!st) return vlmc_program_run(s->program, s->convention.encode_image, args, 2, out_embeds, 1);
+  if (!st) return run_encode(s, args, out_embeds);
   release_values(c, args, 2);
   return st;
 }

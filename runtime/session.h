@@ -25,6 +25,13 @@
 #include "runtime/sampler.h"
 #include "support/status.h"
 
+/* Progress of long work as it goes: `done` of `total` (0: not known yet) in `unit` ("bytes",
+ * "steps") of `what` ("weights loaded", "weights uploaded", "image encode"); done = 0 starts
+ * a piece of work and done = total ends it. Steps are the walker's (runtime/program.h): dispatch regions and host
+ * steps, not time. */
+typedef void (*vlmc_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total,
+                                 const char *unit);
+
 typedef struct {
   const char *artifact_path;
   const char *params_dir; /* for artifacts compiled with --params external */
@@ -37,6 +44,11 @@ typedef struct {
    * weights (VLMC_BACKEND_STREAMS_WEIGHTS), mapped on the interpreter (which keeps its own
    * packed copies). */
   const char *weights;
+  /* Progress of the weights' load (verify, resident copy) and upload at open and of each image
+   * encode (NULL: none); a display decides what to show (vlmc-run: work that runs past a
+   * second, unless --quiet). */
+  vlmc_progress_fn progress;
+  void *progress_ctx;
 } vlmc_session_options_t;
 
 typedef struct vlmc_session_s vlmc_session_t;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/backend.h"
@@ -33,6 +34,7 @@ typedef struct {
   bool print_ids;
   bool stats;
   bool list_devices;
+  bool quiet;
 } run_options_t;
 
 static void print_usage(FILE *out) {
@@ -73,6 +75,8 @@ static void print_usage(FILE *out) {
           "  --ids-out FILE         write each turn's ids as a JSON line: {\"turn\", \"context\"\n"
           "                         (every token the model saw before answering), \"generated\"}\n"
           "  --stats                timings and peak memory on stderr\n"
+          "  --quiet                no progress lines (an image encode or a weight upload that\n"
+          "                         runs past a second shows its progress on stderr)\n"
           "  --load-only            open the artifact (and --verify it) and stop: checks that\n"
           "                         it loads here; with --stats, how long that took\n");
 }
@@ -99,6 +103,65 @@ static int bad_value(const char *flag, const char *value, const char *expected) 
   return 2;
 }
 
+/* ---- progress on stderr ----
+ *
+ * Long work (an image encode, the weights' upload at open) reports its progress as it goes
+ * (runtime/session.h); shown only once the work has run past kProgressAfter, so short work
+ * prints nothing. On a terminal one line is rewritten in place (at most every 0.1 s); in a
+ * pipe or a file, a plain line per tenth of the work. */
+static const double kProgressAfter = 1.0; /* seconds */
+
+typedef struct {
+  bool tty;
+  bool shown;       /* a line of the current work is on stderr */
+  double start;     /* when the current work started (seconds) */
+  double last_draw; /* the terminal line's last update */
+  int tenths;       /* tenths shown (pipe) */
+} progress_display_t;
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* "80/201 steps" or "512/1024 MB". */
+static void format_amount(char *out, size_t cap, uint64_t done, uint64_t total, const char *unit) {
+  if (!strcmp(unit, "bytes"))
+    snprintf(out, cap, "%.0f/%.0f MB", (double)done / (1 << 20), (double)total / (1 << 20));
+  else
+    snprintf(out, cap, "%llu/%llu %s", (unsigned long long)done, (unsigned long long)total, unit);
+}
+
+static void show_progress(void *ctx, const char *what, uint64_t done, uint64_t total,
+                          const char *unit) {
+  progress_display_t *d = ctx;
+  double now = now_seconds();
+  if (done == 0) { /* new work */
+    *d = (progress_display_t){.tty = d->tty, .start = now};
+    return;
+  }
+  double elapsed = now - d->start;
+  bool finished = total && done >= total;
+  if (!total || (!d->shown && elapsed < kProgressAfter)) return;
+  int percent = (int)(100.0 * (double)done / (double)total);
+  char amount[64];
+  format_amount(amount, sizeof amount, done, total, unit);
+  if (d->tty) {
+    if (!finished && now - d->last_draw < 0.1) return;
+    fprintf(stderr, "\r%s: %3d%% (%s, %.1f s)\033[K%s", what, percent, amount, elapsed,
+            finished ? "\n" : "");
+    d->last_draw = now;
+  } else {
+    int tenths = percent / 10;
+    if (tenths <= d->tenths && !finished) return;
+    d->tenths = tenths;
+    fprintf(stderr, "%s: %d%% (%s, %.1f s)\n", what, percent, amount, elapsed);
+  }
+  d->shown = !finished;
+  if (finished) d->start = now; /* a stray report after the end shows nothing */
+}
+
 /* Flags that take no value; true when `a` was one. */
 static bool parse_switch(const char *a, run_options_t *o) {
   if (!strcmp(a, "--stats")) o->stats = true;
@@ -107,6 +170,7 @@ static bool parse_switch(const char *a, run_options_t *o) {
   else if (!strcmp(a, "--ids")) o->print_ids = true;
   else if (!strcmp(a, "--load-only")) o->load_only = true;
   else if (!strcmp(a, "--list-devices")) o->list_devices = true;
+  else if (!strcmp(a, "--quiet")) o->quiet = true;
   else return false;
   return true;
 }
@@ -421,6 +485,11 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : 2;
   if (o.list_devices) return list_devices();
+  progress_display_t progress = {.tty = isatty(STDERR_FILENO), .start = now_seconds()};
+  if (!o.quiet) {
+    o.session.progress = show_progress;
+    o.session.progress_ctx = &progress;
+  }
   runner_t r = {.o = &o};
   vlmc_status_t status = run(&r);
   if (r.ids_out && fclose(r.ids_out) != 0 && !status)
