@@ -19,6 +19,11 @@
  *   // tolerance: 1e-5        max |cpu - ref| / max(1, max |ref|) (default 1e-5)
  *   // tolerance vulkan: 1e-6 the same for one target only (wins over `tolerance:`)
  *   // template: linear       the template the kernels must use (at least one of them)
+ *   // variants vulkan: cpu   run only these kernel variants of the table for one target
+ *                             (default: the main kernels, then each device class's); for a
+ *                             case the main kernels cannot run on the CI's device, with the
+ *                             reason in the file (lavapipe stops a shader's loops after 65535
+ *                             iterations in all: docs/vulkan.md)
  *
  * Parameters get random values in their own dtype (a bf16 weight is bf16). Prints one line per
  * (file, size) with the worst error and the kernels used; exit status 1 on any failure. */
@@ -64,6 +69,7 @@ typedef struct {
   double target_tolerance; /* `tolerance T:` for the target under test; < 0: none */
   char required_template[64];
   int64_t segments_total_override; /* 0: none */
+  char variants[64]; /* `variants T:` for the target under test; "": every variant */
 } spec_t;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -127,6 +133,8 @@ static void parse_directive(spec_t *s, const char *line) {
     if (!strcmp(a, current_target)) s->target_tolerance = lo;
   } else if (sscanf(line, "template: %63s", a) == 1) {
     snprintf(s->required_template, sizeof s->required_template, "%s", a);
+  } else if (sscanf(line, "variants %63[a-z0-9_]: %63[a-z0-9_,]", a, b) == 2) {
+    if (!strcmp(a, current_target)) snprintf(s->variants, sizeof s->variants, "%s", b);
   }
 }
 
@@ -470,6 +478,7 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   /* The backend of the target's name runs its kernels (vlmc-run picks it the same way),
    * once per kernel variant the table has. */
   if (!st) st = variant_runs(path, &code, o->runs, sizeof o->runs);
+  if (!st && s->variants[0] && o->runs[0]) snprintf(o->runs, sizeof o->runs, "%s", s->variants);
   for (const char *run = o->runs; !st;) {
     const char *end = strchr(run, ',');
     char variants[32] = "";

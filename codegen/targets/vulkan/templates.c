@@ -25,9 +25,14 @@ vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind) {
   }
 }
 
-/* No anchor kind has a variant for now. */
+/* The hot templates' variants for Vulkan devices that are CPUs (lavapipe; docs/vulkan.md,
+ * "Kernel variants for CPU devices"; README.md, "Lanes variants"). */
 const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_count) {
-  (void)kind;
+  static const vlmc_vk_variant_t kLinear[] = {{"cpu", vlmc_vk_kernel_linear_lanes}};
+  static const vlmc_vk_variant_t kAttention[] = {{"cpu", vlmc_vk_kernel_attention_lanes}};
+  *out_count = 1;
+  if (kind == VLMC_OP_LINEAR) return kLinear;
+  if (kind == VLMC_OP_ATTENTION) return kAttention;
   *out_count = 0;
   return NULL;
 }
