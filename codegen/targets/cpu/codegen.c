@@ -54,6 +54,7 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   vlmc_kernel_emit_t e;
   VLMC_RETURN_IF_ERROR(vlmc_kernel_emit_init(&e, g->module, func, r,
                                              vlmc_cpu_lowerer_vector_width(g->lowerer)));
+  e.target = (void *)vlmc_cpu_lowerer_machine(g->lowerer);
   vlmc_cpu_template_fn fn = vlmc_cpu_template_for(e.anchor->kind);
   vlmc_status_t st = NULL;
   if (!fn)
