@@ -44,6 +44,7 @@ struct vlmc_cpu_lowerer_s {
   char **objects;
   size_t num_objects;
   vlmc_cpu_machine_t machine_info; /* what the templates size their tiles from */
+  bool isa_512;                    /* the cpu has AVX-512 (what its registers hold) */
 };
 
 /* ---- setup ---- */
@@ -128,6 +129,7 @@ vlmc_status_t vlmc_cpu_lowerer_create(const char *cpu, const char *dump_dir,
     return st;
   }
   l->machine_info = machine_for(cpu, l->cpu, l->features);
+  l->isa_512 = l->machine_info.vector_width == 16;
   MlirDialectRegistry registry = mlirDialectRegistryCreate();
   mlirRegisterAllDialects(registry);
   l->mlir = mlirContextCreateWithRegistry(registry, false);
@@ -166,6 +168,20 @@ int vlmc_cpu_lowerer_vector_width(const vlmc_cpu_lowerer_t *l) {
 }
 const vlmc_cpu_machine_t *vlmc_cpu_lowerer_machine(const vlmc_cpu_lowerer_t *l) {
   return &l->machine_info;
+}
+
+vlmc_status_t vlmc_cpu_lowerer_set_vector_width(vlmc_cpu_lowerer_t *l, const char *lanes) {
+  int width = 0;
+  if (lanes && (!strcmp(lanes, "4") || !strcmp(lanes, "8") || !strcmp(lanes, "16"))) width = atoi(lanes);
+  if (!width)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "cpu option vector-width=%s: expected 4, 8 or 16", lanes ? lanes : "");
+  /* The tile table of a machine of that width, so that the kernel text is the one such a
+   * machine gets; only the instruction selection (LLVM's) differs. */
+  l->machine_info.vector_width = width;
+  l->machine_info.vector_registers = width == 16 ? 32 : 16;
+  l->machine_info.bf16_dot = l->machine_info.bf16_dot && width == 16;
+  return NULL;
 }
 const char *vlmc_cpu_lowerer_cpu(const vlmc_cpu_lowerer_t *l) { return l->cpu; }
 
@@ -309,7 +325,7 @@ static vlmc_status_t optimize(vlmc_cpu_lowerer_t *l, LLVMModuleRef module, const
                                                         (unsigned)strlen(l->features)));
     /* The templates write 512-bit vectors on purpose: keep LLVM from splitting them into
      * 256-bit halves on CPUs it tunes for 256 (prefer-vector-width, e.g. skylake-avx512). */
-    if (l->machine_info.vector_width == 16) {
+    if (l->isa_512) {
       LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                               LLVMCreateStringAttribute(ctx, "prefer-vector-width", 19, "512", 3));
       LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,

@@ -28,6 +28,11 @@ void vlmc_cpu_lowerer_destroy(vlmc_cpu_lowerer_t *lowerer);
 int vlmc_cpu_lowerer_vector_width(const vlmc_cpu_lowerer_t *lowerer);
 /* The machine the kernels are for (machine.h): what templates size their tiles from. */
 const vlmc_cpu_machine_t *vlmc_cpu_lowerer_machine(const vlmc_cpu_lowerer_t *lowerer);
+/* The cpu target's vector-width option ("4", "8" or "16"): the templates write vectors of
+ * that many f32 lanes, with the tile table of such a machine, whatever the cpu level has;
+ * wider than its registers, LLVM splits every vector op (slower, same results). What it is
+ * for: running the 16-lane (AVX-512) kernel text on a CPU without AVX-512, in tests. */
+vlmc_status_t vlmc_cpu_lowerer_set_vector_width(vlmc_cpu_lowerer_t *lowerer, const char *lanes);
 /* The CPU name the code is generated for ("x86-64", "x86-64-v3", "znver4", ...). */
 const char *vlmc_cpu_lowerer_cpu(const vlmc_cpu_lowerer_t *lowerer);
 
