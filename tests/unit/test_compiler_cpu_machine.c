@@ -2,9 +2,11 @@
  * lowerer (lower.h): each --cpu level's vector width and register count, exact feature
  * matching in LLVM's feature strings, cache sizes, and `native` on this host agreeing with
  * what /proc/cpuinfo says it has (AVX-512: 16 lanes; AVX2: 8). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/targets/cpu/lower.h"
 #include "codegen/targets/cpu/machine.h"
@@ -46,6 +48,64 @@ static void test_features(void) {
   EXPECT_TRUE(!vlmc_cpu_has_feature("+ab", "a"));
   EXPECT_TRUE(!vlmc_cpu_has_feature("-a", "a"));
   EXPECT_TRUE(!vlmc_cpu_has_feature("", "a"));
+}
+
+/* A 16-lane FMA kernel, as the templates write them at x86-64-v4. */
+static const char kWideKernel[] =
+    "func.func @wide_body(%b0: memref<?xf32>, %out: memref<?xf32>, %lo: index, %hi: index) {\n"
+    "  %v = vector.load %b0[%lo] : memref<?xf32>, vector<16xf32>\n"
+    "  %w = vector.fma %v, %v, %v : vector<16xf32>\n"
+    "  vector.store %w, %out[%lo] : memref<?xf32>, vector<16xf32>\n"
+    "  return\n"
+    "}\n";
+
+/* The assembly `cpu` (and the vector-width option, NULL for none) makes of kWideKernel. */
+static char *wide_assembly(const char *cpu, const char *lanes) {
+  char dir[] = "/tmp/vlmc-cpu-machine-XXXXXX";
+  if (!mkdtemp(dir)) return NULL;
+  vlmc_cpu_lowerer_t *l = NULL;
+  EXPECT_OK(vlmc_cpu_lowerer_create(cpu, dir, &l));
+  char *text = NULL;
+  if (l && lanes) EXPECT_OK(vlmc_cpu_lowerer_set_vector_width(l, lanes));
+  if (l) EXPECT_OK(vlmc_cpu_lowerer_add(l, "wide", kWideKernel));
+  vlmc_cpu_lowerer_destroy(l);
+  static const char *kSuffixes[] = {".mlir", ".lowered.mlir", ".ll", ".s"};
+  for (size_t i = 0; i < sizeof kSuffixes / sizeof kSuffixes[0]; ++i) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/wide%s", dir, kSuffixes[i]);
+    if (!strcmp(kSuffixes[i], ".s")) {
+      FILE *f = fopen(path, "r");
+      if (f) {
+        text = calloc(1, 1 << 16);
+        if (text) fread(text, 1, (1 << 16) - 1, f);
+        fclose(f);
+      }
+    }
+    unlink(path);
+  }
+  rmdir(dir);
+  return text;
+}
+
+/* x86-64-v4 keeps the templates' 512-bit vectors whole (one zmm FMA, not two ymm halves);
+ * the same text for x86-64-v3 at vector-width=16 is split into AVX2 registers. Only code
+ * generation: it runs on any CPU. */
+static void test_wide_code(void) {
+  char *v4 = wide_assembly("x86-64-v4", NULL);
+  EXPECT_TRUE(v4 && strstr(v4, "vfmadd") && strstr(v4, "zmm"));
+  free(v4);
+  char *v3 = wide_assembly("x86-64-v3", "16");
+  EXPECT_TRUE(v3 && strstr(v3, "vfmadd") && strstr(v3, "ymm") && !strstr(v3, "zmm"));
+  free(v3);
+  vlmc_cpu_lowerer_t *l = NULL;
+  EXPECT_OK(vlmc_cpu_lowerer_create("portable", NULL, &l));
+  if (l) {
+    EXPECT_ERROR(vlmc_cpu_lowerer_set_vector_width(l, "12"), "expected 4, 8 or 16");
+    EXPECT_OK(vlmc_cpu_lowerer_set_vector_width(l, "16"));
+    EXPECT_EQ_INT(vlmc_cpu_lowerer_machine(l)->vector_width, 16);
+    EXPECT_EQ_INT(vlmc_cpu_lowerer_machine(l)->vector_registers, 32);
+  }
+  vlmc_cpu_lowerer_destroy(l);
 }
 
 /* Whether /proc/cpuinfo's flags line lists `flag` (a word of it). */
@@ -105,5 +165,6 @@ int main(void) {
   RUN_TEST(test_features);
   RUN_TEST(test_lowerer_levels);
   RUN_TEST(test_native_matches_host);
+  RUN_TEST(test_wide_code);
   return TEST_SUMMARY();
 }
