@@ -100,6 +100,15 @@ if(VLMC_COMPILER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
+# Transformers parity on the cpu backend with the 16-lane (AVX-512-shaped) kernels, written
+# for SSE2 so that any x86-64 runs them (LLVM splits each vector): the cpu's f32 tolerances.
+if(VLMC_COMPILER)
+  add_test(NAME parity.cpu_wide16
+           COMMAND test_compiler_parity --target ref,cpu --backend cpu
+                   --target-options cpu=portable,vector-width=16
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # The vulkan target and backend (issue 13), on the machine's Vulkan device (CI: lavapipe,
 # scripts/install-deps.sh installs mesa-vulkan-drivers). Under ASan, LeakSanitizer is off for
 # the tests that open a device: lavapipe's JIT-compiled shaders leak a few blocks whose stacks
