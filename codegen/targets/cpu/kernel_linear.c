@@ -4,8 +4,8 @@
  * k step), horizontally summed at the end (plus a scalar loop for K mod VL).
  *
  * Work units are blocks of 4 output features (threads split N; at decode, M = 1, that is the
- * whole parallelism). Loops, outermost first: blocks of MB rows of x (MB * K * 4 bytes stays
- * in half the L2 cache), then the thread's feature blocks, then MR-row tiles, then the
+ * whole parallelism). Loops, outermost first: blocks of MB rows of x (MB * K * 4 bytes, the
+ * size of the L2 cache), then the thread's feature blocks, then MR-row tiles, then the
  * leftover rows one at a time. The tile shapes come from the machine (machine.h):
  *
  *   prefill tile  MR x NR = 4 x 2 with 16 vector registers (8 accumulators, 4 x and 2 w
@@ -287,10 +287,11 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   e->template_name = "linear";
   e->cost = 2 * L.k * UNIT * 64; /* per unit and (a guess of) 64 rows */
   int m_total = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
-  /* Rows of x per block: MB * K f32 fill half the L2 cache, where x stays while the thread
-   * streams its weight rows past it once per block (a 64-token prefill at K = 2048 and 512
-   * KiB of L2 is one block: weights read once). */
-  int64_t mr = L.rows.mr, mb = machine->l2_bytes / 2 / 4 / (L.k ? L.k : 1);
+  /* Rows of x per block: MB * K f32 the size of the L2 cache (the former fixed 512 KiB where
+   * the machine names no other), which keeps most of x while the thread streams its weight
+   * rows past it once per block: a 64-token prefill at K = 2048 is one block, so the weights
+   * are read once (half the L2 would read them twice). */
+  int64_t mr = L.rows.mr, mb = machine->l2_bytes / 4 / (L.k ? L.k : 1);
   mb = mb < mr ? mr : mb / mr * mr;
   int mb_c = vlmc_kernel_emit_index(e, mb);
   /* for mb0 in 0..M step MB: end = min(mb0 + MB, M); end_r = mb0 + (end - mb0) / MR * MR */
