@@ -87,7 +87,8 @@ struct vlmc_kernel_emit_s {
   const vlmc_op_t *anchor;  /* the op whose template writes the loops */
   uint32_t anchor_index;    /* in region->ops; members after it are the epilogue */
   /* Vector width (f32 lanes) the target wants templates to use for their inner loops (the cpu
-   * target: 4 for portable x86-64 / SSE2, 8 for x86-64-v3 / AVX2); 1: scalar code. */
+   * target: 4 for portable x86-64 / SSE2, 8 for x86-64-v3 / AVX2, 16 for x86-64-v4 / AVX-512;
+   * codegen/targets/cpu/machine.h); 1: scalar code. */
   int vector_width;
 
   /* Filled by the template. */

@@ -33,11 +33,12 @@ BELOW["codegen/target"] = BELOW["codegen"] | {"codegen"}
 BELOW["runtime/backend"] = BELOW["runtime"] | {"runtime"}
 TOP = {"tools", "tests", "bench"}  # may include any layer's public headers
 PRIVATE = (("runtime", "backends"), ("codegen", "targets"))
-# Private headers that tests/ alone may include: self-contained parts of a backend (nothing
+# Private headers that tests/ alone may include: self-contained parts of a backend or target (nothing
 # but support/ below them) that their unit test and fuzzer feed hostile bytes directly, one
 # call at a time, where the registry would reach them only through a whole backend.
 TESTED_PRIVATE = {"runtime/backends/cpu/elf_loader.h", "runtime/backends/vulkan/spirv_check.h",
-                  "runtime/backends/vulkan/kernels.h"}
+                  "runtime/backends/vulkan/kernels.h", "codegen/targets/cpu/lower.h",
+                  "codegen/targets/cpu/machine.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

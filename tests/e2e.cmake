@@ -47,6 +47,29 @@ if(VLMC_COMPILER)
              COMMAND $<TARGET_FILE:vlmc> kernel-test --target vulkan --sizes 2000,176,172,1,37
                      ${src}
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    # The cpu target's wider kernels (the default above is portable: 4 lanes). avx512: the
+    # x86-64-v4 code itself (16 lanes, 32 registers), where the CPU has AVX-512; wide16: the
+    # same 16-lane kernel text on AVX2 (vector-width=16, LLVM splits each vector), so that the
+    # wide templates' tiles and tails are checked on a CPU without AVX-512 too. Both skip
+    # (exit 77, with the reason) where the CPU lacks the flag.
+    foreach(level "avx512;avx512f;x86-64-v4" "wide16;avx2;x86-64-v3,vector-width=16")
+      list(GET level 0 tag)
+      list(GET level 1 flag)
+      list(GET level 2 cpu)
+      add_test(NAME kernel.${tag}.${name}
+               COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/kernel_cpu_level.sh
+                       $<TARGET_FILE:vlmc> ${flag} ${cpu} ${src}
+               WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+      set_tests_properties(kernel.${tag}.${name} PROPERTIES SKIP_RETURN_CODE 77)
+    endforeach()
+    # The 8-lane (AVX2) linear kernels: the tile shapes of a 16-register machine at 8 lanes.
+    if(name MATCHES "^linear_")
+      add_test(NAME kernel.avx2.${name}
+               COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/kernel_cpu_level.sh
+                       $<TARGET_FILE:vlmc> avx2 x86-64-v3 ${src}
+               WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+      set_tests_properties(kernel.avx2.${name} PROPERTIES SKIP_RETURN_CODE 77)
+    endif()
   endforeach()
 endif()
 
@@ -74,6 +97,15 @@ if(VLMC_COMPILER)
   add_test(NAME e2e.precision_overflow.ref
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/precision_overflow.sh $<TARGET_FILE:vlmc>
                    $<TARGET_FILE:vlmc-run> $<TARGET_FILE:vlmc-test-scale-weights> ref ref
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
+# Transformers parity on the cpu backend with the 16-lane (AVX-512-shaped) kernels, written
+# for SSE2 so that any x86-64 runs them (LLVM splits each vector): the cpu's f32 tolerances.
+if(VLMC_COMPILER)
+  add_test(NAME parity.cpu_wide16
+           COMMAND test_compiler_parity --target ref,cpu --backend cpu
+                   --target-options cpu=portable,vector-width=16
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 

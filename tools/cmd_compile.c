@@ -24,7 +24,7 @@ static void print_help(FILE *out) {
           "  --target LIST             backends to carry code for (default ref,cpu);\n"
           "                            --target help lists the targets and their options\n"
           "  --cpu CPU                 cpu kernels for: portable (default, any x86-64),\n"
-          "                            x86-64-v2, x86-64-v3 or native (this machine);\n"
+          "                            x86-64-v2, x86-64-v3, x86-64-v4 or native (this machine);\n"
           "                            the same as --target-option cpu=CPU\n"
           "  --target-option KEY=VALUE a target's option (repeatable)\n"
           "  --dump-kernels DIR        write each cpu kernel's MLIR (before and after\n"

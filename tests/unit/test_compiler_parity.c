@@ -7,6 +7,7 @@
  *   test_compiler_parity                      ref,cpu at f32 on backends ref and cpu
  *   test_compiler_parity --target ref,vulkan --precision f16 --backend vulkan
  *                        [--tap-tolerance T] [--logits-tolerance L]
+ *                        [--target-options cpu=x86-64-v3,vector-width=16]
  * The second form is how ctest runs the vulkan backend (tests/e2e.cmake): the same cases and
  * checks, with the tolerances the precision needs (docs/vulkan.md says why). */
 #define _POSIX_C_SOURCE 200809L
@@ -25,7 +26,7 @@
 static const char *kCheckpoint = "tests/fixtures/parity/tiny-vocab512";
 static const char *current_backend = "";
 /* What to compile and run (argv). */
-static const char *target = "ref,cpu", *precision = "auto";
+static const char *target = "ref,cpu", *precision = "auto", *target_options = NULL;
 static const char *backends[4] = {"ref", "cpu"};
 static size_t num_backends = 2;
 static double tap_tolerance = 1e-4, logits_tolerance = 1e-3;
@@ -237,7 +238,7 @@ static void parity_on(const char *backend) {
 static void test_compile(void) {
   vlmc_compile_options_t o = {.checkpoint_dir = kCheckpoint, .output_path = artifact,
                               .target = target, .precision = precision,
-                              .command_line = "test"};
+                              .target_options = target_options, .command_line = "test"};
   EXPECT_OK(vlmc_compile(&o));
 }
 
@@ -254,6 +255,7 @@ static bool parse_args(int argc, char **argv) {
     ++i;
     if (!strcmp(flag, "--target")) target = value;
     else if (!strcmp(flag, "--precision")) precision = value;
+    else if (!strcmp(flag, "--target-options")) target_options = value;
     else if (!strcmp(flag, "--tap-tolerance")) tap_tolerance = atof(value);
     else if (!strcmp(flag, "--logits-tolerance")) logits_tolerance = atof(value);
     else if (!strcmp(flag, "--backend") && num_backends < 4) {

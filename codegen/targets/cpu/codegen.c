@@ -54,6 +54,7 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   vlmc_kernel_emit_t e;
   VLMC_RETURN_IF_ERROR(vlmc_kernel_emit_init(&e, g->module, func, r,
                                              vlmc_cpu_lowerer_vector_width(g->lowerer)));
+  e.target = (void *)vlmc_cpu_lowerer_machine(g->lowerer);
   vlmc_cpu_template_fn fn = vlmc_cpu_template_for(e.anchor->kind);
   vlmc_status_t st = NULL;
   if (!fn)
@@ -149,6 +150,8 @@ static vlmc_status_t cpu_create(const vlmc_target_config_t *config, const vlmc_m
   if (!st)
     st = vlmc_cpu_lowerer_create(vlmc_target_config_option(config, "cpu"), config->dump_dir,
                                  &g->lowerer);
+  const char *lanes = vlmc_target_config_option(config, "vector-width");
+  if (!st && lanes) st = vlmc_cpu_lowerer_set_vector_width(g->lowerer, lanes);
   if (st) {
     cpu_destroy(g);
     return st;
@@ -186,7 +189,10 @@ static vlmc_status_t cpu_finish(void *state, vlmc_target_sections_t *out) {
 }
 
 static const vlmc_target_option_t cpu_options[] = {
-    {"cpu", "portable (default), x86-64-v2, x86-64-v3 or native; also --cpu CPU"},
+    {"cpu", "portable (default), x86-64-v2, x86-64-v3, x86-64-v4 or native; also --cpu CPU"},
+    {"vector-width", "4, 8 or 16: f32 lanes the kernels are written for (default: the widest "
+                     "the cpu has; wider, LLVM splits each vector: for testing the wide "
+                     "kernels on a CPU without them)"},
 };
 
 const vlmc_target_t vlmc_target_cpu = {

@@ -5,6 +5,18 @@
 /* The cpu's memo kinds, after the shared emitter's. */
 enum { MEMO_ZERO_VECTOR = VLMC_KERNEL_MEMO_TARGET };
 
+const vlmc_cpu_machine_t *vlmc_cpu_emit_machine(vlmc_kernel_emit_t *e) {
+  if (!e->target) {
+    /* Not through the cpu target: the defaults, at the width the kernel was asked for. */
+    static _Thread_local vlmc_cpu_machine_t fallback;
+    fallback = vlmc_cpu_machine_for("x86-64", "", 0, 0);
+    fallback.vector_width = e->vector_width;
+    if (e->vector_width >= 16) fallback.vector_registers = 32;
+    return &fallback;
+  }
+  return e->target;
+}
+
 int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width) {
   int v = vlmc_kernel_emit_memo_find(e, MEMO_ZERO_VECTOR, width);
   if (v >= 0) return v;

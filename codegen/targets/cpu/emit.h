@@ -7,6 +7,12 @@
 #define VLMC_CODEGEN_TARGETS_CPU_EMIT_H
 
 #include "codegen/kernel_emit.h"
+#include "codegen/targets/cpu/machine.h"
+
+/* The machine the kernel is for (machine.h; the cpu target sets e->target to it after
+ * vlmc_kernel_emit_init): tile sizes come from here. Never NULL: a kernel written without one
+ * (no cpu target around it) gets the portable row at e->vector_width. */
+const vlmc_cpu_machine_t *vlmc_cpu_emit_machine(vlmc_kernel_emit_t *e);
 
 /* A vector<width x f32> of zeros. */
 int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width);

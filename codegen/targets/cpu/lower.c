@@ -21,6 +21,7 @@
 #include <mlir-c/RegisterEverything.h>
 #include <mlir-c/Target/LLVMIR.h>
 
+#include "codegen/targets/cpu/machine.h"
 #include "support/file.h"
 #include "support/strbuf.h"
 
@@ -42,7 +43,8 @@ struct vlmc_cpu_lowerer_s {
   char *work_dir;  /* objects, before linking */
   char **objects;
   size_t num_objects;
-  int vector_width;
+  vlmc_cpu_machine_t machine_info; /* what the templates size their tiles from */
+  bool isa_512;                    /* the cpu has AVX-512 (what its registers hold) */
 };
 
 /* ---- setup ---- */
@@ -51,7 +53,8 @@ static vlmc_status_t pick_cpu(const char *want, char **cpu, char **features) {
   if (!want || !strcmp(want, "portable")) {
     *cpu = strdup("x86-64");
     *features = strdup("");
-  } else if (!strcmp(want, "x86-64-v2") || !strcmp(want, "x86-64-v3")) {
+  } else if (!strcmp(want, "x86-64-v2") || !strcmp(want, "x86-64-v3") ||
+             !strcmp(want, "x86-64-v4")) {
     *cpu = strdup(want);
     *features = strdup("");
   } else if (!strcmp(want, "native")) {
@@ -62,15 +65,23 @@ static vlmc_status_t pick_cpu(const char *want, char **cpu, char **features) {
     LLVMDisposeMessage(feat);
   } else {
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "--cpu %s: expected native, x86-64-v2, x86-64-v3 or portable", want);
+                            "--cpu %s: expected native, x86-64-v2, x86-64-v3, x86-64-v4 or portable", want);
   }
   if (!*cpu || !*features) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   return NULL;
 }
 
-static int vector_width_for(const char *cpu, const char *features) {
-  if (!strcmp(cpu, "x86-64-v3") || !strcmp(cpu, "x86-64-v4")) return 8;
-  return strstr(features, "+avx2") ? 8 : 4;
+/* The machine table row: for native, this host's caches too (sysconf; 0 where the C library
+ * does not know, then the defaults). A named level assumes no particular machine. */
+static vlmc_cpu_machine_t machine_for(const char *want, const char *cpu, const char *features) {
+  int64_t l1d = 0, l2 = 0;
+  if (want && !strcmp(want, "native")) {
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  }
+  return vlmc_cpu_machine_for(cpu, features, l1d, l2);
 }
 
 static vlmc_status_t make_machine(vlmc_cpu_lowerer_t *l) {
@@ -117,7 +128,8 @@ vlmc_status_t vlmc_cpu_lowerer_create(const char *cpu, const char *dump_dir,
     vlmc_cpu_lowerer_destroy(l);
     return st;
   }
-  l->vector_width = vector_width_for(l->cpu, l->features);
+  l->machine_info = machine_for(cpu, l->cpu, l->features);
+  l->isa_512 = l->machine_info.vector_width == 16;
   MlirDialectRegistry registry = mlirDialectRegistryCreate();
   mlirRegisterAllDialects(registry);
   l->mlir = mlirContextCreateWithRegistry(registry, false);
@@ -151,7 +163,26 @@ void vlmc_cpu_lowerer_destroy(vlmc_cpu_lowerer_t *l) {
   free(l);
 }
 
-int vlmc_cpu_lowerer_vector_width(const vlmc_cpu_lowerer_t *l) { return l->vector_width; }
+int vlmc_cpu_lowerer_vector_width(const vlmc_cpu_lowerer_t *l) {
+  return l->machine_info.vector_width;
+}
+const vlmc_cpu_machine_t *vlmc_cpu_lowerer_machine(const vlmc_cpu_lowerer_t *l) {
+  return &l->machine_info;
+}
+
+vlmc_status_t vlmc_cpu_lowerer_set_vector_width(vlmc_cpu_lowerer_t *l, const char *lanes) {
+  int width = 0;
+  if (lanes && (!strcmp(lanes, "4") || !strcmp(lanes, "8") || !strcmp(lanes, "16"))) width = atoi(lanes);
+  if (!width)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "cpu option vector-width=%s: expected 4, 8 or 16", lanes ? lanes : "");
+  /* The tile table of a machine of that width, so that the kernel text is the one such a
+   * machine gets; only the instruction selection (LLVM's) differs. */
+  l->machine_info.vector_width = width;
+  l->machine_info.vector_registers = width == 16 ? 32 : 16;
+  l->machine_info.bf16_dot = l->machine_info.bf16_dot && width == 16;
+  return NULL;
+}
 const char *vlmc_cpu_lowerer_cpu(const vlmc_cpu_lowerer_t *l) { return l->cpu; }
 
 /* ---- one kernel ---- */
@@ -292,6 +323,14 @@ static vlmc_status_t optimize(vlmc_cpu_lowerer_t *l, LLVMModuleRef module, const
       LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                               LLVMCreateStringAttribute(ctx, "target-features", 15, l->features,
                                                         (unsigned)strlen(l->features)));
+    /* The templates write 512-bit vectors on purpose: keep LLVM from splitting them into
+     * 256-bit halves on CPUs it tunes for 256 (prefer-vector-width, e.g. skylake-avx512). */
+    if (l->isa_512) {
+      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                              LLVMCreateStringAttribute(ctx, "prefer-vector-width", 19, "512", 3));
+      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                              LLVMCreateStringAttribute(ctx, "min-legal-vector-width", 22, "512", 3));
+    }
   }
   LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
   LLVMErrorRef err = LLVMRunPasses(module, "default<O3>", l->machine, options);

@@ -12,18 +12,27 @@
 
 #include <stddef.h>
 
+#include "codegen/targets/cpu/machine.h"
 #include "support/status.h"
 
 typedef struct vlmc_cpu_lowerer_s vlmc_cpu_lowerer_t;
 
-/* cpu: "portable" (x86-64 baseline, also NULL), "x86-64-v2", "x86-64-v3" or "native".
+/* cpu: "portable" (x86-64 baseline, also NULL), "x86-64-v2", "x86-64-v3", "x86-64-v4" or
+ * "native".
  * dump_dir: NULL, or a folder that receives NAME.mlir, NAME.lowered.mlir, NAME.ll (after
  * O3) and NAME.s for every kernel. */
 vlmc_status_t vlmc_cpu_lowerer_create(const char *cpu, const char *dump_dir,
                                       vlmc_cpu_lowerer_t **out);
 void vlmc_cpu_lowerer_destroy(vlmc_cpu_lowerer_t *lowerer);
-/* f32 lanes of the target's vector registers (4 for SSE, 8 with AVX2). */
+/* f32 lanes of the target's vector registers (4 for SSE, 8 with AVX2, 16 with AVX-512). */
 int vlmc_cpu_lowerer_vector_width(const vlmc_cpu_lowerer_t *lowerer);
+/* The machine the kernels are for (machine.h): what templates size their tiles from. */
+const vlmc_cpu_machine_t *vlmc_cpu_lowerer_machine(const vlmc_cpu_lowerer_t *lowerer);
+/* The cpu target's vector-width option ("4", "8" or "16"): the templates write vectors of
+ * that many f32 lanes, with the tile table of such a machine, whatever the cpu level has;
+ * wider than its registers, LLVM splits every vector op (slower, same results). What it is
+ * for: running the 16-lane (AVX-512) kernel text on a CPU without AVX-512, in tests. */
+vlmc_status_t vlmc_cpu_lowerer_set_vector_width(vlmc_cpu_lowerer_t *lowerer, const char *lanes);
 /* The CPU name the code is generated for ("x86-64", "x86-64-v3", "znver4", ...). */
 const char *vlmc_cpu_lowerer_cpu(const vlmc_cpu_lowerer_t *lowerer);
 
