@@ -138,6 +138,9 @@ for m in $MODELS; do
   case $m in tiny|3b) ;; *) echo "unknown model '$m' (tiny, 3b)" >&2; exit 2 ;; esac
 done
 [ "$FULL" = 1 ] && REF_PREFILL_3B=$PREFILL
+
+step() { printf '== %s\n' "$*" >&2; }
+has() { [[ " $1 " == *" $2 "* ]]; } # has LIST WORD
 if [ -n "$LLAMA_BENCH" ]; then
   [ -x "$LLAMA_BENCH" ] || { echo "--llama-bench $LLAMA_BENCH: not an executable" >&2; exit 2; }
   [ -n "$GGUF$GGUF_PY" ] || { echo "--llama-bench needs --gguf PATH or --gguf-py DIR" >&2; exit 2; }
@@ -149,9 +152,6 @@ fi
 if [ -z "$LLAMA_BENCH" ] && [ -n "$GGUF$GGUF_PY" ]; then
   echo "--gguf and --gguf-py need --llama-bench" >&2; exit 2
 fi
-
-step() { printf '== %s\n' "$*" >&2; }
-has() { [[ " $1 " == *" $2 "* ]]; } # has LIST WORD
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vlmc-cpu-bench.XXXXXX")
 if [ "${KEEP:-0}" = 1 ]; then step "work folder $WORK (kept)"; else trap 'rm -rf "$WORK"' EXIT; fi
