@@ -2,10 +2,12 @@
 # The cpu backend against the reference interpreter and against the machine, in one run: for
 # the tiny demo model (assets/shapes-vl) and for a 3B-shaped checkpoint with random weights,
 # image encode time at 448x448, prefill tokens/s for a 512-token prompt, decode tokens/s and
-# peak memory, per backend, with the cpu/ref speed-ups; then the machine's read bandwidth
-# (bench/membw.c, one thread and all cores) and the decode roofline it implies (bytes of
-# weights read per generated token over that bandwidth), next to llama.cpp's figures on this
-# machine as the bar. Not a timed test: run it by hand (the 3B part takes a while).
+# peak memory, per backend, with the cpu/ref speed-ups; then the machine's roofs (read
+# bandwidth, bench/membw.c, the best of 1-8 streams per thread; peak f32 FMA and bf16 dot
+# GFLOP/s, bench/peakflops.c), the decode roofline they imply (bytes of weights read per
+# generated token over the bandwidth), each hot kernel class's fraction of its roof, and, only
+# when --llama-bench is given, llama.cpp measured in this same run on the same weights (no
+# figure from elsewhere is printed). Not a timed test: run it by hand (the 3B takes a while).
 #
 #   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
 #                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
@@ -75,7 +77,10 @@
 # the same length. Then: bandwidth, bytes per decoded token (the checkpoint's text-model
 # tensors, not visual.*; the embedding table only when it is also the lm_head, as a lookup
 # reads one row of it), the roofline tokens/s = all-core bandwidth / those bytes, each
-# backend's decode as a fraction of it, and llama.cpp's numbers on this machine for scale.
+# backend's decode as a fraction of it; the peaks; per model, the cpu kernel time by phase
+# (prefill, decode, vision) and class (matmul, attention, other), each with its share, its
+# rate and its fraction of the roof; then llama.cpp's prefill and decode tok/s with vlmc's and
+# their ratio (>1: vlmc is faster), or a line saying it was not measured.
 #
 # Needs ~16 GB free under $TMPDIR for the 3B checkpoint and artifact. Everything goes to a
 # temporary folder, removed at the end (KEEP=1 keeps it, with every run's log).
@@ -305,7 +310,7 @@ bench_model() {
         --input-ids "$WORK/$name.encode.json" -n 1
     fi
     # Prompt lengths: ref runs its (maybe shorter) one; cpu runs the full one, ref's, and for
-    # the 3B the bar's 64 tokens (llama.cpp's prefill figure is for a 64-token prompt).
+    # the 3B llama-bench's 64 tokens (-p 64), so that the two prefill figures compare.
     if [ "$b" = ref ]; then lens=$ref_prefill
     else
       lens="$PREFILL"
@@ -590,7 +595,7 @@ for name, m in models.items():
     if any(b in backends and (m["targets"] is None or b not in m["targets"]) for b in ("ref", "cpu")):
         print("  n/a: the artifact carries no code for that backend")
     # For the summary: the decode at the longest prompt each backend ran, and prefill at the
-    # bar's length.
+    # llama-bench's length.
     best_dec = {}
     for b in ("ref", "cpu"):
         for n in lengths:
