@@ -12,7 +12,8 @@
 #   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
 #                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
 #                        [--ref-prefill-tokens N] [--full] [--checkpoint-3b DIR]
-#                        [--profile-tokens N] [--llama-bench PATH [--gguf PATH | --gguf-py DIR]]
+#                        [--profile-tokens N] [--no-encode]
+#                        [--llama-bench PATH [--gguf PATH | --gguf-py DIR]]
 #
 #   --build DIR              build folder (default build-bench, Release; configured and built
 #                            here when needed: vlmc and vlmc-run)
@@ -32,6 +33,7 @@
 #                            skipped otherwise)
 #   --checkpoint-3b DIR      use this 3B-shaped checkpoint instead of making one
 #   --profile-tokens N       prompt length of the profiled prefill (default 64)
+#   --no-encode              no image encode runs (the 3B's take minutes on 2 busy cores)
 #   --llama-bench PATH       llama.cpp's llama-bench: run in this same script on the 3B's
 #                            weights (-t THREADS -p 64 -n DECODE, 3 repetitions) and compared;
 #                            without it no llama.cpp figure is printed
@@ -107,6 +109,7 @@ CONFIG_3B=${CONFIG_3B:-tests/fixtures/configs/qwen2_5_vl_3b_config.json}
 # 3B is also measured at that length, and profiled there.
 LLAMA_PREFILL_TOKENS=64
 PROFILE_TOKENS=64
+ENCODE=1
 LLAMA_BENCH=
 GGUF=
 GGUF_PY=
@@ -129,6 +132,7 @@ while [ $# -gt 0 ]; do
     --full) FULL=1; shift ;;
     --checkpoint-3b) CKPT_3B=$2; shift 2 ;;
     --profile-tokens) PROFILE_TOKENS=$2; shift 2 ;;
+    --no-encode) ENCODE=0; shift ;;
     --llama-bench) LLAMA_BENCH=$2; shift 2 ;;
     --gguf) GGUF=$2; shift 2 ;;
     --gguf-py) GGUF_PY=$2; shift 2 ;;
@@ -302,7 +306,9 @@ bench_model() {
   encode_ids "$ckpt" "$WORK/$name.encode.json"
   ids "$WORK/decode.json" "$DECODE" 2
   for b in $TARGETS; do
-    if [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
+    if [ "$ENCODE" = 0 ]; then
+      printf '%s\t%s\tskipped\tencode\t-\n' "$name" "$b" >>"$RESULTS"
+    elif [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
       printf '%s\tref\tskipped\tencode\t-\n' "$name" >>"$RESULTS"
     else
       step "$name $b: encode ${IMAGE##*/} (best of $runs)"
@@ -331,6 +337,7 @@ bench_model() {
   ids "$WORK/prompt.1.json" 1 3
   STDIN=$WORK/decode.json profile "$name" decode "$((DECODE + 2))" \
     --input-ids "$WORK/prompt.1.json" -n 1 -i
+  [ "$ENCODE" = 1 ] || return 0
   profile "$name" encode "$(($(tr -cd , <"$WORK/$name.encode.json" | wc -c) - 4))" \
     --image "$IMAGE" --input-ids "$WORK/$name.encode.json" -n 1
 }
@@ -590,6 +597,8 @@ for name, m in models.items():
         print("  -: not run at that prompt length (each row compares one length only)")
     if enc["ref"] == "skipped":
         print("  ref encode skipped: minutes on the 3B (--full runs it)")
+    if enc["cpu"] == "skipped":
+        print("  cpu encode skipped (--no-encode)")
     for note in m["notes"]:
         print("  " + note)
     if any(b in backends and (m["targets"] is None or b not in m["targets"]) for b in ("ref", "cpu")):
