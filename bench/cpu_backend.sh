@@ -2,14 +2,18 @@
 # The cpu backend against the reference interpreter and against the machine, in one run: for
 # the tiny demo model (assets/shapes-vl) and for a 3B-shaped checkpoint with random weights,
 # image encode time at 448x448, prefill tokens/s for a 512-token prompt, decode tokens/s and
-# peak memory, per backend, with the cpu/ref speed-ups; then the machine's read bandwidth
-# (bench/membw.c, one thread and all cores) and the decode roofline it implies (bytes of
-# weights read per generated token over that bandwidth), next to llama.cpp's figures on this
-# machine as the bar. Not a timed test: run it by hand (the 3B part takes a while).
+# peak memory, per backend, with the cpu/ref speed-ups; then the machine's roofs (read
+# bandwidth, bench/membw.c, the best of 1-8 streams per thread; peak f32 FMA and bf16 dot
+# GFLOP/s, bench/peakflops.c), the decode roofline they imply (bytes of weights read per
+# generated token over the bandwidth), each hot kernel class's fraction of its roof, and, only
+# when --llama-bench is given, llama.cpp measured in this same run on the same weights (no
+# figure from elsewhere is printed). Not a timed test: run it by hand (the 3B takes a while).
 #
 #   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
 #                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
 #                        [--ref-prefill-tokens N] [--full] [--checkpoint-3b DIR]
+#                        [--profile-tokens N] [--no-encode]
+#                        [--llama-bench PATH [--gguf PATH | --gguf-py DIR]]
 #
 #   --build DIR              build folder (default build-bench, Release; configured and built
 #                            here when needed: vlmc and vlmc-run)
@@ -28,6 +32,15 @@
 #   --full                   3B on ref at full length, and its 448x448 encode (several minutes;
 #                            skipped otherwise)
 #   --checkpoint-3b DIR      use this 3B-shaped checkpoint instead of making one
+#   --profile-tokens N       prompt length of the profiled prefill (default 64)
+#   --no-encode              no image encode runs (the 3B's take minutes on 2 busy cores)
+#   --llama-bench PATH       llama.cpp's llama-bench: run in this same script on the 3B's
+#                            weights (-t THREADS -p 64 -n DECODE, 3 repetitions) and compared;
+#                            without it no llama.cpp figure is printed
+#   --gguf PATH              the GGUF llama-bench runs (it must hold the same weights as
+#                            --checkpoint-3b for the comparison to mean anything), or
+#   --gguf-py DIR            llama.cpp's gguf-py folder: the 3B checkpoint is written as a bf16
+#                            GGUF here (bench/make_gguf.py, ~6 GB more under $TMPDIR)
 #
 # How each figure is measured (vlmc-run --stats, --threads N, token ids, no tokenizer needed):
 #   encode   one image (tests/fixtures/images/square_448.png, 256 merged patches) with the ids
@@ -45,13 +58,31 @@
 #            backend's runs, and its ratio to the checkpoint's bytes of weights.
 # Each vlmc-run is a fresh process; the load time is not part of any figure.
 #
+# Roofs (the machine, measured first): bench/membw.c's read bandwidth, the best of 1, 2, 4 and
+# 8 interleaved streams per thread; bench/peakflops.c's peak f32 FMA (256- and 512-bit, where
+# the CPU has them) and bf16 dot (vdpbf16ps, AVX512_BF16) GFLOP/s, 1 thread and all.
+# Per-kernel fractions of them: three more cpu runs per model with VLMC_CPU_PROFILE=1 (the
+# backend's time per kernel, by template): a prefill of --profile-tokens ids (-n 1: no decode
+# step), a decode (1 id, then the 32+1 decode steps of turn 2: every step reads every weight),
+# and the image encode. Work per kernel class comes from the checkpoint's shapes: matmul
+# ("linear" kernels) flops = 2 x rows x weight elements (rows: the prompt's tokens, the last
+# one only for the lm_head, the image's patches in the vision tower, a quarter of them in its
+# merger), bytes in decode = the weights read per token x steps; attention flops = 4 x
+# head_dim x heads x (query, key) pairs (causal in the text model, 8x8-patch windows or the
+# whole image in the vision tower; exact for square_448.png's 32x32 patches). A matmul in
+# decode is measured against the bandwidth, prefill and vision matmuls and attention against
+# the f32 FMA peak (vlmc computes in f32) and, where measured, the bf16 dot peak.
+#
 # Reading the output: per model, one table with rows encode / prefill / decode / peak memory,
 # columns ref, cpu, and cpu/ref (speed-up for times and rates: >1 means cpu is faster; for
 # memory, cpu's peak over ref's). Rows are per prompt length, so every ratio divides figures of
 # the same length. Then: bandwidth, bytes per decoded token (the checkpoint's text-model
 # tensors, not visual.*; the embedding table only when it is also the lm_head, as a lookup
 # reads one row of it), the roofline tokens/s = all-core bandwidth / those bytes, each
-# backend's decode as a fraction of it, and llama.cpp's numbers on this machine for scale.
+# backend's decode as a fraction of it; the peaks; per model, the cpu kernel time by phase
+# (prefill, decode, vision) and class (matmul, attention, other), each with its share, its
+# rate and its fraction of the roof; then llama.cpp's prefill and decode tok/s with vlmc's and
+# their ratio (>1: vlmc is faster), or a line saying it was not measured.
 #
 # Needs ~16 GB free under $TMPDIR for the 3B checkpoint and artifact. Everything goes to a
 # temporary folder, removed at the end (KEEP=1 keeps it, with every run's log).
@@ -74,10 +105,14 @@ IMAGE=tests/fixtures/images/square_448.png
 # Another config can stand in for the 3B one (a small one, to try the script quickly); the
 # labels still say 3B.
 CONFIG_3B=${CONFIG_3B:-tests/fixtures/configs/qwen2_5_vl_3b_config.json}
-# The bar: llama.cpp on this machine (2 threads, f16 weights, a Qwen2.5-3B-shaped text model).
-LLAMA_DECODE_TPS=4.6
-LLAMA_PREFILL_TPS=27
+# llama.cpp's prefill figure is for a 64-token prompt (llama-bench -p 64): the cpu backend's
+# 3B is also measured at that length, and profiled there.
 LLAMA_PREFILL_TOKENS=64
+PROFILE_TOKENS=64
+ENCODE=1
+LLAMA_BENCH=
+GGUF=
+GGUF_PY=
 
 help() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 usage() {
@@ -96,6 +131,11 @@ while [ $# -gt 0 ]; do
     --ref-prefill-tokens) REF_PREFILL_3B=$2; shift 2 ;;
     --full) FULL=1; shift ;;
     --checkpoint-3b) CKPT_3B=$2; shift 2 ;;
+    --profile-tokens) PROFILE_TOKENS=$2; shift 2 ;;
+    --no-encode) ENCODE=0; shift ;;
+    --llama-bench) LLAMA_BENCH=$2; shift 2 ;;
+    --gguf) GGUF=$2; shift 2 ;;
+    --gguf-py) GGUF_PY=$2; shift 2 ;;
     -h|--help) help; exit 0 ;;
     *) usage ;;
   esac
@@ -110,6 +150,17 @@ done
 
 step() { printf '== %s\n' "$*" >&2; }
 has() { [[ " $1 " == *" $2 "* ]]; } # has LIST WORD
+if [ -n "$LLAMA_BENCH" ]; then
+  [ -x "$LLAMA_BENCH" ] || { echo "--llama-bench $LLAMA_BENCH: not an executable" >&2; exit 2; }
+  [ -n "$GGUF$GGUF_PY" ] || { echo "--llama-bench needs --gguf PATH or --gguf-py DIR" >&2; exit 2; }
+  [ -z "$GGUF" ] || [ -f "$GGUF" ] || { echo "--gguf $GGUF: no such file" >&2; exit 2; }
+  [ -z "$GGUF_PY" ] || [ -d "$GGUF_PY/gguf" ] ||
+    { echo "--gguf-py $GGUF_PY: no gguf package folder in it" >&2; exit 2; }
+  has "$MODELS" 3b || { echo "--llama-bench compares on the 3B: add 3b to --models" >&2; exit 2; }
+fi
+if [ -z "$LLAMA_BENCH" ] && [ -n "$GGUF$GGUF_PY" ]; then
+  echo "--gguf and --gguf-py need --llama-bench" >&2; exit 2
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vlmc-cpu-bench.XXXXXX")
 if [ "${KEEP:-0}" = 1 ]; then step "work folder $WORK (kept)"; else trap 'rm -rf "$WORK"' EXIT; fi
@@ -129,10 +180,16 @@ case $BUILD in /*) VLMC=$BUILD/tools/vlmc; RUN=$BUILD/tools/vlmc-run ;; esac
 
 # Bandwidth first, before the machine's page cache fills with weights.
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-step "memory read bandwidth (bench/membw.c: 1 GiB, 1 thread and $THREADS threads)"
+# 4 GiB: far more than the last-level cache (a 1 GiB buffer read partly from a 533 MB L3 once
+# over-reported by 2x, see membw.c).
+step "memory read bandwidth (bench/membw.c: 4 GiB, 1..8 streams, 1 thread and $THREADS threads)"
 cc -O3 -march=native -pthread -o "$WORK/membw" bench/membw.c
-"$WORK/membw" 1024 10 "$THREADS" >"$WORK/membw.txt"
-cat "$WORK/membw.txt" >&2
+"$WORK/membw" 4096 3 "$THREADS" >"$WORK/membw.txt"
+sed 's/^/   /' "$WORK/membw.txt" >&2
+step "peak arithmetic (bench/peakflops.c: f32 FMA, bf16 dot; 1 thread and $THREADS threads)"
+cc -O2 -march=native -pthread -o "$WORK/peakflops" bench/peakflops.c
+"$WORK/peakflops" "$THREADS" >"$WORK/peakflops.txt"
+sed 's/^/   /' "$WORK/peakflops.txt" >&2
 
 # ids FILE COUNT SEED: COUNT random ids in 1000..30000 (plain text tokens), as a JSON list.
 ids() {
@@ -225,6 +282,22 @@ measure() {
   done
 }
 
+# profile NAME KIND TOKENS ARGS...: one cpu run with VLMC_CPU_PROFILE=1 (stdin: $STDIN), its
+# per-kernel times recorded for the roof table (KIND: prefill, decode or encode).
+profile() {
+  local name=$1 kind=$2 tokens=$3 log
+  shift 3
+  log=$WORK/$name.cpu.profile.$kind.log
+  step "$name cpu: profile of $kind${tokens:+ ($tokens)} (VLMC_CPU_PROFILE=1)"
+  if VLMC_CPU_PROFILE=1 "$RUN" "$WORK/$name.vlmc" --backend cpu --threads "$THREADS" --stats \
+       --ids "$@" <"${STDIN:-/dev/null}" >"$log.out" 2>"$log"; then
+    printf '%s\tprofile\t%s\t%s\t%s\n' "$name" "$kind" "${tokens:-0}" "$log" >>"$RESULTS"
+    grep -A3 '^cpu profile' "$log" | sed 's/^/   /' >&2
+  else
+    echo "   profiled run failed: $(grep -v '^stats' "$log" | tail -1)" >&2
+  fi
+}
+
 # bench_model NAME CKPT RUNS REF_PREFILL ENCODE_REF: compiles and measures one model.
 bench_model() {
   local name=$1 ckpt=$2 runs=$3 ref_prefill=$4 encode_ref=$5 b n lens
@@ -233,7 +306,9 @@ bench_model() {
   encode_ids "$ckpt" "$WORK/$name.encode.json"
   ids "$WORK/decode.json" "$DECODE" 2
   for b in $TARGETS; do
-    if [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
+    if [ "$ENCODE" = 0 ]; then
+      printf '%s\t%s\tskipped\tencode\t-\n' "$name" "$b" >>"$RESULTS"
+    elif [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
       printf '%s\tref\tskipped\tencode\t-\n' "$name" >>"$RESULTS"
     else
       step "$name $b: encode ${IMAGE##*/} (best of $runs)"
@@ -241,7 +316,7 @@ bench_model() {
         --input-ids "$WORK/$name.encode.json" -n 1
     fi
     # Prompt lengths: ref runs its (maybe shorter) one; cpu runs the full one, ref's, and for
-    # the 3B the bar's 64 tokens (llama.cpp's prefill figure is for a 64-token prompt).
+    # the 3B llama-bench's 64 tokens (-p 64), so that the two prefill figures compare.
     if [ "$b" = ref ]; then lens=$ref_prefill
     else
       lens="$PREFILL"
@@ -256,6 +331,43 @@ bench_model() {
         --input-ids "$WORK/prompt.$n.json" -n 1 -i
     done
   done
+  has "$TARGETS" cpu || return 0
+  ids "$WORK/prompt.$PROFILE_TOKENS.json" "$PROFILE_TOKENS" 1
+  profile "$name" prefill "$PROFILE_TOKENS" --input-ids "$WORK/prompt.$PROFILE_TOKENS.json" -n 1
+  ids "$WORK/prompt.1.json" 1 3
+  STDIN=$WORK/decode.json profile "$name" decode "$((DECODE + 2))" \
+    --input-ids "$WORK/prompt.1.json" -n 1 -i
+  [ "$ENCODE" = 1 ] || return 0
+  profile "$name" encode "$(($(tr -cd , <"$WORK/$name.encode.json" | wc -c) - 4))" \
+    --image "$IMAGE" --input-ids "$WORK/$name.encode.json" -n 1
+}
+
+# llama_bench CKPT: llama.cpp's llama-bench on the same weights (a GGUF written here from CKPT,
+# or --gguf), right after vlmc's runs: prefill of 64 tokens and DECODE generated tokens, THREADS
+# threads, 3 repetitions (its JSON output, read by the tables).
+llama_bench() {
+  local ckpt=$1 gguf=$GGUF
+  if [ -z "$gguf" ]; then
+    step "bf16 GGUF of the 3B checkpoint (bench/make_gguf.py, llama.cpp's gguf-py)"
+    gguf=$WORK/3b.gguf
+    if ! $PY bench/make_gguf.py "$ckpt" "$gguf" --gguf-py "$GGUF_PY" 2>"$WORK/make_gguf.log"; then
+      cat "$WORK/make_gguf.log" >&2
+      printf '3b\tllama-failed\tmake_gguf.py: %s\n' "$(tail -1 "$WORK/make_gguf.log")" >>"$RESULTS"
+      return 0
+    fi
+  fi
+  step "llama.cpp: $LLAMA_BENCH -m ${gguf##*/} -t $THREADS -p $LLAMA_PREFILL_TOKENS -n $DECODE"
+  local load0
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  if "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -p "$LLAMA_PREFILL_TOKENS" -n "$DECODE" -r 3 \
+       -o json >"$WORK/llama.json" 2>"$WORK/llama.log"; then
+    printf '3b\tllama\t%s\t%s\t%s\n' "$WORK/llama.json" "$load0" \
+      "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS"
+  else
+    tail -5 "$WORK/llama.log" >&2
+    printf '3b\tllama-failed\tllama-bench: %s\n' "$(tail -1 "$WORK/llama.log")" >>"$RESULTS"
+  fi
+  [ -n "$GGUF" ] || rm -f "$gguf"
 }
 
 if has "$MODELS" tiny; then
@@ -270,18 +382,19 @@ if has "$MODELS" 3b; then
   bench_model 3b "$CKPT_3B" 1 "$REF_PREFILL_3B" "$FULL"
   # Free the disk early: the artifact and (if made here) the checkpoint are 7.5 GB each.
   rm -f "$WORK/3b.vlmc"
+  [ -z "$LLAMA_BENCH" ] || llama_bench "$CKPT_3B"
 fi
 
 step "tables"
 echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --threads $THREADS;" \
   "load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-$PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$LLAMA_DECODE_TPS" \
-  "$LLAMA_PREFILL_TPS" "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'
+$PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$WORK/peakflops.txt" \
+  "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'
 import glob, json, os, re, struct, subprocess, sys
 
 results, membw_path, threads, decode_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-llama_dec, llama_pre, llama_pre_n = float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
-backends = sys.argv[8].split()
+peak_path, llama_pre_n = sys.argv[5], int(sys.argv[6])
+backends = sys.argv[7].split()
 NAMES = {"tiny": "tiny (assets/shapes-vl)", "3b": "3B-shaped, random weights"}
 
 # --- the stats lines -------------------------------------------------------------------------
@@ -309,11 +422,29 @@ def last_error(path):
     lines = [l.strip() for l in open(path, errors="replace") if l.strip() and not l.startswith("stats")]
     return lines[-1] if lines else "failed"
 
+def profile_lines(path):
+    """VLMC_CPU_PROFILE's table: [(symbol, template, calls, ms)]."""
+    out = []
+    for line in open(path, errors="replace"):
+        m = re.match(r"\s+(\S+)\s+(\S+)\s+(\d+) calls\s+([\d.]+) ms", line)
+        if m: out.append((m.group(1), m.group(2), int(m.group(3)), float(m.group(4))))
+    return out
+
+llama = None  # {"json": path, "load": (start, end)} or {"failed": why}
 models = {}   # name -> dict
 for row in open(results):
     f = row.rstrip("\n").split("\t")
-    m = models.setdefault(f[0], {"runs": {}, "notes": [], "targets": None, "failed": {}})
-    if f[1] == "checkpoint":
+    if f[1] == "llama":
+        llama = {"json": f[2], "load": (f[3], f[4])}
+        continue
+    if f[1] == "llama-failed":
+        llama = {"failed": f[2]}
+        continue
+    m = models.setdefault(f[0], {"runs": {}, "notes": [], "targets": None, "failed": {},
+                                 "profile": {}})
+    if f[1] == "profile":
+        m["profile"][f[2]] = (int(f[3]), profile_lines(f[4]))
+    elif f[1] == "checkpoint":
         m["ckpt"] = f[2]
         m["best_of"] = int(f[3]) if len(f) > 3 else 1
     elif f[1] == "artifact": m["targets"] = f[2].split(","); m["artifact_bytes"] = int(f[3])
@@ -352,10 +483,16 @@ def weights(ckpt):
 
 def mb(b): return "%.1f MB" % (b / 1e6) if b < 1e9 else "%.2f GB" % (b / 1e9)
 
-bw = {}
+bw, bw_streams = {}, {}
 for line in open(membw_path):
     m = re.match(r"read bandwidth, (\d+) threads?: ([\d.]+) GB/s", line)
     if m: bw[int(m.group(1))] = float(m.group(2))
+    m = re.match(r"streams (\d+) per thread: 1 thread ([\d.]+) GB/s, \d+ threads ([\d.]+)", line)
+    if m: bw_streams[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+peaks = {}     # (kernel, threads) -> GFLOP/s, or a "not measured" reason
+for line in open(peak_path):
+    m = re.match(r"peak (.+?), (\d+) threads?: (?:([\d.]+) GFLOP/s|not measured: (.*))", line)
+    if m: peaks[(m.group(1), int(m.group(2)))] = float(m.group(3)) if m.group(3) else m.group(4)
 bw_one = bw.get(1, 0.0)
 bw_all = max((v for k, v in bw.items() if k != 1), default=bw_one)
 nthreads = max(bw) if bw else threads
@@ -460,12 +597,14 @@ for name, m in models.items():
         print("  -: not run at that prompt length (each row compares one length only)")
     if enc["ref"] == "skipped":
         print("  ref encode skipped: minutes on the 3B (--full runs it)")
+    if enc["cpu"] == "skipped":
+        print("  cpu encode skipped (--no-encode)")
     for note in m["notes"]:
         print("  " + note)
     if any(b in backends and (m["targets"] is None or b not in m["targets"]) for b in ("ref", "cpu")):
         print("  n/a: the artifact carries no code for that backend")
     # For the summary: the decode at the longest prompt each backend ran, and prefill at the
-    # bar's length.
+    # llama-bench's length.
     best_dec = {}
     for b in ("ref", "cpu"):
         for n in lengths:
@@ -502,30 +641,173 @@ for name, per_token, _, _ in summary:
         print("  %s: %s per token is not much more than the last-level cache (%.0f MB here): it "
               "is read largely from cache, so its fraction can pass 1 and says little" %
               (name, mb(per_token), llc / 1e6))
+# --- roofs: the machine's peaks, each hot kernel class's fraction of its roof ----------------
+def peak_of(prefix):
+    """The best all-thread GFLOP/s of the peakflops kernels named PREFIX*, else (None, why)."""
+    v = [x for (k, t), x in peaks.items() if k.startswith(prefix) and t == nthreads
+         and isinstance(x, float)]
+    if v: return max(v), None
+    why = [x for (k, t), x in peaks.items() if k.startswith(prefix) and isinstance(x, str)]
+    return None, (why[0] if why else "not measured")
+
+print()
+print("machine: peak arithmetic (bench/peakflops.c), GFLOP/s:")
+for (k, t), x in peaks.items():   # peakflops' order: f32 256-bit, 512-bit, bf16 dot
+    print("  %-20s %2d thread%s  %s" % (k, t, " " if t == 1 else "s",
+                                        "%.1f" % x if isinstance(x, float) else "not measured: " + x))
+if bw_streams:
+    print("  read bandwidth by streams per thread (GB/s, 1 thread / %d): %s" % (nthreads, ", ".join(
+        "%d: %.1f / %.1f" % (k, v[0], v[1]) for k, v in sorted(bw_streams.items()))))
+f32_peak, f32_why = peak_of("f32 fma")
+bf16_peak, bf16_why = peak_of("bf16 dot")
+
+def shapes(ckpt):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        with open(path, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+        out.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
+    return out
+
+def elems(shape):
+    n = 1
+    for d in shape: n *= d
+    return n
+
+def model_work(ckpt):
+    """Matmul weight elements by where they apply, and the attention shapes."""
+    sh = shapes(ckpt)
+    c = json.load(open(os.path.join(ckpt, "config.json")))
+    v = c.get("vision_config", {})
+    c = c.get("text_config", c)   # newer configs nest the text model's keys
+    tied = "lm_head.weight" not in sh
+    w = {"text": 0, "head": 0, "vision": 0, "merger": 0}
+    for k, s in sh.items():
+        if len(s) < 2: continue
+        parts = k.split(".")
+        if "visual" in parts:
+            w["merger" if "merger" in parts else "vision"] += elems(s)
+        elif k.endswith("lm_head.weight") or (tied and k.endswith("embed_tokens.weight")):
+            w["head"] += elems(s)
+        elif not k.endswith("embed_tokens.weight"):
+            w["text"] += elems(s)
+    heads = c["num_attention_heads"]
+    w["text_attn"] = (c["num_hidden_layers"], heads, c["hidden_size"] // heads)
+    if v:
+        vh = v.get("num_heads", 16)
+        full = set(v.get("fullatt_block_indexes", []))
+        win = (v.get("window_size", 112) // v.get("patch_size", 14)) ** 2
+        w["vision_attn"] = (v.get("depth", 0), vh, v.get("hidden_size", 1280) // vh, full, win)
+        w["merge"] = v.get("spatial_merge_size", 2) ** 2
+    return w
+
+def classify(template):
+    if "linear" in template: return "matmul"
+    if "attention" in template: return "attention"
+    return "other"
+
+def class_ms(lines, keep=None):
+    out = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+    for sym, tmpl, calls, ms in lines:
+        if keep is None or sym in keep: out[classify(tmpl)] += ms
+    return out
+
+def frac_flops(gflop, ms):
+    rate = gflop / (ms / 1e3)
+    cells = ["%.1f GFLOP/s" % rate]
+    cells.append("%.3f of f32 FMA %.0f" % (rate / f32_peak, f32_peak) if f32_peak else
+                 "no f32 FMA peak (%s)" % f32_why)
+    cells.append("%.3f of bf16 dot %.0f" % (rate / bf16_peak, bf16_peak) if bf16_peak else
+                 "no bf16 dot peak (%s)" % bf16_why)
+    return cells
+
+for name, m in models.items():
+    prof = m.get("profile", {})
+    if not prof or "ckpt" not in m: continue
+    w = model_work(m["ckpt"])
+    print()
+    print("%s: cpu kernel time by class (VLMC_CPU_PROFILE=1, %d threads) against the roofs" %
+          (NAMES.get(name, name), threads))
+    print("  %-30s %10s %6s  %s" % ("phase / class", "ms", "share", "rate and fraction of its roof"))
+    text_syms = set()
+    if "prefill" in prof:
+        n, lines = prof["prefill"]
+        text_syms = {l[0] for l in lines}
+        ms, total = class_ms(lines), sum(l[3] for l in lines) or 1
+        layers, heads, hd = w["text_attn"]
+        gf = {"matmul": (2 * n * w["text"] + 2 * w["head"]) / 1e9,
+              "attention": layers * 4 * hd * heads * n * (n + 1) / 2 / 1e9}
+        for cls in ("matmul", "attention", "other"):
+            cells = frac_flops(gf[cls], ms[cls]) if cls in gf and ms[cls] > 0 else []
+            print("  %-30s %10.1f %5.1f%%  %s" % ("prefill %d tok, %s" % (n, cls), ms[cls],
+                  100 * ms[cls] / total, ", ".join(cells)))
+    if "decode" in prof:
+        steps, lines = prof["decode"]
+        ms, total = class_ms(lines), sum(l[3] for l in lines) or 1
+        gbs = steps * m["per_token"] / 1e9 / (ms["matmul"] / 1e3) if ms["matmul"] else 0
+        for cls in ("matmul", "attention", "other"):
+            extra = ("%.1f GB/s of weights, %.3f of the %.1f GB/s read bandwidth" %
+                     (gbs, gbs / bw_roof, bw_roof) if cls == "matmul" and gbs else "")
+            print("  %-30s %10.1f %5.1f%%  %s" % ("decode %d steps, %s" % (steps, cls), ms[cls],
+                  100 * ms[cls] / total, extra))
+    if "encode" in prof and "vision_attn" in w:
+        tokens, lines = prof["encode"]
+        # The encode run also prefills its prompt through the text model: the vision tower's
+        # kernels are those the text prefill does not use.
+        vis = {l[0] for l in lines} - text_syms if text_syms else None
+        ms = class_ms(lines, vis)
+        total = sum(l[3] for l in lines if vis is None or l[0] in vis) or 1
+        n = tokens * w["merge"]
+        depth, vh, vhd, full, win = w["vision_attn"]
+        pairs = sum(n * n if i in full else n * min(win, n) for i in range(depth))
+        gf = {"matmul": (2 * n * w["vision"] + 2 * (n // w["merge"]) * w["merger"]) / 1e9,
+              "attention": 4 * vhd * vh * pairs / 1e9}
+        for cls in ("matmul", "attention", "other"):
+            cells = frac_flops(gf[cls], ms[cls]) if cls in gf and ms[cls] > 0 else []
+            print("  %-30s %10.1f %5.1f%%  %s" % ("vision %d patches, %s" % (n, cls), ms[cls],
+                  100 * ms[cls] / total, ", ".join(cells)))
+        if vis is None:
+            print("  (no prefill profile: the vision rows include the text prefill's kernels)")
+    print("  (share: of the phase's kernel time; matmul = linear kernels, flops = 2 x rows x "
+          "weights; attention flops = 4 x head_dim x heads x (query, key) pairs)")
+
 b3 = next((s for s in summary if s[0] == "3b"), None)
 print()
-print("bar: llama.cpp on this machine, 2 threads, f16, a Qwen2.5-3B-shaped text model:")
-if b3:
-    name, per_token, dec, pre_bar = b3
-    llama_gbs = llama_dec * per_token / 1e9
-    print("  decode  %.1f tok/s (%.1f GB/s of weights at our 3B's %s/token, %.2f of the roofline)"
-          % (llama_dec, llama_gbs, mb(per_token), llama_gbs / bw_roof))
-    if llama_gbs > bw_roof:
-        print("          (more than the bandwidth measured in this run: the machine is busier now"
-              " than when llama.cpp was measured, and every figure here is low with it)")
-    if "cpu" in dec:
-        t = dec["cpu"][1]
-        print("          ours (cpu) %.2f tok/s = %.1f GB/s of weights: %.2fx llama.cpp" %
-              (t, t * per_token / 1e9, t / llama_dec))
-    else:
-        print("          ours (cpu): not measured")
-    print("  prefill %.0f tok/s for a %d-token prompt" % (llama_pre, llama_pre_n))
-    if pre_bar:
-        print("          ours (cpu, %d-token prompt) %.2f tok/s: %.2fx llama.cpp" %
-              (pre_bar[0], pre_bar[1], pre_bar[1] / llama_pre))
-    else:
-        print("          ours (cpu): not measured")
+if llama is None:
+    print("llama.cpp: not measured in this run (--llama-bench PATH --gguf-py DIR to compare)")
+elif "failed" in llama:
+    print("llama.cpp: no figure: " + llama["failed"])
 else:
-    print("  decode %.1f tok/s, prefill %.0f tok/s (%d-token prompt); run with --models 3b to "
-          "compare" % (llama_dec, llama_pre, llama_pre_n))
+    rows = json.load(open(llama["json"]))
+    pre = next((r for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0), None)
+    gen = next((r for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0), None)
+    r0 = rows[0] if rows else {}
+    print("llama.cpp, measured in this run on the same weights (bf16 GGUF), %s threads, build %s "
+          "(%s); load average %s before, %s after:" % (r0.get("n_threads", threads),
+          r0.get("build_commit", "?"), r0.get("cpu_info", "?"), *llama["load"]))
+    dec64 = None
+    if b3:
+        m3 = models["3b"]
+        r = m3["runs"].get(("cpu", "text", llama_pre_n))
+        dec64 = best_rate(r, 2) if r else None
+    ours = {"pre": b3[3] if b3 else None, "gen": dec64}
+    for key, row, label in (("pre", pre, "prefill %d tok" % llama_pre_n),
+                            ("gen", gen, "decode")):
+        if not row:
+            print("  %-16s llama.cpp: no row in its output" % label)
+            continue
+        t = row["avg_ts"]
+        line = "  %-16s llama.cpp %8.2f tok/s (+-%.2f)" % (label, t, row.get("stddev_ts", 0))
+        if ours[key]:
+            line += "   vlmc cpu %8.2f tok/s   vlmc / llama.cpp %.2f" % (ours[key][1], ours[key][1] / t)
+        else:
+            line += "   vlmc cpu: not measured"
+        print(line)
+    if gen and b3:
+        gbs = gen["avg_ts"] * b3[1] / 1e9
+        print("  llama.cpp's decode reads %.1f GB/s of weights: %.3f of the %.1f GB/s read "
+              "bandwidth" % (gbs, gbs / bw_roof, bw_roof))
+    print("  (llama-bench's decode starts at an empty context, vlmc's after the %d-token prompt;"
+          " the machine is shared: both were measured minutes apart in this run)" % llama_pre_n)
 EOF
