@@ -216,8 +216,8 @@ vlmc_status_t vlmc_file_write_all(const char *path, const void *data, size_t len
 vlmc_status_t vlmc_file_map(const char *path, vlmc_mapped_file_t *out_file) {
   out_file->data = NULL;
   out_file->size = 0;
-  int fd;
-  uint64_t size;
+  int fd = -1;     /* set on success; initialized for GCC's -O3 flow analysis */
+  uint64_t size = 0;
   VLMC_RETURN_IF_ERROR(vlmc_file_open_regular(path, &fd, &size));
   if (size > (uint64_t)SIZE_MAX) {
     close(fd);
