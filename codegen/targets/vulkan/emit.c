@@ -3,6 +3,7 @@
  * ids, work units, workgroup memory and reductions. */
 #include "codegen/targets/vulkan/emit.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The vulkan memo kinds, after the shared emitter's. */
@@ -340,4 +341,90 @@ int vlmc_vk_emit_guard_empty(vlmc_kernel_emit_t *e, int from, int to, int loop_r
 
 vlmc_status_t vlmc_vk_emit_finish(vlmc_kernel_emit_t *e, const char *name, vlmc_strbuf_t *out) {
   return vlmc_kernel_emit_function(e, name, "", out);
+}
+
+/* ---- small arithmetic shared by the templates ---- */
+
+int vlmc_vk_emit_cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
+  return v;
+}
+
+int vlmc_vk_emit_and(vlmc_kernel_emit_t *e, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, a, b);
+  return v;
+}
+
+int vlmc_vk_emit_select(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
+                        cond, a, b, type);
+  return v;
+}
+
+int vlmc_vk_emit_fma(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
+  return v;
+}
+
+int vlmc_vk_emit_softmax_weight(vlmc_kernel_emit_t *e, int x, int m) {
+  int p = vlmc_kernel_emit_float_unary(e, "math.exp", vlmc_kernel_emit_float_op(e, "arith.subf", x, m, 0), 0);
+  int masked = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oeq, " VLMC_SSA ", " VLMC_SSA " : f32", masked, x,
+                        vlmc_kernel_emit_f32(e, -INFINITY));
+  return vlmc_vk_emit_select(e, masked, vlmc_kernel_emit_f32(e, 0), p, "f32");
+}
+
+/* The segment of row i: the scan over cu's boundaries narrows [*start, *end). */
+static void emit_segment(vlmc_kernel_emit_t *e, const vlmc_value_t *cu, int i, int *start, int *end) {
+  int zero = vlmc_kernel_emit_index(e, 0);
+  int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
+  int out = vlmc_kernel_emit_fresh(e);
+  int count = vlmc_kernel_emit_dim(e, cu->type.dims[0]);
+  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
+                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ") -> (index, index) {",
+                        out, w, zero, count, vlmc_kernel_emit_index(e, 1), s_in, *start, e_in, *end);
+  int bound = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
+                        vlmc_kernel_emit_load(e, cu, w));
+  int le = vlmc_vk_emit_cmp(e, "sle", bound, i);
+  int s_next = vlmc_vk_emit_select(e, le, bound, s_in, "index");
+  int e_next = vlmc_vk_emit_select(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound),
+                                   "index");
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
+  vlmc_kernel_emit_line(e, "}");
+  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, zero);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, zero);
+  /* a count of 0 (a symbolic one may be) runs no iteration: pitfall 4, keep the inits */
+  *start = vlmc_vk_emit_guard_empty(e, zero, count, s_out, *start, "index");
+  *end = vlmc_vk_emit_guard_empty(e, zero, count, e_out, *end, "index");
+}
+
+void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
+                            const vlmc_value_t *cu, bool causal, int i, int *out_start, int *out_end) {
+  int start = vlmc_kernel_emit_index(e, 0), end = vlmc_kernel_emit_dim(e, k->type.dims[0]);
+  if (cu) emit_segment(e, cu, i, &start, &end);
+  if (causal) { /* keys j <= i + T - S */
+    int t1 = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_dim(e, k->type.dims[0]),
+                                       vlmc_kernel_emit_index(e, 1));
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index_op(e, "arith.addi", i, t1),
+                                          vlmc_kernel_emit_dim(e, q->type.dims[0]));
+    end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
+  }
+  *out_start = start;
+  *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
+}
+
+int64_t vlmc_vk_static_rows(const vlmc_type_t *xt) {
+  int64_t rows = 1;
+  for (uint32_t d = 0; d + 1 < xt->rank; ++d) {
+    if (!vlmc_dim_is_static(xt->dims[d])) return -1;
+    rows *= xt->dims[d].off;
+  }
+  return rows;
 }

@@ -107,6 +107,27 @@ int vlmc_vk_emit_workgroup_reduce(vlmc_kernel_emit_t *e, const char *op, const c
 int vlmc_vk_emit_guard_empty(vlmc_kernel_emit_t *e, int from, int to, int loop_result, int init,
                              const char *type);
 
+/* ---- small arithmetic shared by the templates ---- */
+
+/* arith.cmpi `pred` of two index values (an i1). */
+int vlmc_vk_emit_cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b);
+/* a && b of two i1 values. */
+int vlmc_vk_emit_and(vlmc_kernel_emit_t *e, int a, int b);
+/* cond ? a : b, of MLIR type `type` ("f32", "index"). */
+int vlmc_vk_emit_select(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type);
+/* a * b + c in f32 (math.fma). */
+int vlmc_vk_emit_fma(vlmc_kernel_emit_t *e, int a, int b, int c);
+/* An online softmax's weight exp(x - m), or 0 where x is -inf (a masked key, or the max
+ * before any key). */
+int vlmc_vk_emit_softmax_weight(vlmc_kernel_emit_t *e, int x, int m);
+/* [*start, *end) of the keys attention query row i sees (q [S, ...], k [T, ...]): its segment
+ * of cu (NULL: none; the last boundary <= i up to the first one > i, a linear scan over the
+ * few boundaries), cut at key i + T - S when causal, never reversed; as the cpu kernel. */
+void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
+                            const vlmc_value_t *cu, bool causal, int i, int *start, int *end);
+/* The rows of x (the product of its leading dims) when all are static, else -1. */
+int64_t vlmc_vk_static_rows(const vlmc_type_t *xt);
+
 /* ---- the driver's side ---- */
 
 /* The whole module text (gpu.container_module, target env, the gpu.func @name); takes the

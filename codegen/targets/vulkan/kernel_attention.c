@@ -89,78 +89,13 @@ static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int divu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, c)); }
 static int remu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, c)); }
 
-static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
-  return v;
-}
 
-static int select_as(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
-                        cond, a, b, type);
-  return v;
-}
 
-static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
-  return v;
-}
 
-static int is_minus_inf(vlmc_kernel_emit_t *e, int x) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oeq, " VLMC_SSA ", " VLMC_SSA " : f32", v, x,
-                        vlmc_kernel_emit_f32(e, -INFINITY));
-  return v;
-}
 
-/* exp(x - m), or 0 where x is -inf (a masked key, or the max before any key). */
-static int weight(vlmc_kernel_emit_t *e, int x, int m) {
-  int p = vlmc_kernel_emit_float_unary(e, "math.exp", vlmc_kernel_emit_float_op(e, "arith.subf", x, m, 0), 0);
-  return select_as(e, is_minus_inf(e, x), vlmc_kernel_emit_f32(e, 0), p, "f32");
-}
 
 /* ---- the keys a query sees ---- */
 
-/* [start, end) of the keys query row i sees: its segment (the last boundary <= i up to the
- * first one > i; boundaries are few, a linear scan), cut by the causal limit, never reversed.
- * As the cpu kernel computes it. */
-static void emit_key_range(const attention_t *A, int i, int *out_start, int *out_end) {
-  vlmc_kernel_emit_t *e = A->e;
-  const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type;
-  int start = idx(e, 0), end = vlmc_kernel_emit_dim(e, kt->dims[0]);
-  if (A->cu) {
-    int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
-    int out = vlmc_kernel_emit_fresh(e);
-    int count = vlmc_kernel_emit_dim(e, A->cu->type.dims[0]);
-    vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
-                          VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                          ") -> (index, index) {",
-                          out, w, start, count, idx(e, 1), s_in, start, e_in, end);
-    int bound = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
-                          vlmc_kernel_emit_load(e, A->cu, w));
-    int le = cmp(e, "sle", bound, i);
-    int s_next = select_as(e, le, bound, s_in, "index");
-    int e_next = select_as(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound), "index");
-    vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
-    vlmc_kernel_emit_line(e, "}");
-    /* a count of 0 (a symbolic one may be) runs no iteration: pitfall 4, keep the inits */
-    int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
-    start = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, s_out, start, "index");
-    end = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, e_out, end, "index");
-  }
-  if (A->causal) { /* keys j <= i + T - S */
-    int t1 = add(e, vlmc_kernel_emit_dim(e, kt->dims[0]), idx(e, 1));
-    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", add(e, i, t1), vlmc_kernel_emit_dim(e, qt->dims[0]));
-    end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
-  }
-  *out_start = start;
-  *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
-}
 
 /* ---- the state carried through loops ---- */
 
@@ -228,10 +163,10 @@ static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, i
   vlmc_kernel_emit_t *e = A->e;
   int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->tile * dim), idx(e, A->threads));
   int key = add(e, t0, divu(e, at, dim));
-  int ok = cmp(e, "slt", key, end);
+  int ok = vlmc_vk_emit_cmp(e, "slt", key, end);
   int flat = add(e, mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim)), remu(e, at, dim));
-  int safe = select_as(e, ok, flat, idx(e, 0), "index");
-  int value = select_as(e, ok, vlmc_kernel_emit_load(e, src, safe), vlmc_kernel_emit_f32(e, 0), "f32");
+  int safe = vlmc_vk_emit_select(e, ok, flat, idx(e, 0), "index");
+  int value = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, src, safe), vlmc_kernel_emit_f32(e, 0), "f32");
   vlmc_vk_emit_shared_store(e, dst, value, at);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -241,12 +176,12 @@ static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, i
 static int emit_score(const attention_t *A, const int *q, const int *kv, int key, int64_t p) {
   vlmc_kernel_emit_t *e = A->e;
   int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[0], kv[0], 0);
-  for (int64_t c = 1; c < A->d; ++c) dot = fma_f32(e, q[c], kv[c], dot);
+  for (int64_t c = 1; c < A->d; ++c) dot = vlmc_vk_emit_fma(e, q[c], kv[c], dot);
   int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
   int ok = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                        cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
-  return select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+                        vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]), vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]));
+  return vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
 /* Step 2, one chunk of CK keys at tile row c0: each staged k float is read once for the P
@@ -267,7 +202,7 @@ static void emit_chunk(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int t
     }
   }
   for (int64_t p = 0; p < A->per; ++p) {
-    int alpha = weight(e, *slot_m(A, s, p), m[p]);
+    int alpha = vlmc_vk_emit_softmax_weight(e, *slot_m(A, s, p), m[p]);
     *slot_m(A, s, p) = m[p];
     *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.mulf", *slot_l(A, s, p), alpha, 0);
     int *acc = slot_acc(A, s, p);
@@ -276,7 +211,7 @@ static void emit_chunk(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int t
   for (int64_t k = 0; k < A->chunk; ++k) {
     int w[MAX_PER];
     for (int64_t p = 0; p < A->per; ++p) {
-      w[p] = weight(e, scores[p][k], m[p]);
+      w[p] = vlmc_vk_emit_softmax_weight(e, scores[p][k], m[p]);
       *slot_l(A, s, p) = vlmc_kernel_emit_float_op(e, "arith.addf", *slot_l(A, s, p), w[p], 0);
     }
     int base = mul(e, rows[k], idx(e, A->dv));
@@ -284,7 +219,7 @@ static void emit_chunk(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int t
       int value = vlmc_vk_emit_shared_load(e, A->vs, add(e, base, idx(e, c)));
       for (int64_t p = 0; p < A->per; ++p) {
         int *acc = slot_acc(A, s, p);
-        acc[c] = fma_f32(e, w[p], value, acc[c]);
+        acc[c] = vlmc_vk_emit_fma(e, w[p], value, acc[c]);
       }
     }
   }
@@ -331,7 +266,7 @@ static void emit_block_range(const attention_t *A, int i0, int last, int *start,
                         out, r, idx(e, 0), idx(e, A->rows), idx(e, 1), lo,
                         vlmc_kernel_emit_dim(e, A->k->type.dims[0]), hi, idx(e, 0));
   int rs, re;
-  emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
+  vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
                         vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
                         vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
@@ -351,7 +286,7 @@ static void emit_slot(attention_t *A, int64_t p, int i0, int last) {
   A->slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A->tid, idx(e, p * A->threads)),
                                          idx(e, A->slots - 1));
   A->row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A->slot[p], A->group)), last);
-  emit_key_range(A, A->row[p], &A->key_start[p], &A->key_end[p]);
+  vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, A->row[p], &A->key_start[p], &A->key_end[p]);
 }
 
 /* Query head of slot p on kv head kvh (flat over [S, Hq]). */
@@ -380,7 +315,7 @@ static void emit_block(const attention_t *A, int i0, int kvh, int start, int end
     int slot = add(e, A->tid, idx(e, p * A->threads)), store = vlmc_kernel_emit_fresh(e);
     int row = add(e, i0, divu(e, slot, A->group));
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
-                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
+                          vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots)), vlmc_vk_emit_cmp(e, "slt", row, s_rows));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
     int o_base = mul(e, slot_head(A, p, kvh), idx(e, A->dv));
     const int *acc = slot_acc(A, &s, p);
@@ -477,7 +412,7 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   /* Nothing to do past the work (a group of the 2-D grid's last row): uniform over the group. */
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end));
   int i0 = divu(e, first, A.kv_heads);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, qt->dims[0]), idx(e, 1));
   for (int64_t p = 0; p < A.per; ++p) emit_slot(&A, p, i0, last);

@@ -71,85 +71,20 @@ static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int divu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, c)); }
 static int remu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, c)); }
 
-static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
-  return v;
-}
 
-static int select_as(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
-                        cond, a, b, type);
-  return v;
-}
 
-static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
-  return v;
-}
 
-/* exp(x - m), or 0 where x is -inf (a masked key, or the max before any key). */
-static int weight(vlmc_kernel_emit_t *e, int x, int m) {
-  int p = vlmc_kernel_emit_float_unary(e, "math.exp", vlmc_kernel_emit_float_op(e, "arith.subf", x, m, 0), 0);
-  int masked = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oeq, " VLMC_SSA ", " VLMC_SSA " : f32", masked, x,
-                        vlmc_kernel_emit_f32(e, -INFINITY));
-  return select_as(e, masked, vlmc_kernel_emit_f32(e, 0), p, "f32");
-}
 
 /* ---- the keys a query sees (as kernel_attention.c and the cpu kernel compute them) ---- */
 
-/* The segment of row i: [last boundary <= i, first boundary > i), a linear scan over the few
- * boundaries of cu; [0, T) when a (symbolic) count of 0 runs no iteration. */
-static void emit_segment(const lanes_attention_t *A, int i, int *start, int *end) {
-  vlmc_kernel_emit_t *e = A->e;
-  int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
-  int out = vlmc_kernel_emit_fresh(e);
-  int count = vlmc_kernel_emit_dim(e, A->cu->type.dims[0]);
-  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
-                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                        ") -> (index, index) {",
-                        out, w, idx(e, 0), count, idx(e, 1), s_in, *start, e_in, *end);
-  int bound = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
-                        vlmc_kernel_emit_load(e, A->cu, w));
-  int le = cmp(e, "sle", bound, i);
-  int s_next = select_as(e, le, bound, s_in, "index");
-  int e_next = select_as(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound), "index");
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
-  vlmc_kernel_emit_line(e, "}");
-  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
-  /* pitfall 4: a zero-trip loop's results are garbage, keep the inits */
-  *start = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, s_out, *start, "index");
-  *end = vlmc_vk_emit_guard_empty(e, idx(e, 0), count, e_out, *end, "index");
-}
 
-/* [start, end) of the keys query row i sees: its segment, cut by the causal limit (keys
- * j <= i + T - S), never reversed. */
-static void emit_key_range(const lanes_attention_t *A, int i, int *out_start, int *out_end) {
-  vlmc_kernel_emit_t *e = A->e;
-  const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type;
-  int start = idx(e, 0), end = vlmc_kernel_emit_dim(e, kt->dims[0]);
-  if (A->cu) emit_segment(A, i, &start, &end);
-  if (A->causal) {
-    int t1 = add(e, vlmc_kernel_emit_dim(e, kt->dims[0]), idx(e, 1));
-    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", add(e, i, t1), vlmc_kernel_emit_dim(e, qt->dims[0]));
-    end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
-  }
-  *out_start = start;
-  *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
-}
 
 /* The union [*start, *end) of the key ranges of rows i0 .. i0 + rows - 1 (clamped to S - 1),
  * from uniform values only, so the key loop over it and its loads stay uniform. */
 static void emit_block_range(const lanes_attention_t *A, int i0, int last, int *start, int *end) {
   vlmc_kernel_emit_t *e = A->e;
   if (A->rows == 1) {
-    emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", i0, last), start, end);
+    vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, vlmc_kernel_emit_index_op(e, "arith.minsi", i0, last), start, end);
     return;
   }
   int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
@@ -160,7 +95,7 @@ static void emit_block_range(const lanes_attention_t *A, int i0, int last, int *
                         out, r, idx(e, 0), idx(e, A->rows), idx(e, 1), lo,
                         vlmc_kernel_emit_dim(e, A->k->type.dims[0]), hi, idx(e, 0));
   int rs, re;
-  emit_key_range(A, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
+  vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
                         vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
                         vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
@@ -247,18 +182,18 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
     for (int64_t x = 0; x < A->d; ++x) kx[x] = vlmc_kernel_emit_load(e, A->k, add(e, base, idx(e, x)));
     for (int64_t p = 0; p < A->per; ++p) {
       int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[p][0], kx[0], 0);
-      for (int64_t x = 1; x < A->d; ++x) dot = fma_f32(e, q[p][x], kx[x], dot);
+      for (int64_t x = 1; x < A->d; ++x) dot = vlmc_vk_emit_fma(e, q[p][x], kx[x], dot);
       int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
       int ok = vlmc_kernel_emit_fresh(e);
       vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                            cmp(e, "sge", key, A->key_start[p]), cmp(e, "slt", key, A->key_end[p]));
-      scores[p][c] = select_as(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+                            vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]), vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]));
+      scores[p][c] = vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
       m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][c], 0);
     }
   }
   for (int64_t p = 0; p < A->per; ++p) {
     int *st = slot_state(A, s, p);
-    int alpha = weight(e, st[0], m[p]);
+    int alpha = vlmc_vk_emit_softmax_weight(e, st[0], m[p]);
     st[0] = m[p];
     st[1] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[1], alpha, 0);
     for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_float_op(e, "arith.mulf", st[2 + x], alpha, 0);
@@ -267,7 +202,7 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
     int w[MAX_PER];
     for (int64_t p = 0; p < A->per; ++p) {
       int *st = slot_state(A, s, p);
-      w[p] = weight(e, scores[p][c], m[p]);
+      w[p] = vlmc_vk_emit_softmax_weight(e, scores[p][c], m[p]);
       st[1] = vlmc_kernel_emit_float_op(e, "arith.addf", st[1], w[p], 0);
     }
     int base = kv_base(A, bases[c], kvh, A->dv);
@@ -275,7 +210,7 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
       int vx = vlmc_kernel_emit_load(e, A->v, add(e, base, idx(e, x)));
       for (int64_t p = 0; p < A->per; ++p) {
         int *st = slot_state(A, s, p);
-        st[2 + x] = fma_f32(e, w[p], vx, st[2 + x]);
+        st[2 + x] = vlmc_vk_emit_fma(e, w[p], vx, st[2 + x]);
       }
     }
   }
@@ -319,7 +254,7 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
     int row = add(e, i0, divu(e, slot, A->group));
     int store = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
-                          cmp(e, "slt", slot, idx(e, A->slots)), cmp(e, "slt", row, s_rows));
+                          vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots)), vlmc_vk_emit_cmp(e, "slt", row, s_rows));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
     int o_base = mul(e, add(e, mul(e, row, idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->dv));
     const int *st = slot_state(A, &out, p);
@@ -421,14 +356,14 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
   A.tid = heads_side_by_side ? remu(e, invocation, A.threads) : invocation;
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", first, end)); /* uniform */
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end)); /* uniform */
   int i0 = divu(e, first, A.kv_heads);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A.q->type.dims[0]), idx(e, 1));
   for (int64_t p = 0; p < A.per; ++p) {
     A.slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A.tid, idx(e, p * A.threads)),
                                           idx(e, A.slots - 1));
     A.row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.slot[p], A.group)), last);
-    emit_key_range(&A, A.row[p], &A.key_start[p], &A.key_end[p]);
+    vlmc_vk_emit_key_range(A.e, A.q, A.k, A.cu, A.causal, A.row[p], &A.key_start[p], &A.key_end[p]);
   }
   int start, stop;
   emit_block_range(&A, i0, last, &start, &stop);

@@ -56,35 +56,14 @@ static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index
 static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
 
-static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
-  return v;
-}
 
-static int and_i1(vlmc_kernel_emit_t *e, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, a, b);
-  return v;
-}
 
-static int select_as(vlmc_kernel_emit_t *e, int cond, int a, int b, const char *type) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s", v,
-                        cond, a, b, type);
-  return v;
-}
 
-static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
-  return v;
-}
 
 /* Element `flat` of v when `ok`, else 0 (the index clamped to 0 so the load stays in bounds). */
 static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, int flat) {
-  int at = select_as(e, ok, flat, idx(e, 0), "index");
-  return select_as(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
+  int at = vlmc_vk_emit_select(e, ok, flat, idx(e, 0), "index");
+  return vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
 }
 
 /* "%r:n = scf.for %iv = from to to step step iter_args(%a0 = init, ...) -> (f32, ...) {"
@@ -143,16 +122,16 @@ static void store_output(const linear_t *L, int ok, int row, int col, int acc) {
 static void stage_tiles(const linear_t *L, int xs, int ws, int m0, int ty, int tx, int k0) {
   vlmc_kernel_emit_t *e = L->e;
   int k = add(e, k0, tx);
-  int k_ok = cmp(e, "slt", k, idx(e, L->k));
+  int k_ok = vlmc_vk_emit_cmp(e, "slt", k, idx(e, L->k));
   for (int j = 0; j < ROWS_PER_THREAD; ++j) {
     int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))); /* x tile row */
     int row = add(e, m0, r);
-    int x_ok = and_i1(e, cmp(e, "slt", row, L->m), k_ok);
+    int x_ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", row, L->m), k_ok);
     int xv = load_or_zero(e, L->x, x_ok, add(e, mul(e, row, idx(e, L->k)), k));
     vlmc_vk_emit_shared_store(e, xs, xv, add(e, mul(e, r, idx(e, TILE_K)), tx));
   }
   int feature = add(e, L->n0, ty);
-  int w_ok = and_i1(e, cmp(e, "slt", feature, L->n_end), k_ok);
+  int w_ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", feature, L->n_end), k_ok);
   int wv = load_or_zero(e, L->w, w_ok, add(e, mul(e, feature, idx(e, L->k)), k));
   vlmc_vk_emit_shared_store(e, ws, wv, add(e, mul(e, ty, idx(e, PADDED_K)), tx));
 }
@@ -179,7 +158,7 @@ static void emit_tiled(const linear_t *L) {
     for (int j = 0; j < ROWS_PER_THREAD; ++j) {
       int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD)));
       int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
-      next[j] = fma_f32(e, xv, wv, sums[j]);
+      next[j] = vlmc_vk_emit_fma(e, xv, wv, sums[j]);
     }
     yield_f32(e, ROWS_PER_THREAD, next);
     vlmc_kernel_emit_line(e, "}");
@@ -191,10 +170,10 @@ static void emit_tiled(const linear_t *L) {
     for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
   }
   int col = add(e, L->n0, tx);
-  int col_ok = cmp(e, "slt", col, L->n_end);
+  int col_ok = vlmc_vk_emit_cmp(e, "slt", col, L->n_end);
   for (int j = 0; j < ROWS_PER_THREAD; ++j) {
     int row = add(e, m0, add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))));
-    store_output(L, and_i1(e, cmp(e, "slt", row, L->m), col_ok), row, col, acc[j]);
+    store_output(L, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", row, L->m), col_ok), row, col, acc[j]);
   }
   vlmc_kernel_emit_line(e, "}");
 }
@@ -218,7 +197,7 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   int results = open_f32_loop(e, L->tid, idx(e, L->k), idx(e, LIN_THREADS), UNIT, init, &k, inner);
   int xv = vlmc_kernel_emit_load(e, L->x, k);
   for (int j = 0; j < UNIT; ++j)
-    next[j] = fma_f32(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
+    next[j] = vlmc_vk_emit_fma(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
   yield_f32(e, UNIT, next);
   vlmc_kernel_emit_line(e, "}");
   int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * LIN_THREADS));
@@ -237,7 +216,7 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   vlmc_vk_emit_barrier(e);
   /* invocation j < 4 finishes feature n0 + j */
   int feature = add(e, n0, L->tid);
-  int mine = and_i1(e, cmp(e, "slt", L->tid, idx(e, UNIT)), cmp(e, "slt", feature, L->n_end));
+  int mine = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", L->tid, idx(e, UNIT)), vlmc_vk_emit_cmp(e, "slt", feature, L->n_end));
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", mine);
   int from = add(e, buffer, mul(e, L->tid, idx(e, LIN_THREADS)));
   int s = vlmc_kernel_emit_fresh(e), t = vlmc_kernel_emit_fresh(e), a = vlmc_kernel_emit_fresh(e);
@@ -254,15 +233,6 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* The rows of x (the product of its leading dims) when all are static, else -1. */
-static int64_t static_rows(const vlmc_type_t *xt) {
-  int64_t rows = 1;
-  for (uint32_t d = 0; d + 1 < xt->rank; ++d) {
-    if (!vlmc_dim_is_static(xt->dims[d])) return -1;
-    rows *= xt->dims[d].off;
-  }
-  return rows;
-}
 
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
@@ -287,13 +257,13 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
   /* A static M (a decode step's [1, K], a fixed-size input) needs one path only; otherwise
    * both are written, and the workgroup memory of both declared at the kernel's top. */
-  int64_t rows = static_rows(xt);
+  int64_t rows = vlmc_vk_static_rows(xt);
   if (rows == 1) {
     emit_gemv(&L, first, end);
   } else if (rows > 1) {
     emit_tiled(&L);
   } else {
-    int decode = cmp(e, "eq", L.m, idx(e, 1));
+    int decode = vlmc_vk_emit_cmp(e, "eq", L.m, idx(e, 1));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", decode);
     emit_gemv(&L, first, end);
     vlmc_kernel_emit_line(e, "} else {");
@@ -327,18 +297,18 @@ vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e) {
   int y_base = mul(e, mul(e, batch, kk), nn);
   int n0 = vlmc_kernel_emit_for(e, idx(e, 0), nn, step);
   int n = add(e, n0, tid);
-  int n_ok = cmp(e, "slt", n, nn);
-  int n_at = select_as(e, n_ok, n, idx(e, 0), "index");
+  int n_ok = vlmc_vk_emit_cmp(e, "slt", n, nn);
+  int n_at = vlmc_vk_emit_select(e, n_ok, n, idx(e, 0), "index");
   int k0, inner;
   int sum = open_f32_loop(e, idx(e, 0), kk, step, 1, &zero, &k0, &inner);
   int k = add(e, k0, tid);
-  vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, cmp(e, "slt", k, kk), add(e, x_base, k)), tid);
+  vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, vlmc_vk_emit_cmp(e, "slt", k, kk), add(e, x_base, k)), tid);
   vlmc_vk_emit_barrier(e);
   int j, acc;
   int part = open_f32_loop(e, idx(e, 0), step, idx(e, 1), 1, &inner, &j, &acc);
   int kj = add(e, k0, j);
-  int yv = load_or_zero(e, y, and_i1(e, cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
-  int next = fma_f32(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
+  int yv = load_or_zero(e, y, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
+  int next = vlmc_vk_emit_fma(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
   yield_f32(e, 1, &next);
   vlmc_kernel_emit_line(e, "}");
   vlmc_vk_emit_barrier(e);

@@ -61,23 +61,8 @@ static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
 static int min_si(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.minsi", a, b); }
 
-static int cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : index", v, pred, a, b);
-  return v;
-}
 
-static int and_i1(vlmc_kernel_emit_t *e, int a, int b) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", v, a, b);
-  return v;
-}
 
-static int fma_f32(vlmc_kernel_emit_t *e, int a, int b, int c) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = math.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : f32", v, a, b, c);
-  return v;
-}
 
 /* "%r:n = scf.for %iv = from to to step step iter_args(...) -> (f32 x n) {": acc[] becomes the
  * loop's inner values; returns %r (results %r#i). */
@@ -152,7 +137,7 @@ static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, cons
       for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
       for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
       for (int i = 0; i < na; ++i)
-        for (int j = 0; j < nb; ++j) acc[i * nb + j] = fma_f32(e, av[i], bv[j], acc[i * nb + j]);
+        for (int j = 0; j < nb; ++j) acc[i * nb + j] = vlmc_vk_emit_fma(e, av[i], bv[j], acc[i * nb + j]);
     }
     close_acc_loop(e, results, n, acc);
   }
@@ -162,7 +147,7 @@ static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, cons
     for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
     for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
     for (int i = 0; i < na; ++i)
-      for (int j = 0; j < nb; ++j) acc[i * nb + j] = fma_f32(e, av[i], bv[j], acc[i * nb + j]);
+      for (int j = 0; j < nb; ++j) acc[i * nb + j] = vlmc_vk_emit_fma(e, av[i], bv[j], acc[i * nb + j]);
   }
 }
 
@@ -187,10 +172,10 @@ static void emit_rows(const lanes_linear_t *L) {
   for (int a = 0; a < ACCS; ++a) acc[a] = vlmc_kernel_emit_f32(e, 0);
   emit_dot_block(L, L->x, x_base, ROWS, L->w, w_base, FEATURES, acc);
   for (int r = 0; r < ROWS; ++r) {
-    int row_ok = cmp(e, "slt", row[r], L->m);
+    int row_ok = vlmc_vk_emit_cmp(e, "slt", row[r], L->m);
     for (int f = 0; f < FEATURES; ++f) {
       int feature = add(e, L->n0, idx(e, f));
-      store_output(L, and_i1(e, row_ok, cmp(e, "slt", feature, L->n_end)), row[r], feature,
+      store_output(L, vlmc_vk_emit_and(e, row_ok, vlmc_vk_emit_cmp(e, "slt", feature, L->n_end)), row[r], feature,
                    acc[r * FEATURES + f], bias[f]);
     }
   }
@@ -214,19 +199,10 @@ static void emit_gemv(const lanes_linear_t *L) {
   int x_base = idx(e, 0);
   emit_dot_block(L, L->x, &x_base, 1, L->w, w_base, GEMV_FEATURES, acc);
   for (int j = 0; j < GEMV_FEATURES; ++j)
-    store_output(L, cmp(e, "slt", feature[j], L->n_end), idx(e, 0), feature[j], acc[j],
+    store_output(L, vlmc_vk_emit_cmp(e, "slt", feature[j], L->n_end), idx(e, 0), feature[j], acc[j],
                  load_bias(L, col[j]));
 }
 
-/* The rows of x (the product of its leading dims) when all are static, else -1. */
-static int64_t static_rows(const vlmc_type_t *xt) {
-  int64_t rows = 1;
-  for (uint32_t d = 0; d + 1 < xt->rank; ++d) {
-    if (!vlmc_dim_is_static(xt->dims[d])) return -1;
-    rows *= xt->dims[d].off;
-  }
-  return rows;
-}
 
 vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
@@ -242,7 +218,7 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   L.k = wt->dims[1].off;
   e->template_name = "linear";
   e->cost = 2 * L.k * UNIT * 64;
-  int64_t rows = static_rows(xt);
+  int64_t rows = vlmc_vk_static_rows(xt);
   vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, rows == 1 ? GEMV_UNITS : UNITS);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
@@ -251,13 +227,13 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   L.n0 = mul(e, first, idx(e, UNIT));
   L.n_end = min_si(e, mul(e, end, idx(e, UNIT)), idx(e, L.n));
   /* A group of the 2-D grid's last row may lie past the work: nothing to do (uniform). */
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "slt", L.n0, L.n_end));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", L.n0, L.n_end));
   if (rows == 1) {
     emit_gemv(&L);
   } else if (rows > 1) {
     emit_rows(&L);
   } else {
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmp(e, "eq", L.m, idx(e, 1)));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "eq", L.m, idx(e, 1)));
     emit_gemv(&L);
     vlmc_kernel_emit_line(e, "} else {");
     emit_rows(&L);
