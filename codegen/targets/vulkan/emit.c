@@ -420,6 +420,32 @@ void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const 
   *out_end = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, start);
 }
 
+void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
+                                 const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,
+                                 int *start, int *end) {
+  int zero = vlmc_kernel_emit_index(e, 0);
+  int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
+  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
+                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ") -> (index, index) {",
+                        out, r, zero, vlmc_kernel_emit_index(e, rows), vlmc_kernel_emit_index(e, 1), lo,
+                        vlmc_kernel_emit_dim(e, k->type.dims[0]), hi, zero);
+  int rs, re;
+  int row = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.addi", i0, r), last);
+  vlmc_vk_emit_key_range(e, q, k, cu, causal, row, &rs, &re);
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
+                        vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
+                        vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
+  vlmc_kernel_emit_line(e, "}");
+  /* rows >= 2 (static): the loop runs */
+  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, zero);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, zero);
+  *start = s_out;
+  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
+}
+
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt) {
   int64_t rows = 1;
   for (uint32_t d = 0; d + 1 < xt->rank; ++d) {

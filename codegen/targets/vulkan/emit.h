@@ -125,6 +125,12 @@ int vlmc_vk_emit_softmax_weight(vlmc_kernel_emit_t *e, int x, int m);
  * few boundaries), cut at key i + T - S when causal, never reversed; as the cpu kernel. */
 void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                             const vlmc_value_t *cu, bool causal, int i, int *start, int *end);
+/* The union [*start, *end) of the key ranges of rows i0 .. i0 + rows - 1 (each clamped to
+ * `last`, S - 1) for a static rows >= 2: from uniform values only, so loops over it are
+ * uniform. */
+void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
+                                 const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,
+                                 int *start, int *end);
 /* The rows of x (the product of its leading dims) when all are static, else -1. */
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt);
 

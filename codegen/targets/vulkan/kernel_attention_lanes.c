@@ -87,25 +87,7 @@ static void emit_block_range(const lanes_attention_t *A, int i0, int last, int *
     vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, vlmc_kernel_emit_index_op(e, "arith.minsi", i0, last), start, end);
     return;
   }
-  int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
-  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
-                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                        ") -> (index, index) {",
-                        out, r, idx(e, 0), idx(e, A->rows), idx(e, 1), lo,
-                        vlmc_kernel_emit_dim(e, A->k->type.dims[0]), hi, idx(e, 0));
-  int rs, re;
-  vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, r), last), &rs, &re);
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
-                        vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
-                        vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
-  vlmc_kernel_emit_line(e, "}");
-  /* rows >= 2 (static): the loop runs */
-  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, idx(e, 0));
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, idx(e, 0));
-  *start = s_out;
-  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
+  vlmc_vk_emit_rows_key_range(e, A->q, A->k, A->cu, A->causal, i0, last, A->rows, start, end);
 }
 
 /* ---- the state carried through the key loop ---- */
