@@ -299,8 +299,8 @@ const vlmc_target_t vlmc_target_vulkan = {
     .options = NULL,
     .num_options = 0,
     .precisions = "f32,f16",
-    .precision_note = "vulkan kernels compute in f32; f16 rounds values to f16 where the "
-                      "program casts and stores f16 weights as f16 (shaderFloat16)",
+    .precision_note = "vulkan kernels compute in f32, or in f16 (every f16 op result rounded, "
+                      "f32 accumulation; shaderFloat16), nothing else",
     .default_precision = "f32",
     .pipeline_tail = "fuse,memory-plan",
     .supports = vk_supports,
