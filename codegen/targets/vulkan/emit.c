@@ -446,6 +446,37 @@ void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, c
   *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
 }
 
+int vlmc_vk_emit_open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n,
+                               const int *init, int *iv, int *inner) {
+  int results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     n, *iv, from, to, step);
+  for (int a = 0; a < n; ++a) {
+    inner[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", inner[a], init[a]);
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+void vlmc_vk_emit_yield_f32(vlmc_kernel_emit_t *e, int n, const int *values) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", values[a]);
+  vlmc_strbuf_puts(&line, " : ");
+  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+}
+
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt) {
   int64_t rows = 1;
   for (uint32_t d = 0; d + 1 < xt->rank; ++d) {

@@ -131,6 +131,14 @@ void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const 
 void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                                  const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,
                                  int *start, int *end);
+/* "%r:n = scf.for %iv = from to to step step iter_args(%a0 = init[0], ...) -> (f32, ...) {"
+ * with n (<= VLMC_VK_MAX_LOOP_VALUES) carried f32 values: fills *iv and inner[] (the names
+ * inside the loop); returns %r (its results are %r#i). */
+enum { VLMC_VK_MAX_LOOP_VALUES = 256 };
+int vlmc_vk_emit_open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n,
+                               const int *init, int *iv, int *inner);
+/* "scf.yield values... : f32, ..." (the loop's closing brace is the caller's). */
+void vlmc_vk_emit_yield_f32(vlmc_kernel_emit_t *e, int n, const int *values);
 /* The rows of x (the product of its leading dims) when all are static, else -1. */
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt);
 

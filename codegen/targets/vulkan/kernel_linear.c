@@ -66,39 +66,6 @@ static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, in
   return vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
 }
 
-/* "%r:n = scf.for %iv = from to to step step iter_args(%a0 = init, ...) -> (f32, ...) {"
- * with n carried f32 values; fills iv, the inner names and the results (use %r#i). */
-static int open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n, const int *init,
-                         int *iv, int *inner) {
-  int results = vlmc_kernel_emit_fresh(e);
-  *iv = vlmc_kernel_emit_fresh(e);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
-                     n, *iv, from, to, step);
-  for (int a = 0; a < n; ++a) {
-    inner[a] = vlmc_kernel_emit_fresh(e);
-    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", inner[a], init[a]);
-  }
-  vlmc_strbuf_puts(&line, ") -> (");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_strbuf_deinit(&line);
-  return results;
-}
-
-static void yield_f32(vlmc_kernel_emit_t *e, int n, const int *values) {
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", values[a]);
-  vlmc_strbuf_puts(&line, " : ");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_strbuf_deinit(&line);
-}
-
 /* Result i of a multi-result op as an SSA usable by the helpers: %v = arith.addf %r#i, 0. */
 static int result_of(vlmc_kernel_emit_t *e, int results, int i) {
   int v = vlmc_kernel_emit_fresh(e);
@@ -148,24 +115,24 @@ static void emit_tiled(const linear_t *L) {
   for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = init[j] = zero;
   if (L->k > 0) { /* static K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
     int k0;
-    int results = open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), ROWS_PER_THREAD, init,
+    int results = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), ROWS_PER_THREAD, init,
                                 &k0, inner);
     stage_tiles(L, xs, ws, m0, ty, tx, k0);
     vlmc_vk_emit_barrier(e);
     int kk, sums[ROWS_PER_THREAD], next[ROWS_PER_THREAD];
-    int dots = open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), ROWS_PER_THREAD, inner, &kk, sums);
+    int dots = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), ROWS_PER_THREAD, inner, &kk, sums);
     int wv = vlmc_vk_emit_shared_load(e, ws, add(e, mul(e, tx, idx(e, PADDED_K)), kk));
     for (int j = 0; j < ROWS_PER_THREAD; ++j) {
       int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD)));
       int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
       next[j] = vlmc_vk_emit_fma(e, xv, wv, sums[j]);
     }
-    yield_f32(e, ROWS_PER_THREAD, next);
+    vlmc_vk_emit_yield_f32(e, ROWS_PER_THREAD, next);
     vlmc_kernel_emit_line(e, "}");
     vlmc_vk_emit_barrier(e);
     int carried[ROWS_PER_THREAD];
     for (int j = 0; j < ROWS_PER_THREAD; ++j) carried[j] = result_of(e, dots, j);
-    yield_f32(e, ROWS_PER_THREAD, carried);
+    vlmc_vk_emit_yield_f32(e, ROWS_PER_THREAD, carried);
     vlmc_kernel_emit_line(e, "}");
     for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
   }
@@ -194,11 +161,11 @@ static void emit_gemv(const linear_t *L, int first, int end) {
     w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), idx(e, L->k));
   int init[UNIT], inner[UNIT], next[UNIT], k;
   for (int j = 0; j < UNIT; ++j) init[j] = zero;
-  int results = open_f32_loop(e, L->tid, idx(e, L->k), idx(e, LIN_THREADS), UNIT, init, &k, inner);
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, idx(e, L->k), idx(e, LIN_THREADS), UNIT, init, &k, inner);
   int xv = vlmc_kernel_emit_load(e, L->x, k);
   for (int j = 0; j < UNIT; ++j)
     next[j] = vlmc_vk_emit_fma(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
-  yield_f32(e, UNIT, next);
+  vlmc_vk_emit_yield_f32(e, UNIT, next);
   vlmc_kernel_emit_line(e, "}");
   int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * LIN_THREADS));
   int elect = vlmc_kernel_emit_fresh(e);
@@ -300,20 +267,20 @@ vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e) {
   int n_ok = vlmc_vk_emit_cmp(e, "slt", n, nn);
   int n_at = vlmc_vk_emit_select(e, n_ok, n, idx(e, 0), "index");
   int k0, inner;
-  int sum = open_f32_loop(e, idx(e, 0), kk, step, 1, &zero, &k0, &inner);
+  int sum = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), kk, step, 1, &zero, &k0, &inner);
   int k = add(e, k0, tid);
   vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, vlmc_vk_emit_cmp(e, "slt", k, kk), add(e, x_base, k)), tid);
   vlmc_vk_emit_barrier(e);
   int j, acc;
-  int part = open_f32_loop(e, idx(e, 0), step, idx(e, 1), 1, &inner, &j, &acc);
+  int part = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), step, idx(e, 1), 1, &inner, &j, &acc);
   int kj = add(e, k0, j);
   int yv = load_or_zero(e, y, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
   int next = vlmc_vk_emit_fma(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
-  yield_f32(e, 1, &next);
+  vlmc_vk_emit_yield_f32(e, 1, &next);
   vlmc_kernel_emit_line(e, "}");
   vlmc_vk_emit_barrier(e);
   int carried = result_of(e, part, 0);
-  yield_f32(e, 1, &carried);
+  vlmc_vk_emit_yield_f32(e, 1, &carried);
   vlmc_kernel_emit_line(e, "}");
   int total = vlmc_vk_emit_guard_empty(e, idx(e, 0), kk, result_of(e, sum, 0), zero, "f32");
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", n_ok);

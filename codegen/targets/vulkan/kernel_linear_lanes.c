@@ -64,38 +64,17 @@ static int min_si(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit
 
 
 
-/* "%r:n = scf.for %iv = from to to step step iter_args(...) -> (f32 x n) {": acc[] becomes the
- * loop's inner values; returns %r (results %r#i). */
+/* The f32 loop (emit.h) carrying acc[], which becomes the loop's inner values; returns %r. */
 static int open_acc_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n, int *acc, int *iv) {
-  int results = vlmc_kernel_emit_fresh(e);
-  *iv = vlmc_kernel_emit_fresh(e);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
-                     n, *iv, from, to, step);
-  for (int a = 0; a < n; ++a) {
-    int inner = vlmc_kernel_emit_fresh(e);
-    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", inner, acc[a]);
-    acc[a] = inner;
-  }
-  vlmc_strbuf_puts(&line, ") -> (");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_strbuf_deinit(&line);
+  int inner[VLMC_VK_MAX_LOOP_VALUES];
+  int results = vlmc_vk_emit_open_f32_loop(e, from, to, step, n, acc, iv, inner);
+  for (int a = 0; a < n; ++a) acc[a] = inner[a];
   return results;
 }
 
 /* Yields acc[], closes the loop, and makes acc[] its results (as plain SSA values). */
 static void close_acc_loop(vlmc_kernel_emit_t *e, int results, int n, int *acc) {
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", acc[a]);
-  vlmc_strbuf_puts(&line, " : ");
-  for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_strbuf_deinit(&line);
+  vlmc_vk_emit_yield_f32(e, n, acc);
   vlmc_kernel_emit_line(e, "}");
   int zero = vlmc_kernel_emit_f32(e, 0);
   for (int a = 0; a < n; ++a) {
