@@ -255,8 +255,12 @@ static vlmc_status_t lex_token(parser_t *p, token_t *t) {
     return error_at(p, t, "unexpected character '%s'",
                     (unsigned char)c >= 0x20 && (unsigned char)c < 0x7f ? (char[]){c, 0} : "?");
   }
-  if (!st && t->len > VLMC_IR_MAX_IDENT_BYTES)
-    st = error_at(p, t, "token longer than %d bytes", VLMC_IR_MAX_IDENT_BYTES);
+  /* A quoted symbol name may spell each of its (at most VLMC_IR_MAX_IDENT_BYTES) bytes as a
+   * 3-character escape, as the printer does: its decoded length is checked in symbol_text. */
+  size_t limit = t->kind == TOK_SYMBOL && t->len > 1 && t->start[1] == '"'
+                     ? 3 * (size_t)VLMC_IR_MAX_IDENT_BYTES + 3
+                     : VLMC_IR_MAX_IDENT_BYTES;
+  if (!st && t->len > limit) st = error_at(p, t, "token longer than %zu bytes", limit);
   p->cur += t->len;
   return st;
 }
@@ -372,6 +376,8 @@ static vlmc_status_t symbol_text(parser_t *p, const token_t *t, char **out) {
   }
   if (len == 0 || memchr(buf, '\0', len))
     return error_at(p, t, "expected a non-empty symbol name without NUL bytes");
+  if (len > VLMC_IR_MAX_IDENT_BYTES)
+    return error_at(p, t, "symbol name longer than %d bytes", VLMC_IR_MAX_IDENT_BYTES);
   buf[len] = '\0';
   *out = buf;
   return NULL;
