@@ -661,3 +661,9 @@ vlmc_status_t vlmc_kernel_emit_function(vlmc_kernel_emit_t *e, const char *name,
   return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory writing a kernel")
                      : NULL;
 }
+
+bool vlmc_kernel_emit_static_dims(const vlmc_type_t *t, uint32_t from) {
+  for (uint32_t d = from; d < t->rank; ++d)
+    if (!vlmc_dim_is_static(t->dims[d])) return false;
+  return true;
+}

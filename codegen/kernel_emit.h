@@ -208,4 +208,7 @@ void vlmc_kernel_emit_deinit(vlmc_kernel_emit_t *e);
 /* The storage dtype the kernel expects for region input i (F32 / BF16 / F16 / I64). */
 vlmc_dtype_t vlmc_kernel_emit_input_storage(const vlmc_kernel_emit_t *e, uint32_t i);
 
+/* Whether dims from .. rank-1 of t are all static (a template's static head dims). */
+bool vlmc_kernel_emit_static_dims(const vlmc_type_t *t, uint32_t from);
+
 #endif

@@ -1137,12 +1137,6 @@ static void emit_tiled(attention_t *A) {
 
 /* ---- the template ---- */
 
-static bool static_dims(const vlmc_type_t *t, uint32_t from) {
-  for (uint32_t d = from; d < t->rank; ++d)
-    if (!vlmc_dim_is_static(t->dims[d])) return false;
-  return true;
-}
-
 /* Keys per tile: for a group, as many as keep a tile of k and v within 64 KiB (in cache while
  * the group's heads take turns); a head alone (no GQA) takes all its keys in one tile. */
 static int64_t tile_keys(const attention_t *A) {
@@ -1163,7 +1157,7 @@ vlmc_status_t vlmc_cpu_kernel_attention(vlmc_kernel_emit_t *e) {
   A.vl = e->vector_width;
   snprintf(A.vec, sizeof A.vec, "vector<%dxf32>", A.vl);
   const vlmc_type_t *qt = &A.q->type, *kt = &A.k->type, *vt = &A.v->type;
-  if (!static_dims(qt, 1) || !static_dims(kt, 1) || !static_dims(vt, 1)) {
+  if (!vlmc_kernel_emit_static_dims(qt, 1) || !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1)) {
     vlmc_kernel_emit_fail(e, "attention: the cpu kernel needs static head counts and head dims "
                           "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
     return NULL;

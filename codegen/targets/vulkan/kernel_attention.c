@@ -311,12 +311,6 @@ static void emit_block(const attention_t *A, int i0, int kvh, int start, int end
 
 /* ---- the template ---- */
 
-static bool static_dims(const vlmc_type_t *t, uint32_t from) {
-  for (uint32_t d = from; d < t->rank; ++d)
-    if (!vlmc_dim_is_static(t->dims[d])) return false;
-  return true;
-}
-
 /* Rows per block (about TARGET_SLOTS slots, at most S when S is static: a decode step takes
  * one row), keys per chunk (fewer for wide heads: the chunk's code is unrolled) and per tile
  * (as many as fit the workgroup memory, a multiple of the chunk, at most MAX_TILE). */
@@ -350,8 +344,8 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   A.v = op->operands[2];
   A.cu = op->num_operands > 3 ? op->operands[3] : NULL;
   const vlmc_type_t *qt = &A.q->type, *kt = &A.k->type, *vt = &A.v->type;
-  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !static_dims(qt, 1) ||
-      !static_dims(kt, 1) || !static_dims(vt, 1)) {
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_kernel_emit_static_dims(qt, 1) ||
+      !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1)) {
     vlmc_kernel_emit_fail(e, "attention: the vulkan kernel needs static head counts and head dims "
                           "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
     return NULL;

@@ -250,12 +250,6 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
 
 /* ---- the template ---- */
 
-static bool static_dims(const vlmc_type_t *t, uint32_t from) {
-  for (uint32_t d = from; d < t->rank; ++d)
-    if (!vlmc_dim_is_static(t->dims[d])) return false;
-  return true;
-}
-
 /* Rows per block (about LANES * P slots, at most a static S), slots per invocation (P, while
  * P * (D + Dv) stays in REG_FLOATS) and keys per chunk (the chunk's code is unrolled). */
 static void choose_block(lanes_attention_t *A) {
@@ -278,8 +272,8 @@ static void choose_block(lanes_attention_t *A) {
 static bool check_shapes(lanes_attention_t *A) {
   vlmc_kernel_emit_t *e = A->e;
   const vlmc_type_t *qt = &A->q->type, *kt = &A->k->type, *vt = &A->v->type;
-  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !static_dims(qt, 1) ||
-      !static_dims(kt, 1) || !static_dims(vt, 1)) {
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_kernel_emit_static_dims(qt, 1) ||
+      !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1)) {
     vlmc_kernel_emit_fail(e, "attention: the vulkan kernel needs static head counts and head dims "
                           "(q [S, Hq, D], k and v [T, Hkv, D]; only S and T may be symbolic)");
     return false;
