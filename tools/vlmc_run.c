@@ -4,7 +4,9 @@
  *
  * One prompt (-p or --input-ids) gives one answer. With -i, it is a chat: each line of stdin
  * is one user message, each answer is streamed and ends with a newline, and the KV cache is
- * kept between turns, so a turn costs only its new tokens (runtime/session.h). */
+ * kept between turns, so a turn costs only its new tokens (runtime/session.h). With --batch,
+ * each line of a file is one request on a fresh conversation and each answer one JSON line
+ * (runtime/batch.h): the artifact is loaded once for all of them. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -15,9 +17,12 @@
 #include <unistd.h>
 
 #include "runtime/backend.h"
+#include "runtime/batch.h"
 #include "runtime/input_ids.h"
 #include "runtime/session.h"
 #include "support/file.h"
+#include "support/json.h"
+#include "support/strbuf.h"
 
 enum { MAX_IMAGES = 64 };
 
@@ -29,6 +34,7 @@ typedef struct {
   const char *images[MAX_IMAGES];
   const char *input_ids_path;
   const char *ids_out_path;
+  const char *batch_path;
   bool interactive;
   bool load_only;
   bool print_ids;
@@ -44,6 +50,14 @@ static void print_usage(FILE *out) {
           "  -i, --interactive      chat: one user message per line of stdin, one answer per\n"
           "                         line of stdout; the KV cache is kept between turns, and\n"
           "                         --image, --system and -p apply to the first turn\n"
+          "  --batch FILE           one request per line of FILE (- for stdin), each a JSON\n"
+          "                         object {\"id\", \"prompt\", \"images\": [...], \"system\",\n"
+          "                         \"max_new_tokens\"} (only prompt is required), answered on a\n"
+          "                         fresh conversation as one JSON line on stdout: {\"id\",\n"
+          "                         \"text\", \"prompt_tokens\", \"generated_tokens\", \"stop\",\n"
+          "                         \"encode_ms\", \"prefill_ms\", \"decode_ms\"} or {\"id\",\n"
+          "                         \"line\", \"error\"}; the artifact is loaded once; exit 1\n"
+          "                         when any request failed\n"
           "  --image FILE           a PNG or JPEG image; repeat for several\n"
           "  --system TEXT          a system prompt (default: the template's)\n"
           "  -n N                   at most N new tokens per answer (default 128)\n"
@@ -242,12 +256,26 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
   else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
   else if (!strcmp(a, "--ids-out")) o->ids_out_path = v;
+  else if (!strcmp(a, "--batch")) o->batch_path = v;
   else {
     fprintf(stderr, "error: unknown option '%s'\n\n", a);
     print_usage(stderr);
     return 2;
   }
   return 0;
+}
+
+/* --batch takes its prompts and images from the file: the flags that give them, or that
+ * write per-conversation files, do not combine with it. */
+static int check_batch_args(const run_options_t *o) {
+  const char *other = o->prompt ? "-p" : o->input_ids_path ? "--input-ids"
+                    : o->interactive ? "-i" : o->chat.num_images ? "--image"
+                    : o->chat.dump_taps_dir ? "--dump-taps" : o->ids_out_path ? "--ids-out"
+                    : o->load_only ? "--load-only" : o->print_ids ? "--ids" : NULL;
+  if (!other) return 0;
+  fprintf(stderr, "error: --batch takes each request's prompt and images from its file; drop "
+          "%s\n", other);
+  return 2;
 }
 
 /* Returns 0 to continue, 1 after --help, 2 on a usage error. */
@@ -277,6 +305,7 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
     print_usage(stderr);
     return 2;
   }
+  if (o->batch_path) return check_batch_args(o);
   if (!o->interactive && !o->load_only && !o->prompt && !o->input_ids_path) {
     fprintf(stderr, "error: give a prompt with -p (or token ids with --input-ids), or chat "
             "with -i\n");
@@ -429,6 +458,151 @@ static vlmc_status_t run_stdin_turns(runner_t *r) {
   return status;
 }
 
+/* ---- --batch: one request per line, one JSON answer per line ---- */
+
+enum { kBatchLineMax = 1 << 20 }; /* bytes: a request is a prompt and a few paths */
+
+/* Reads one line of at most kBatchLineMax bytes into `line` (its end stripped); a longer line
+ * is skipped to its end and *too_long set. False at the end of the input. */
+static bool read_batch_line(FILE *in, vlmc_strbuf_t *line, bool *too_long) {
+  vlmc_strbuf_clear(line);
+  *too_long = false;
+  int c;
+  bool any = false;
+  while ((c = getc(in)) != EOF && c != '\n') {
+    any = true;
+    if (line->len < kBatchLineMax) vlmc_strbuf_putc(line, (char)c);
+    else *too_long = true;
+  }
+  while (line->len > 0 && line->data[line->len - 1] == '\r') line->data[--line->len] = '\0';
+  return any || c == '\n';
+}
+
+static bool collect_text(void *ctx, const char *text, size_t len) {
+  vlmc_strbuf_append(ctx, text, len);
+  return true;
+}
+
+static void put_answer_line(vlmc_strbuf_t *out) {
+  vlmc_strbuf_putc(out, '\n');
+  fwrite(vlmc_strbuf_cstr(out), 1, out->len, stdout);
+  fflush(stdout);
+  vlmc_strbuf_clear(out);
+}
+
+static void put_id(vlmc_strbuf_t *out, const char *id) {
+  vlmc_strbuf_printf(out, "{\"id\": %s, ", *id ? id : "null");
+}
+
+static void put_batch_error(vlmc_strbuf_t *out, const char *id, size_t line, const char *message) {
+  put_id(out, id);
+  vlmc_strbuf_printf(out, "\"line\": %zu, \"error\": ", line);
+  vlmc_json_write_string(out, message);
+  vlmc_strbuf_putc(out, '}');
+  put_answer_line(out);
+}
+
+static void put_batch_answer(vlmc_strbuf_t *out, const char *id, const char *text,
+                             const vlmc_generate_result_t *res) {
+  put_id(out, id);
+  vlmc_strbuf_puts(out, "\"text\": ");
+  vlmc_json_write_string(out, text);
+  vlmc_strbuf_printf(out, ", \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop\": "
+                     "\"%s\", \"encode_ms\": %.1f, \"prefill_ms\": %.1f, \"decode_ms\": %.1f}",
+                     (long long)res->prompt_tokens, (long long)res->generated_tokens,
+                     res->stopped_on_eos ? "eos" : "length", res->encode_ms, res->prefill_ms,
+                     res->decode_ms);
+  put_answer_line(out);
+}
+
+/* One request on a fresh conversation; its answer or its error is one line of stdout. */
+static bool run_batch_request(runner_t *r, const char *name, size_t number, const char *text,
+                              size_t len, vlmc_strbuf_t *out) {
+  const run_options_t *o = r->o;
+  vlmc_batch_request_t q;
+  vlmc_status_t status = vlmc_batch_request_parse(name, text, len, &q);
+  vlmc_strbuf_t answer;
+  vlmc_strbuf_init(&answer);
+  vlmc_generate_result_t res = {0};
+  if (!status) {
+    vlmc_generate_options_t g = {
+        .system_prompt = q.system ? q.system : o->chat.system_prompt, .prompt = q.prompt,
+        .image_paths = q.images, .num_images = q.num_images,
+        .max_new_tokens = q.max_new_tokens ? q.max_new_tokens : o->max_new_tokens,
+        .max_context = o->chat.max_context, .sampling = o->chat.sampling,
+        .on_text = collect_text, .text_ctx = &answer};
+    status = vlmc_session_generate(r->session, &g, &res);
+  }
+  if (status) {
+    put_batch_error(out, q.id, number, vlmc_status_message(status));
+  } else {
+    put_batch_answer(out, q.id, vlmc_strbuf_cstr(&answer), &res);
+    if (o->stats) print_stats(r->session, 0, &res);
+  }
+  bool ok = status == NULL;
+  vlmc_status_free(status);
+  vlmc_generate_result_deinit(&res);
+  vlmc_strbuf_deinit(&answer);
+  vlmc_batch_request_deinit(&q);
+  return ok;
+}
+
+static vlmc_status_t open_batch_input(const char *path, FILE **out) {
+  if (!strcmp(path, "-")) {
+    *out = stdin;
+    return NULL;
+  }
+  int fd = -1;
+  uint64_t size = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_file_open_regular(path, &fd, &size));
+  if (!(*out = fdopen(fd, "r"))) {
+    close(fd);
+    return vlmc_status_make(VLMC_IO_ERROR, "%s: cannot read: %s", path, strerror(errno));
+  }
+  return NULL;
+}
+
+/* Every request of the batch file, in order; a failed request is reported on its line and the
+ * next one runs. Fails at the end when any did. */
+static vlmc_status_t run_batch(runner_t *r) {
+  const char *path = r->o->batch_path;
+  if (!vlmc_session_has_tokenizer(r->session))
+    return vlmc_status_make(VLMC_UNSUPPORTED, "--batch: %s has no tokenizer, so its requests "
+                            "cannot be text prompts", r->o->session.artifact_path);
+  FILE *in = NULL;
+  VLMC_RETURN_IF_ERROR(open_batch_input(path, &in));
+  vlmc_strbuf_t line, out;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_init(&out);
+  size_t number = 0, requests = 0, failed = 0;
+  bool too_long = false;
+  while (read_batch_line(in, &line, &too_long)) {
+    ++number;
+    if (line.len == 0 && !too_long) continue;
+    ++requests;
+    char name[64];
+    snprintf(name, sizeof name, "%.40s:%zu", !strcmp(path, "-") ? "stdin" : path, number);
+    if (too_long || line.failed) {
+      char message[128];
+      snprintf(message, sizeof message, "%s: a request line is longer than %d bytes", name,
+               kBatchLineMax);
+      put_batch_error(&out, "", number, message);
+      ++failed;
+      continue;
+    }
+    if (!run_batch_request(r, name, number, line.data, line.len, &out)) ++failed;
+  }
+  bool read_error = ferror(in);
+  if (in != stdin) fclose(in);
+  vlmc_strbuf_deinit(&line);
+  vlmc_strbuf_deinit(&out);
+  if (read_error) return vlmc_status_make(VLMC_IO_ERROR, "%s: read failed", path);
+  if (failed)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "--batch: %zu of %zu requests failed (their "
+                            "answer lines say why)", failed, requests);
+  return NULL;
+}
+
 static vlmc_status_t run(runner_t *r) {
   run_options_t *o = r->o;
   VLMC_RETURN_IF_ERROR(vlmc_session_open(&o->session, &r->session));
@@ -436,6 +610,7 @@ static vlmc_status_t run(runner_t *r) {
     if (o->stats) print_load_stats(r->session);
     return NULL;
   }
+  if (o->batch_path) return run_batch(r);
   if (!vlmc_session_has_tokenizer(r->session)) o->print_ids = true;
   VLMC_RETURN_IF_ERROR(vlmc_chat_create(r->session, &o->chat, &r->chat));
   if (o->ids_out_path && !(r->ids_out = fopen(o->ids_out_path, "w")))

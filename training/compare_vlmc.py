@@ -2,7 +2,8 @@
 """Agreement of vlmc with transformers on the held-out shape scenes (issue 6, acceptance 2).
 
 Renders held-out scenes 0..N-1 of the evaluation stream with scenes.py into a scratch folder, runs
-`vlmc-run` on each (one process per scene, greedy, at most 48 new tokens as evaluate.py used) and
+`vlmc-run --batch` over them (--jobs processes, each loading the artifact once; greedy, at most 48
+new tokens as evaluate.py used) and
 compares its text with the answer transformers gave to the same scene, recorded in
 results/stage3_result.json (eval_f32.heldout.records: greedy, float32). The main number is the
 share of scenes whose text is identical, character for character; the (colour, shape) set
@@ -34,6 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -152,10 +154,8 @@ def render_scene(index, out_dir, expected_size):
     return scene, path
 
 
-def compare_one(index, record, args, scratch):
-    scene, image = render_scene(index, scratch, record["size"])
-    text, seconds = run_vlmc(args.vlmc_run, args.artifact, image, args.threads, args.backend,
-                             args.run_arg)
+def compare_row(index, record, scene, text, seconds, image, args):
+    """One scene's row: vlmc's text against transformers' (and the ref backend's, if asked)."""
     expected_pairs = scenes.pairs(scene)
     ref = record["answer"]
     row_ref = {}
@@ -173,6 +173,39 @@ def compare_one(index, record, args, scratch):
             "seconds": round(seconds, 2)}
 
 
+def run_batch(args, requests, on_answer):
+    """Runs one `vlmc-run --batch` process over `requests` (scene index, image path), calling
+    on_answer(index, text, seconds) as each answer line arrives; the artifact is loaded once."""
+    lines = [json.dumps({"id": index, "prompt": scenes.Q_DESCRIBE, "images": [image],
+                         "max_new_tokens": MAX_NEW_TOKENS}) for index, image in requests]
+    cmd = [args.vlmc_run, args.artifact, "--batch", "-", "--threads", str(args.threads),
+           "--quiet", *args.run_arg]
+    if args.backend:
+        cmd += ["--backend", args.backend]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stderr = []
+    # stderr is drained beside stdout, so that neither pipe can fill and stall the process.
+    drain = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(
+        lambda: stderr.append(proc.stderr.read()))
+    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.close()
+    answered = 0
+    for line in proc.stdout:
+        answer = json.loads(line)
+        if "error" in answer:
+            proc.kill()
+            raise ToolError(f"{' '.join(cmd)}: request {answer['id']}: {answer['error']}")
+        seconds = (answer["encode_ms"] + answer["prefill_ms"] + answer["decode_ms"]) / 1e3
+        on_answer(answer["id"], answer["text"], seconds)
+        answered += 1
+    rc = proc.wait()
+    drain.result()
+    if rc != 0 or answered != len(requests):
+        raise ToolError(f"{' '.join(cmd)} failed ({rc}, {answered} of {len(requests)} "
+                        f"answered):\n{''.join(stderr)}")
+
+
 def summarise(rows):
     n = len(rows)
     count = {key: sum(r[key] for r in rows)
@@ -182,7 +215,7 @@ def summarise(rows):
         key = f"{r['size'][0]}x{r['size'][1]}"
         same, total = per_size.get(key, (0, 0))
         per_size[key] = (same + r["identical"], total + 1)
-    # The ref backend's text is transformers' wherever it was not asked (see compare_one).
+    # The ref backend's text is transformers' wherever it was not asked (see compare_row).
     to_ref = sum(r["identical"] or r.get("ref_backend") == r["vlmc"] for r in rows)
     return {"n": n,
             "identical_text": count["identical"],
@@ -210,17 +243,26 @@ def git_revision():
 
 
 def run_all(args, records, scratch):
-    """Compares every scene, args.jobs at a time; prints one progress line per scene."""
-    rows = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(compare_one, i, records[i], args, scratch) for i in sorted(records)]
-        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            row = future.result()
+    """Renders every scene, then answers them with args.jobs `vlmc-run --batch` processes (each
+    loads the artifact once; scenes dealt out in turn); one progress line per scene."""
+    rendered = {i: render_scene(i, scratch, records[i]["size"]) for i in sorted(records)}
+    order = sorted(records)
+    shares = [[(i, rendered[i][1]) for i in order[job::args.jobs]] for job in range(args.jobs)]
+    rows, lock = [], threading.Lock()
+
+    def on_answer(index, text, seconds):
+        scene, image = rendered[index]
+        row = compare_row(index, records[index], scene, text, seconds, image, args)
+        with lock:
             rows.append(row)
             mark = "same" if row["identical"] else "DIFF"
-            print(f"[{done:3d}/{len(futures)}] scene {row['index']:3d} "
-                  f"{row['size'][0]}x{row['size'][1]} {mark} {row['seconds']:.1f}s: {row['vlmc']}",
+            print(f"[{len(rows):3d}/{len(order)}] scene {index:3d} "
+                  f"{row['size'][0]}x{row['size'][1]} {mark} {seconds:.1f}s: {text}",
                   file=sys.stderr, flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for future in [pool.submit(run_batch, args, share, on_answer) for share in shares if share]:
+            future.result()
     rows.sort(key=lambda r: r["index"])
     return rows
 
@@ -232,7 +274,7 @@ def parse_args(argv):
     parser.add_argument("--artifact", help="a compiled shapes-vl .vlmc (default: compile one)")
     parser.add_argument("--n", type=int, default=200, help="scenes 0..N-1 (default 200)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="vlmc-run processes at once (default: the number of cores)")
+                        help="vlmc-run --batch processes at once (default: the number of cores)")
     parser.add_argument("--threads", type=int, default=1, help="vlmc-run --threads (1 or 2)")
     parser.add_argument("--records", default=RECORDS_JSON, help="transformers' answers")
     parser.add_argument("--out", default=DEFAULT_OUT, help="result JSON (default: %(default)s)")
