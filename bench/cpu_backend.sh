@@ -12,7 +12,7 @@
 #   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
 #                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
 #                        [--ref-prefill-tokens N] [--full] [--checkpoint-3b DIR]
-#                        [--profile-tokens N] [--no-encode]
+#                        [--profile-tokens N] [--no-encode] [--precision P]
 #                        [--llama-bench PATH [--gguf PATH | --gguf-py DIR]]
 #
 #   --build DIR              build folder (default build-bench, Release; configured and built
@@ -34,6 +34,10 @@
 #   --checkpoint-3b DIR      use this 3B-shaped checkpoint instead of making one
 #   --profile-tokens N       prompt length of the profiled prefill (default 64)
 #   --no-encode              no image encode runs (the 3B's take minutes on 2 busy cores)
+#   --precision P            vlmc compile --precision (default f32); bf16-matmul rounds each
+#                            linear's input to bf16 and, on a CPU with AVX512_BF16, runs the
+#                            linears as bf16 dot products (the arithmetic llama.cpp uses for
+#                            bf16 weights)
 #   --llama-bench PATH       llama.cpp's llama-bench: run in this same script on the 3B's
 #                            weights (-t THREADS -p 64 -n DECODE, 3 repetitions) and compared;
 #                            without it no llama.cpp figure is printed
@@ -113,6 +117,7 @@ ENCODE=1
 LLAMA_BENCH=
 GGUF=
 GGUF_PY=
+PRECISION=f32
 
 help() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 usage() {
@@ -133,6 +138,7 @@ while [ $# -gt 0 ]; do
     --checkpoint-3b) CKPT_3B=$2; shift 2 ;;
     --profile-tokens) PROFILE_TOKENS=$2; shift 2 ;;
     --no-encode) ENCODE=0; shift ;;
+    --precision) PRECISION=$2; shift 2 ;;
     --llama-bench) LLAMA_BENCH=$2; shift 2 ;;
     --gguf) GGUF=$2; shift 2 ;;
     --gguf-py) GGUF_PY=$2; shift 2 ;;
@@ -242,9 +248,9 @@ compile_model() {
   local name=$1 ckpt=$2 targets
   targets=$(for b in ref cpu; do has "$BACKENDS" $b && echo $b; done | paste -sd, -)
   TARGETS=${targets//,/ }
-  step "compile $name (--target $targets --cpu native)"
+  step "compile $name (--target $targets --cpu native --precision $PRECISION)"
   if "$VLMC" compile "$ckpt" -o "$WORK/$name.vlmc" --target "$targets" --cpu native \
-       >"$WORK/$name.compile.log" 2>&1; then
+       --precision "$PRECISION" >"$WORK/$name.compile.log" 2>&1; then
     printf '%s\tartifact\t%s\t%s\n' "$name" "$targets" "$(stat -c %s "$WORK/$name.vlmc")" \
       >>"$RESULTS"
     return 0
@@ -386,7 +392,8 @@ if has "$MODELS" 3b; then
 fi
 
 step "tables"
-echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --threads $THREADS;" \
+echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --threads $THREADS," \
+  "--precision $PRECISION;" \
   "load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 $PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$WORK/peakflops.txt" \
   "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'

@@ -229,11 +229,13 @@ static vlmc_status_t check_calibratable(const pipeline_split_t *s) {
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "--calibrate: the pipeline has no precision pass; nothing would "
                             "read the ranges");
-  if (!strcmp(s->target, "ref"))
+  if (!strcmp(s->target, "ref") || !strcmp(s->target, "bf16-matmul"))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "--calibrate: the program computes in f32 (--precision f32, or "
-                            "what auto means for these targets), so no value can overflow and "
-                            "there is nothing to calibrate; use --precision f16 or bf16");
+                            "--calibrate: the program's activations are f32 (--precision %s), "
+                            "so no value can overflow and there is nothing to calibrate; use "
+                            "--precision f16 or bf16",
+                            !strcmp(s->target, "ref") ? "f32, or what auto means for these "
+                            "targets" : "bf16-matmul");
   if (s->has_calibration)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "--calibrate: the pipeline's precision pass already names a ranges "
@@ -302,6 +304,9 @@ static vlmc_status_t record_precision(compile_t *c, const pipeline_split_t *s) {
   bool measured = c->o->num_calibrate_images > 0 || s->has_calibration;
   if (!strcmp(compute, "f32")) {
     progress(c, "precision f32: every value is f32 (nothing to upcast)");
+  } else if (!strcmp(compute, "bf16-matmul")) {
+    progress(c, "precision bf16-matmul: activations f32; %llu linears read their input rounded "
+             "to bf16 (their weights are bf16)", statistic(c, "precision: bf16-matmul-inputs"));
   } else if (measured) {
     const char *modules = vlmc_strbuf_cstr(&c->calibrated_modules);
     char more[96] = "";

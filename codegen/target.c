@@ -106,9 +106,10 @@ static vlmc_status_t auto_precision(const vlmc_target_list_t *list, const char *
 static vlmc_status_t resolve_precision(const vlmc_target_list_t *list, const char *requested,
                                        const char **out) {
   if (!requested || !strcmp(requested, "auto")) return auto_precision(list, out);
-  if (!list_has("f32,f16,bf16", requested))
+  if (!list_has("f32,f16,bf16,bf16-matmul", requested))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "--precision %s: expected auto, f32, f16 or bf16", requested);
+                            "--precision %s: expected auto, f32, f16, bf16 or bf16-matmul",
+                            requested);
   for (size_t i = 0; i < list->count; ++i) {
     const vlmc_target_t *t = list->targets[i];
     if (list_has(t->precisions, requested)) continue;

@@ -67,7 +67,8 @@ struct vlmc_target_s {
   size_t num_options;
 
   /* ---- its default pipeline ---- */
-  /* The --precision values its kernels can compute in, comma-separated ("f32"; "f32,f16,bf16").
+  /* The --precision values its kernels can compute in, comma-separated ("f32"; "f32,f16,bf16";
+   * "bf16-matmul": f32 activations, linears with bf16 weights on bf16-rounded inputs).
    * Any other is refused: "--precision P with --target NAME: <precision_note>; use ...". */
   const char *precisions;
   const char *precision_note;
@@ -112,7 +113,8 @@ typedef struct {
 /* "ref,cpu" into targets; an unknown name is refused listing the registered targets. NULL
  * or "" is "ref". */
 vlmc_status_t vlmc_target_list_parse(const char *text, vlmc_target_list_t *out);
-/* The default pipeline for the list and a --precision ("auto", "f32", "f16", "bf16"). */
+/* The default pipeline for the list and a --precision ("auto", "f32", "f16", "bf16",
+ * "bf16-matmul"). */
 vlmc_status_t vlmc_target_list_pipeline(const vlmc_target_list_t *list, const char *precision,
                                         vlmc_strbuf_t *out);
 /* The pipeline tail the list's kernel targets need ("" for none). */

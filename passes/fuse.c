@@ -4,6 +4,10 @@
  *   prologue  `reshape` and widening `cast ... {dtype=f32}` chains that start at a param,
  *             constant or argument and have one use: the kernel reads the source in its own
  *             storage and converts as it loads (no f32 copy of a bf16 weight is ever made);
+ *             and a widening cast of any other value (a bf16 or f16 activation, stored in f32
+ *             holding exactly representable values) with one use, so that the consumer's
+ *             kernel sees the narrow type (a linear on a bf16 input may use a bf16 dot
+ *             product, passes/precision.h) and the cast costs no kernel of its own;
  *   anchor    the op that gives the kernel its shape: linear, rms_norm, attention, rope,
  *             gather, ..., or the first op of an elementwise chain;
  *   epilogue  elementwise ops and reshapes that consume the region's output when that output
@@ -54,7 +58,8 @@ static bool is_source(const vlmc_value_t *v, const fuse_t *f) {
 
 static bool is_prologue_candidate(const vlmc_op_t *op, const fuse_t *f) {
   if (op->kind != VLMC_OP_RESHAPE && !is_widening_cast(op)) return false;
-  return f->uses[op->results[0].id] == 1 && is_source(op->operands[0], f);
+  return f->uses[op->results[0].id] == 1 &&
+         (is_widening_cast(op) || is_source(op->operands[0], f));
 }
 
 static bool same_shape(const vlmc_type_t *a, const vlmc_type_t *b) {

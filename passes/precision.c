@@ -652,12 +652,70 @@ static vlmc_status_t policy_func(const vlmc_precision_options_t *options,
   return st;
 }
 
+/* ---- bf16-matmul: linears with bf16 weights read bf16 inputs (precision.h) ------------------ */
+
+/* Whether w (a linear's weight operand) is a widening cast of a bf16 value: the model's cast
+ * of a bf16 parameter to f32. */
+static bool is_bf16_weight(const vlmc_value_t *w) {
+  return w->def && w->def->kind == VLMC_OP_CAST &&
+         w->def->operands[0]->type.dtype == VLMC_DTYPE_BF16;
+}
+
+static vlmc_status_t insert_cast(vlmc_func_t *func, vlmc_op_t *before, vlmc_value_t *v,
+                                 vlmc_dtype_t dtype, vlmc_value_t **out) {
+  vlmc_builder_t b;
+  vlmc_builder_init(&b, func);
+  vlmc_builder_set_insert_before(&b, before);
+  b.loc = before->loc;
+  return vlmc_builder_cast(&b, v, dtype, NULL, out);
+}
+
+static vlmc_status_t bf16_matmul_func(const vlmc_precision_options_t *options,
+                                      vlmc_precision_summary_t *summary, vlmc_func_t *func) {
+  uint32_t size = func->module->next_value_id;
+  vlmc_value_t **rounded = calloc(size + 1, sizeof *rounded); /* by input id: its bf16 cast */
+  if (!rounded) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  uint64_t linears = 0, kept = 0;
+  vlmc_status_t st = NULL;
+  for (vlmc_op_t *op = func->body.first; op && !st; op = op->next) {
+    if (op->kind != VLMC_OP_LINEAR) continue;
+    vlmc_value_t *x = op->operands[0];
+    if (!is_bf16_weight(op->operands[1]) || x->type.dtype != VLMC_DTYPE_F32 || x->id >= size) {
+      kept++;
+      continue;
+    }
+    if (!rounded[x->id]) {
+      st = insert_cast(func, op, x, VLMC_DTYPE_BF16, &rounded[x->id]);
+      summary->casts_inserted++;
+    }
+    vlmc_value_t *widened = NULL;
+    if (!st) st = insert_cast(func, op, rounded[x->id], VLMC_DTYPE_F32, &widened);
+    if (st) break;
+    summary->casts_inserted++;
+    vlmc_op_set_operand(op, 0, widened);
+    linears++;
+  }
+  free(rounded);
+  summary->bf16_matmul_inputs += linears;
+  if (!st && options->log) {
+    char line[256];
+    snprintf(line, sizeof line, "@%s: bf16-matmul: %llu linears read their input rounded to "
+             "bf16 (bf16 weights), %llu keep an f32 input; every activation stays f32",
+             func->name, (unsigned long long)linears, (unsigned long long)kept);
+    options->log(options->user, line);
+  }
+  return st;
+}
+
 vlmc_status_t vlmc_precision_apply(vlmc_module_t *module, const vlmc_precision_options_t *options,
                                    vlmc_precision_summary_t *out_summary) {
   vlmc_precision_summary_t summary;
   memset(&summary, 0, sizeof summary);
   if (options->target == VLMC_PRECISION_REF) {
     if (options->log) options->log(options->user, "target ref: every value stays f32");
+  } else if (options->target == VLMC_PRECISION_BF16_MATMUL) {
+    for (uint32_t f = 0; f < module->num_funcs; ++f)
+      VLMC_RETURN_IF_ERROR(bf16_matmul_func(options, &summary, module->funcs[f]));
   } else {
     for (uint32_t f = 0; f < module->num_funcs; ++f)
       VLMC_RETURN_IF_ERROR(policy_func(options, &summary, module->funcs[f]));
@@ -668,14 +726,16 @@ vlmc_status_t vlmc_precision_apply(vlmc_module_t *module, const vlmc_precision_o
 
 /* ---- the pass ------------------------------------------------------------------------------ */
 
-enum { STAT_RULE, STAT_RANGE, STAT_READERS, STAT_CASTS };
+enum { STAT_RULE, STAT_RANGE, STAT_READERS, STAT_CASTS, STAT_BF16_MATMUL };
 
 static const char *const precision_statistics[] = {"rule-upcasts", "calibration-upcasts",
-                                                   "f32-readers", "casts-inserted"};
+                                                   "f32-readers", "casts-inserted",
+                                                   "bf16-matmul-inputs"};
 
 static const vlmc_pass_option_t precision_options[] = {
     {"target", VLMC_PASS_OPTION_STRING, "ref",
-     "ref (f32 everywhere), f16 or bf16 (activations stored in that dtype)"},
+     "ref (f32 everywhere), f16 or bf16 (activations stored in that dtype), bf16-matmul "
+     "(f32 activations; linears with bf16 weights read their input rounded to bf16)"},
     {"calibration", VLMC_PASS_OPTION_STRING, "",
      "ranges file recorded on this IR (vlmc_precision_calibrate); empty: rules only"},
     {"headroom", VLMC_PASS_OPTION_INT, "4",
@@ -690,9 +750,11 @@ static vlmc_status_t parse_target(const char *text, vlmc_precision_target_t *out
   if (strcmp(text, "ref") == 0) *out = VLMC_PRECISION_REF;
   else if (strcmp(text, "f16") == 0) *out = VLMC_PRECISION_F16;
   else if (strcmp(text, "bf16") == 0) *out = VLMC_PRECISION_BF16;
+  else if (strcmp(text, "bf16-matmul") == 0) *out = VLMC_PRECISION_BF16_MATMUL;
   else
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "precision: option 'target' is '%s'; expected ref, f16 or bf16", text);
+                            "precision: option 'target' is '%s'; expected ref, f16, bf16 or "
+                            "bf16-matmul", text);
   return NULL;
 }
 
@@ -717,6 +779,10 @@ static vlmc_status_t precision_run(vlmc_pass_context_t *ctx, vlmc_module_t *modu
   vlmc_precision_calibration_t cal;
   vlmc_precision_calibration_init(&cal);
   const char *path = vlmc_pass_option_string(ctx, "calibration");
+  if (path[0] && options.target == VLMC_PRECISION_BF16_MATMUL)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "precision: target bf16-matmul keeps every activation in f32, so a "
+                            "calibration has nothing to decide; drop calibration=%s", path);
   vlmc_status_t st = path[0] ? load_calibration(path, &cal) : NULL;
   if (path[0]) options.calibration = &cal;
   vlmc_precision_summary_t summary;
@@ -726,6 +792,7 @@ static vlmc_status_t precision_run(vlmc_pass_context_t *ctx, vlmc_module_t *modu
     vlmc_pass_stat_add(ctx, STAT_RANGE, summary.range_upcasts);
     vlmc_pass_stat_add(ctx, STAT_READERS, summary.f32_readers);
     vlmc_pass_stat_add(ctx, STAT_CASTS, summary.casts_inserted);
+    vlmc_pass_stat_add(ctx, STAT_BF16_MATMUL, summary.bf16_matmul_inputs);
   }
   vlmc_precision_calibration_deinit(&cal);
   return st;

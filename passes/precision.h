@@ -1,6 +1,6 @@
 /* The precision pass's C interface (the pass itself is `vlmc_pass_precision`, options
- * `target=ref|f16|bf16`, `calibration=FILE` and `headroom=N`): the per-target dtype policy,
- * and the calibration that feeds it.
+ * `target=ref|f16|bf16|bf16-matmul`, `calibration=FILE` and `headroom=N`): the per-target
+ * dtype policy, and the calibration that feeds it.
  *
  * Policy. The model computes in f32. For target `ref` nothing changes. For `f16` / `bf16` (call
  * it L) every float activation is *stored* in L, and each op *computes* in L unless a rule or
@@ -23,6 +23,15 @@
  *
  *   upcast: @encode_image: op #312 'mul' %x (visual.blocks.3.mlp) kept in f32: max |x|
  *   1.9e+06 > 16376 (f16 max / headroom 4) in calibration
+ *
+ * bf16-matmul (oneDNN's "fpmath mode bf16"; what llama.cpp does with bf16 weights): every
+ * activation stays f32, and a linear whose weight is stored in bf16 reads its input rounded to
+ * bf16 (x -> cast bf16 -> cast f32). Each product is then one of two bf16 values, exact in f32,
+ * so a kernel may compute the linear as a bf16 dot product with f32 accumulation (vdpbf16ps)
+ * and still give the reference executor's result up to the order of the sums. The rounding
+ * to bf16 is shared by the linears that read the same input (q, k and v); the cast back to
+ * f32 is one per linear, so that fuse makes it that linear's prologue and its kernel sees a
+ * bf16 input. Nothing can overflow (bf16 has f32's exponent): there is nothing to calibrate.
  *
  * Calibration: the reference executor runs sample inputs through the module in f32 and the
  * largest finite |x| and the inf/NaN count of each op result are recorded, keyed by function,
@@ -109,6 +118,7 @@ typedef enum {
   VLMC_PRECISION_REF,  /* f32 everywhere */
   VLMC_PRECISION_F16,
   VLMC_PRECISION_BF16,
+  VLMC_PRECISION_BF16_MATMUL, /* f32 activations; linears with bf16 weights read bf16 inputs */
 } vlmc_precision_target_t;
 
 /* Headroom. A value is kept in f32 when its calibrated |x| exceeds L's largest finite value
@@ -127,7 +137,7 @@ typedef struct {
 } vlmc_precision_options_t;
 
 /* The |x| above which a calibrated value stays f32: L's max / headroom (headroom below 1
- * counts as 1); infinity for VLMC_PRECISION_REF. */
+ * counts as 1); infinity for VLMC_PRECISION_REF and VLMC_PRECISION_BF16_MATMUL. */
 double vlmc_precision_calibration_limit(vlmc_precision_target_t target, double headroom);
 
 /* The checkpoint module an op belongs to, for the log: the weight nearest to it among the
@@ -143,6 +153,7 @@ typedef struct {
   uint64_t range_upcasts;  /* op results kept in f32 by calibration */
   uint64_t f32_readers;    /* ops computing in f32 because they read such a value */
   uint64_t casts_inserted;
+  uint64_t bf16_matmul_inputs; /* bf16-matmul: linears reading their input rounded to bf16 */
 } vlmc_precision_summary_t;
 
 /* Applies the policy to every function (see the top of this file). out_summary may be NULL.

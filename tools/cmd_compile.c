@@ -29,7 +29,9 @@ static void print_help(FILE *out) {
           "  --target-option KEY=VALUE a target's option (repeatable)\n"
           "  --dump-kernels DIR        write each cpu kernel's MLIR (before and after\n"
           "                            lowering), LLVM IR and assembly into DIR\n"
-          "  --precision P             auto (target default), f32, f16 or bf16\n"
+          "  --precision P             auto (target default), f32, f16, bf16 or bf16-matmul\n"
+          "                            (f32 activations; linears with bf16 weights read their\n"
+          "                            input rounded to bf16: a bf16 dot product on AVX512_BF16)\n"
           "  --calibrate IMG [IMG...]  with f16/bf16: run these images through the f32\n"
           "                            program first (reference executor) and keep in f32\n"
           "                            every value whose |x| passed the dtype's max / 4\n"
@@ -279,9 +281,11 @@ int vlmc_cmd_compile(int argc, char **argv) {
   } else if (!o.checkpoint_dir || !o.output_path) {
     fprintf(stderr, "error: vlmc compile: need a checkpoint folder and -o FILE\n");
     rc = 2;
-  } else if (o.num_calibrate_images && !strcmp(o.precision, "f32")) {
-    fprintf(stderr, "error: --calibrate with --precision f32: every value is f32, nothing can "
-            "overflow, so there is nothing to calibrate (use --precision f16 or bf16)\n");
+  } else if (o.num_calibrate_images &&
+             (!strcmp(o.precision, "f32") || !strcmp(o.precision, "bf16-matmul"))) {
+    fprintf(stderr, "error: --calibrate with --precision %s: every activation is f32, nothing "
+            "can overflow, so there is nothing to calibrate (use --precision f16 or bf16)\n",
+            o.precision);
     rc = 2;
   } else if (o.calibrate_prompt && !o.num_calibrate_images) {
     fprintf(stderr, "error: --calibrate-prompt needs --calibrate IMG\n");

@@ -249,6 +249,16 @@ static vlmc_status_t symbol_values(const vlmc_module_t *m, const spec_t *s, int6
   return NULL;
 }
 
+/* A bf16 or f16 argument is stored in f32 (the storage convention of activations,
+ * artifact/kernel_table.h) holding values that dtype represents, as a kernel that produced it
+ * would have written: round the random values so. */
+static void round_to_dtype(vlmc_tensor_t *t, vlmc_dtype_t dtype) {
+  if (t->dtype != VLMC_DTYPE_F32 || (dtype != VLMC_DTYPE_BF16 && dtype != VLMC_DTYPE_F16)) return;
+  float *d = t->data;
+  for (int64_t i = 0, n = vlmc_tensor_count(t); i < n; ++i)
+    d[i] = dtype == VLMC_DTYPE_BF16 ? vlmc_round_bf16(d[i]) : vlmc_round_f16(d[i]);
+}
+
 static vlmc_status_t make_args(const vlmc_func_t *f, const spec_t *s, const int64_t *syms,
                                size_t num_syms, vlmc_tensor_t *args) {
   for (uint32_t i = 0; i < f->num_args; ++i) {
@@ -265,6 +275,7 @@ static vlmc_status_t make_args(const vlmc_func_t *f, const spec_t *s, const int6
     }
     vlmc_dtype_t storage = vlmc_dtype_info(t->dtype)->is_float ? VLMC_DTYPE_F32 : VLMC_DTYPE_I64;
     VLMC_RETURN_IF_ERROR(random_tensor(storage, t->rank, shape, spec, &args[i]));
+    round_to_dtype(&args[i], t->dtype);
   }
   return NULL;
 }

@@ -200,8 +200,10 @@ const vlmc_target_t vlmc_target_cpu = {
     .summary = "native kernels (MLIR -> LLVM -> one shared object) for vlmc-run's cpu backend",
     .options = cpu_options,
     .num_options = sizeof cpu_options / sizeof cpu_options[0],
-    .precisions = "f32",
-    .precision_note = "cpu kernels compute in f32 (weights stay in their bf16 / f16 storage)",
+    .precisions = "f32,bf16-matmul",
+    .precision_note = "cpu kernels compute in f32 (weights stay in their bf16 / f16 storage), "
+                      "or with bf16-matmul in f32 with linears on bf16-rounded inputs (a bf16 "
+                      "dot product where the CPU has AVX512_BF16)",
     .default_precision = "f32",
     .pipeline_tail = "fuse,memory-plan",
     .supports = cpu_supports,

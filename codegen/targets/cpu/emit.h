@@ -18,9 +18,21 @@ const vlmc_cpu_machine_t *vlmc_cpu_emit_machine(vlmc_kernel_emit_t *e);
 int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width);
 /* Elements flat .. flat+width-1 of a float v as a vector<width x f32>. */
 int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width);
+/* Whether v's source in the region (through prologue ops) is a bf16 value: a bf16 parameter,
+ * or a bf16 activation (stored in f32, holding values bf16 represents exactly). */
+bool vlmc_cpu_emit_reads_bf16(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
+/* Elements flat .. flat+31 of a value that reads bf16 (above) as a vector<32xbf16>: loaded as
+ * stored, or as two vector<16xf32> converted by vcvtne2ps2bf16 (exact: the values are bf16
+ * values). AVX512_BF16 only (machine.h's bf16_dot). */
+int vlmc_cpu_emit_load_bf16x32(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat);
+/* acc + (a[2i] b[2i] + a[2i+1] b[2i+1]) in lane i: a bf16 dot product of two vector<32xbf16>
+ * into a vector<16xf32> (vdpbf16ps; each product of two bf16 values is exact in f32).
+ * AVX512_BF16 only. */
+int vlmc_cpu_emit_dot_bf16(vlmc_kernel_emit_t *e, int acc, int a, int b);
 /* Element `at` of v (width 0), or elements at .. at+width-1 as a vector. */
 int vlmc_cpu_emit_load_at(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int at, int width);
-/* Horizontal sum of a vector<width x f32> (: f32). */
+/* Horizontal sum of a vector<width x f32> (: f32), as a tree (the order of the adds is not
+ * left to right). */
 int vlmc_cpu_emit_reduce_add(vlmc_kernel_emit_t *e, int vector, int width);
 /* A vector<width x f32> of anchor results at flat .. flat+width-1: stored whole when the
  * region has no epilogue, else lane by lane through vlmc_kernel_emit_finish_element. */

@@ -6,7 +6,7 @@
 const vlmc_target_t vlmc_target_ref = {
     .name = "ref",
     .summary = "the program only, for vlmc-run's reference backend (no kernels)",
-    .precisions = "f32,f16,bf16",
+    .precisions = "f32,f16,bf16,bf16-matmul",
     .precision_note = "",
     .default_precision = NULL,
     .pipeline_tail = NULL,
