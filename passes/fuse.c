@@ -139,8 +139,11 @@ static void close_pending(fuse_t *f, vlmc_func_t *func) {
   for (vlmc_op_t *op = func->body.first; op; op = op->next) {
     if (!op->num_results || !f->pending[op->results[0].id]) continue;
     f->pending[op->results[0].id] = false;
-    const vlmc_op_t *from = op->operands[0]->def;
-    bool continues_chain = from && from->dispatch && f->root[from->dispatch] == from;
+    const vlmc_value_t *operand = op->operands[0];
+    const vlmc_op_t *from = operand->def;
+    /* It may end its operand's region (an epilogue) only where nothing else reads that. */
+    bool continues_chain = from && from->dispatch && f->root[from->dispatch] == from &&
+                           f->uses[operand->id] == 1;
     op->dispatch = continues_chain ? from->dispatch : ++f->next_region;
     f->root[op->dispatch] = op;
     if (!continues_chain) vlmc_pass_stat_add(f->ctx, STAT_REGIONS, 1);
