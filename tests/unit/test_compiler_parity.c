@@ -2,7 +2,11 @@
  * random checkpoint compiled by vlmc and run by the ref backend and by the cpu backend
  * (generated kernels) against the oracle's fixtures (tests/oracle/README.md), case by case:
  * position ids and rope delta exact, every stage tap within 1e-4 of transformers relative to
- * the tap's scale, prefill logits within 1e-3, the 16 greedy tokens identical.
+ * the tap's scale, prefill logits within 1e-3, the 16 greedy tokens identical. A token may
+ * differ only where it cannot be decided at the logits tolerance: transformers' top-1 margin
+ * at that step is below it and vlmc took transformers' runner-up (the tiny model has steps
+ * with margins of 3e-3, which a precision that rounds to bf16 or f16 can flip); the
+ * sequences part there, so the later tokens are not compared, and the test says so.
  *
  *   test_compiler_parity                      ref,cpu at f32 on backends ref and cpu
  *   test_compiler_parity --target ref,vulkan --precision f16 --backend vulkan
@@ -39,6 +43,8 @@ typedef struct {
   size_t num_images;
   int64_t *tokens;
   size_t num_tokens;
+  double *margins;     /* per step: transformers' top-1 logit minus its top-2 (top5) */
+  int64_t *runner_up;  /* per step: transformers' top-2 token */
 } expected_t;
 
 static void expected_free(expected_t *e) {
@@ -46,6 +52,8 @@ static void expected_free(expected_t *e) {
   free(e->images);
   free(e->input_ids);
   free(e->tokens);
+  free(e->margins);
+  free(e->runner_up);
 }
 
 static int64_t *int_list(const cJSON *a, size_t *n) {
@@ -53,6 +61,22 @@ static int64_t *int_list(const cJSON *a, size_t *n) {
   int64_t *out = calloc(*n + 1, sizeof *out);
   for (size_t i = 0; out && i < *n; ++i) out[i] = (int64_t)cJSON_GetArrayItem(a, (int)i)->valuedouble;
   return out;
+}
+
+/* Per generated step, from top5 ([[token, logit] x 5] per step): the top-1 margin and the
+ * runner-up; steps without an entry get an infinite margin (always decided). */
+static void read_top2(const cJSON *top5, expected_t *e) {
+  e->margins = calloc(e->num_tokens + 1, sizeof *e->margins);
+  e->runner_up = calloc(e->num_tokens + 1, sizeof *e->runner_up);
+  for (size_t i = 0; e->margins && e->runner_up && i < e->num_tokens; ++i) {
+    const cJSON *step = cJSON_GetArrayItem(top5, (int)i);
+    const cJSON *first = cJSON_GetArrayItem(step, 0), *second = cJSON_GetArrayItem(step, 1);
+    e->margins[i] = INFINITY;
+    e->runner_up[i] = -1;
+    if (cJSON_GetArraySize(first) != 2 || cJSON_GetArraySize(second) != 2) continue;
+    e->margins[i] = cJSON_GetArrayItem(first, 1)->valuedouble - cJSON_GetArrayItem(second, 1)->valuedouble;
+    e->runner_up[i] = (int64_t)cJSON_GetArrayItem(second, 0)->valuedouble;
+  }
 }
 
 static bool read_expected(const char *name, expected_t *e) {
@@ -71,6 +95,7 @@ static bool read_expected(const char *name, expected_t *e) {
   if (!root) return false;
   e->input_ids = int_list(cJSON_GetObjectItem(root, "input_ids"), &e->num_ids);
   e->tokens = int_list(cJSON_GetObjectItem(root, "greedy_tokens"), &e->num_tokens);
+  read_top2(cJSON_GetObjectItem(root, "top5"), e);
   const cJSON *images = cJSON_GetObjectItem(root, "images");
   e->num_images = (size_t)cJSON_GetArraySize(images);
   e->images = calloc(e->num_images + 1, sizeof *e->images);
@@ -211,12 +236,19 @@ static void run_case(vlmc_session_t *session, const char *c) {
   /* The reference generates all 16; vlmc stops at an eos id, which must then be the last. */
   size_t n = (size_t)r.generated_tokens;
   EXPECT_TRUE(n == e.num_tokens || (r.stopped_on_eos && n <= e.num_tokens));
-  for (size_t i = 0; i < n && i < e.num_tokens; ++i)
-    if (r.tokens[i] != e.tokens[i]) {
-      TEST_FAIL_("%s: greedy token %zu is %lld, transformers %lld", c, i, (long long)r.tokens[i],
-                 (long long)e.tokens[i]);
+  for (size_t i = 0; i < n && i < e.num_tokens; ++i) {
+    if (r.tokens[i] == e.tokens[i]) continue;
+    if (e.margins && e.margins[i] < logits_tolerance && r.tokens[i] == e.runner_up[i]) {
+      printf("  %s %-13s token %zu is transformers' runner-up %lld: its top-1 margin %.2g is "
+             "below the logits tolerance %.2g (not decided at this precision); tokens from "
+             "here on not compared\n", current_backend, c, i, (long long)r.tokens[i],
+             e.margins[i], logits_tolerance);
       break;
     }
+    TEST_FAIL_("%s: greedy token %zu is %lld, transformers %lld (top-1 margin %.2g)", c, i,
+               (long long)r.tokens[i], (long long)e.tokens[i], e.margins ? e.margins[i] : 0.0);
+    break;
+  }
   compare_taps(c, dir);
   vlmc_generate_result_deinit(&r);
   expected_free(&e);

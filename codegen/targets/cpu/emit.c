@@ -92,10 +92,248 @@ int vlmc_cpu_emit_reduce_add(vlmc_kernel_emit_t *e, int vector, int width) {
   return v;
 }
 
+/* ---- vector arithmetic ---- */
+
+static int vec_binary(vlmc_kernel_emit_t *e, const char *op, int a, int b, int width) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : vector<%dxf32>", v, op, a, b,
+                        width);
+  return v;
+}
+
+static int vec_fma(vlmc_kernel_emit_t *e, int a, int b, int c, int width) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+                        " : vector<%dxf32>", v, a, b, c, width);
+  return v;
+}
+
+int vlmc_cpu_emit_splat(vlmc_kernel_emit_t *e, int scalar, int width) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to vector<%dxf32>", v,
+                        scalar, width);
+  return v;
+}
+
+static int splat_const(vlmc_kernel_emit_t *e, double value, int width) {
+  return vlmc_cpu_emit_splat(e, vlmc_kernel_emit_f32(e, value), width);
+}
+
+/* max / min as a compare and a select (one maxps / minps); arith.maximumf's NaN and
+ * signed-zero rules would cost a blend. */
+static int vec_select_cmp(vlmc_kernel_emit_t *e, const char *pred, int a, int b, int width) {
+  int c = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf %s, " VLMC_SSA ", " VLMC_SSA " : vector<%dxf32>", c,
+                        pred, a, b, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+                        " : vector<%dxi1>, vector<%dxf32>", v, c, a, b, width, width);
+  return v;
+}
+
+int vlmc_cpu_emit_exp(vlmc_kernel_emit_t *e, int x, int width) {
+  x = vec_select_cmp(e, "ogt", x, splat_const(e, -87.0, width), width);
+  x = vec_select_cmp(e, "olt", x, splat_const(e, 88.0, width), width);
+  /* round to nearest by adding 1.5 * 2^23 (SSE2 has no vector floor) */
+  int magic = splat_const(e, 12582912.0, width);
+  int n = vec_binary(e, "arith.subf", vec_fma(e, x, splat_const(e, 1.44269504088896341, width), magic, width),
+                     magic, width);
+  int r = vec_fma(e, n, splat_const(e, -0.693359375, width), x, width);
+  r = vec_fma(e, n, splat_const(e, 2.12194440e-4, width), r, width);
+  static const double coef[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  int p = splat_const(e, coef[0], width);
+  for (size_t c = 1; c < sizeof coef / sizeof coef[0]; ++c)
+    p = vec_fma(e, p, r, splat_const(e, coef[c], width), width);
+  int y = vec_binary(e, "arith.addf", vec_fma(e, p, vec_binary(e, "arith.mulf", r, r, width), r, width),
+                     splat_const(e, 1.0, width), width);
+  /* 2^n: (n + 127) << 23 as float bits; -126 <= n <= 127 after the clamps: a normal number */
+  int ni = vlmc_kernel_emit_fresh(e), biased = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e);
+  int pow2 = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e), shift = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : vector<%dxf32> to vector<%dxi32>",
+                        ni, n, width, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
+                        biased, ni, bias, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
+                        biased, shift, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>",
+                        pow2, bits, width, width);
+  return vec_binary(e, "arith.mulf", y, pow2, width);
+}
+
+/* Each lane rounded to bf16 and back, to nearest even, NaN kept quiet: the integer form of
+ * the shared emitter's scalar rounding (LLVM would call __truncsfbf2 per lane without
+ * AVX512_BF16). */
+static int vec_round_bf16(vlmc_kernel_emit_t *e, int x, int width) {
+  int bits = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxf32> to vector<%dxi32>",
+                        bits, x, width, width);
+  int c[5];
+  static const long long values[5] = {16, 1, 32767, -65536, 4194304};
+  for (int i = 0; i < 5; ++i) {
+    c[i] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<%lld> : vector<%dxi32>", c[i], values[i],
+                          width);
+  }
+  int hi = vlmc_kernel_emit_fresh(e), lsb = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e);
+  int sum = vlmc_kernel_emit_fresh(e), rounded = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", hi, bits, c[0], width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", lsb, hi, c[1], width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bias, lsb, c[2], width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", sum, bits, bias, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", rounded, sum, c[3], width);
+  int nan_bits = vlmc_kernel_emit_fresh(e), nan_kept = vlmc_kernel_emit_fresh(e), is_nan = vlmc_kernel_emit_fresh(e);
+  int chosen = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", nan_bits, bits, c[4], width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", nan_kept, nan_bits, c[3], width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : vector<%dxf32>", is_nan, x, x, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+                        " : vector<%dxi1>, vector<%dxi32>", chosen, is_nan, nan_kept, rounded, width, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", v,
+                        chosen, width, width);
+  return v;
+}
+
+static int vec_round_f16(vlmc_kernel_emit_t *e, int x, int width) {
+  int narrow = vlmc_kernel_emit_fresh(e), wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : vector<%dxf32> to vector<%dxf16>",
+                        narrow, x, width, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : vector<%dxf16> to vector<%dxf32>",
+                        wide, narrow, width, width);
+  return wide;
+}
+
+static int vec_round_to(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to, int width) {
+  return to == VLMC_DTYPE_BF16 ? vec_round_bf16(e, x, width)
+         : to == VLMC_DTYPE_F16 ? vec_round_f16(e, x, width)
+                                : x;
+}
+
+/* ---- epilogues on vectors ---- */
+
+static bool is_low_float(vlmc_dtype_t d) { return d == VLMC_DTYPE_BF16 || d == VLMC_DTYPE_F16; }
+
+/* Whether op can run on vectors here: float arithmetic the helpers above cover. */
+static bool vector_op_ok(const vlmc_op_t *op) {
+  vlmc_dtype_t d = op->results[0].type.dtype;
+  if (d != VLMC_DTYPE_F32 && !is_low_float(d)) return false;
+  switch (op->kind) {
+    case VLMC_OP_ADD: case VLMC_OP_SUB: case VLMC_OP_MUL: case VLMC_OP_DIV: case VLMC_OP_NEG:
+    case VLMC_OP_EXP: case VLMC_OP_SILU: case VLMC_OP_SIGMOID: case VLMC_OP_RESHAPE:
+      return true;
+    case VLMC_OP_CAST: return vlmc_dtype_info(op->operands[0]->type.dtype)->is_float;
+    default: return false;
+  }
+}
+
+static int member_of(const vlmc_kernel_emit_t *e, const vlmc_op_t *op) {
+  for (uint32_t i = 0; op && i < e->region->num_ops; ++i)
+    if (e->region->ops[i] == op) return (int)i;
+  return -1;
+}
+
+static bool same_dims(const vlmc_type_t *a, const vlmc_type_t *b) {
+  if (a->rank != b->rank) return false;
+  for (uint32_t d = 0; d < a->rank; ++d)
+    if (!vlmc_dim_equal(a->dims[d], b->dims[d])) return false;
+  return true;
+}
+
+/* Whether every epilogue op runs on vectors, its f32 anchor unrounded, and every operand that
+ * is not an earlier member is a float value of the op's shape or a suffix of it (read at the
+ * flat index modulo its count: contiguous while a vector stays in one row of the last dim). */
+static bool vector_epilogue_ok(const vlmc_kernel_emit_t *e) {
+  const vlmc_dispatch_region_t *r = e->region;
+  if (r->ops[e->anchor_index]->results[0].type.dtype != VLMC_DTYPE_F32) return false;
+  if (vlmc_dispatch_output(r)->type.dtype == VLMC_DTYPE_I64) return false;
+  for (uint32_t k = e->anchor_index + 1; k < r->num_ops; ++k) {
+    const vlmc_op_t *op = r->ops[k];
+    if (!vector_op_ok(op)) return false;
+    for (uint32_t j = 0; j < op->num_operands; ++j) {
+      const vlmc_value_t *v = op->operands[j];
+      if (member_of(e, v->def) >= (int)e->anchor_index) continue;
+      if (!vlmc_dtype_info(v->type.dtype)->is_float || vlmc_kernel_emit_source_input(e, v) < 0)
+        return false;
+      const vlmc_type_t *t = &v->type, *o = &op->results[0].type;
+      if (t->rank == 0 || !vlmc_dim_equal(t->dims[t->rank - 1], o->dims[o->rank - 1])) {
+        bool scalar = true; /* all dims 1 */
+        for (uint32_t d = 0; d < t->rank; ++d)
+          scalar = scalar && vlmc_dim_is_static(t->dims[d]) && t->dims[d].off == 1;
+        if (!scalar) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* Operand v of an epilogue op as a vector at the output's flat index. */
+static int vector_operand(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const vlmc_value_t *v,
+                          const int *member, int flat, int width) {
+  int m = member_of(e, v->def);
+  if (m >= (int)e->anchor_index) return member[m];
+  if (same_dims(&v->type, &op->results[0].type)) return vlmc_cpu_emit_load_vector(e, v, flat, width);
+  const vlmc_type_t *t = &v->type, *o = &op->results[0].type;
+  if (t->rank && vlmc_dim_equal(t->dims[t->rank - 1], o->dims[o->rank - 1])) {
+    int count = vlmc_kernel_emit_dims_product(e, t, 0, t->rank);
+    return vlmc_cpu_emit_load_vector(e, v, vlmc_kernel_emit_index_op(e, "arith.remui", flat, count), width);
+  }
+  return vlmc_cpu_emit_splat(e, vlmc_kernel_emit_load(e, v, vlmc_kernel_emit_index(e, 0)), width);
+}
+
+static int logistic_denominator(vlmc_kernel_emit_t *e, int x, int width) {
+  int neg = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.negf " VLMC_SSA " : vector<%dxf32>", neg, x, width);
+  return vec_binary(e, "arith.addf", splat_const(e, 1.0, width), vlmc_cpu_emit_exp(e, neg, width), width);
+}
+
+static int vector_op(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in, int width) {
+  int v = in[0];
+  switch (op->kind) {
+    case VLMC_OP_ADD: v = vec_binary(e, "arith.addf", in[0], in[1], width); break;
+    case VLMC_OP_SUB: v = vec_binary(e, "arith.subf", in[0], in[1], width); break;
+    case VLMC_OP_MUL: v = vec_binary(e, "arith.mulf", in[0], in[1], width); break;
+    case VLMC_OP_DIV: v = vec_binary(e, "arith.divf", in[0], in[1], width); break;
+    case VLMC_OP_NEG:
+      v = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.negf " VLMC_SSA " : vector<%dxf32>", v, in[0], width);
+      break;
+    case VLMC_OP_EXP: v = vlmc_cpu_emit_exp(e, in[0], width); break;
+    case VLMC_OP_SILU: v = vec_binary(e, "arith.divf", in[0], logistic_denominator(e, in[0], width), width); break;
+    case VLMC_OP_SIGMOID:
+      v = vec_binary(e, "arith.divf", splat_const(e, 1.0, width), logistic_denominator(e, in[0], width), width);
+      break;
+    case VLMC_OP_CAST: return vec_round_to(e, in[0], op->results[0].type.dtype, width);
+    case VLMC_OP_RESHAPE: return in[0];
+    default: break; /* vector_op_ok let none other through */
+  }
+  /* An op computing in f16 / bf16 rounds its result, as the scalar path does. */
+  return vec_round_to(e, v, op->results[0].type.dtype, width);
+}
+
+static void emit_vector_epilogue(vlmc_kernel_emit_t *e, int value, int flat, int width) {
+  const vlmc_dispatch_region_t *r = e->region;
+  int member[r->num_ops];
+  member[e->anchor_index] = value;
+  for (uint32_t k = e->anchor_index + 1; k < r->num_ops; ++k) {
+    const vlmc_op_t *op = r->ops[k];
+    int in[VLMC_IR_MAX_OPERANDS];
+    for (uint32_t j = 0; j < op->num_operands && j < VLMC_IR_MAX_OPERANDS; ++j)
+      in[j] = vector_operand(e, op, op->operands[j], member, flat, width);
+    member[k] = vector_op(e, op, in, width);
+  }
+  vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
+                        member[r->num_ops - 1], flat, width);
+}
+
 void vlmc_cpu_emit_finish_vector(vlmc_kernel_emit_t *e, int value, int flat, int width) {
   if (!vlmc_kernel_emit_has_epilogue(e)) {
     vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", %%out[" VLMC_SSA "] : memref<?xf32>, vector<%dxf32>",
                           value, flat, width);
+    return;
+  }
+  if (vector_epilogue_ok(e)) {
+    emit_vector_epilogue(e, value, flat, width);
     return;
   }
   for (int lane = 0; lane < width; ++lane) {

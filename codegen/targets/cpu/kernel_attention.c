@@ -173,41 +173,11 @@ static int emit_transpose_sum(const attention_t *A, int *dot) {
   return dot[0];
 }
 
-/* exp of each lane, for arguments <= 0 (a score minus a max at least as large), as Cephes'
- * expf: n = round(x log2 e), r = x - n ln 2 (ln 2 in two parts), exp(r) = 1 + r + r^2 p(r)
- * with p of degree 5, times 2^n built in the exponent bits. Measured on every float of
- * [-87, 0] against exp in f64: within 1.01 ulp (8.4e-8 relative), with or without fused
- * multiply-adds. Arguments are clamped at -87, so -inf (the first block's old max) gives
- * ~1.6e-38, not 0: the first rescale multiplies zeros. */
+/* exp of each lane (vlmc_cpu_emit_exp): the scores' arguments are <= 0, a score minus a max at
+ * least as large; -inf (the first block's old max) gives ~1.6e-38, not 0: the first rescale
+ * multiplies zeros. */
 static int emit_exp(const attention_t *A, int x) {
-  vlmc_kernel_emit_t *e = A->e;
-  x = emit_max(A, x, splat_const(A, -87.0), true);
-  /* round to nearest by adding 1.5 * 2^23 (SSE2 has no vector floor) */
-  int magic = splat_const(A, 12582912.0);
-  int n = vec_op(A, "arith.subf", vec_fma(A, x, splat_const(A, 1.44269504088896341), magic), magic);
-  int r = vec_fma(A, n, splat_const(A, -0.693359375), x);
-  r = vec_fma(A, n, splat_const(A, 2.12194440e-4), r);
-  static const double coef[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-  int p = splat_const(A, coef[0]);
-  for (size_t c = 1; c < sizeof coef / sizeof coef[0]; ++c)
-    p = vec_fma(A, p, r, splat_const(A, coef[c]));
-  int y = vec_op(A, "arith.addf", vec_fma(A, p, vec_op(A, "arith.mulf", r, r), r),
-                 splat_const(A, 1.0));
-  /* 2^n: (n + 127) << 23 as float bits; n >= -126 after the clamp, so a normal number */
-  int ni = vlmc_kernel_emit_fresh(e), biased = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e);
-  int pow2 = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e), shift = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<127> : vector<%dxi32>", bias, A->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<23> : vector<%dxi32>", shift, A->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.fptosi " VLMC_SSA " : %s to vector<%dxi32>", ni, n,
-                        A->vec, A->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>",
-                        biased, ni, bias, A->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", bits,
-                        biased, shift, A->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : vector<%dxi32> to %s", pow2,
-                        bits, A->vl, A->vec);
-  return vec_op(A, "arith.mulf", y, pow2);
+  return vlmc_cpu_emit_exp(A->e, x, A->vl);
 }
 
 /* ---- the keys a query sees ---- */

@@ -458,8 +458,10 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   L.dot = machine->bf16_dot && L.vl == 16 && vlmc_cpu_emit_reads_bf16(e, L.x) &&
           vlmc_cpu_emit_reads_bf16(e, L.w);
   L.kb = L.dot ? 2 * L.vl : L.vl;
+  /* Many rows on bf16 pairs: the outer product over packed panels (kernel_linear_panels.c). */
+  bool panels = vlmc_cpu_linear_panels_apply(e, L.x, L.w);
   /* x in f32 storage, read as bf16 pairs: round each chunk of a block once (file comment). */
-  bool packs_x = L.dot && x_bytes(&L, false) == 4;
+  bool packs_x = !panels && L.dot && x_bytes(&L, false) == 4;
   int64_t xb = x_bytes(&L, packs_x);
   L.kc = chunk_size(&L, machine, xb);
   e->template_name = "linear";
@@ -470,6 +472,9 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
    * block, so the weights are read once. */
   int64_t mr = L.rows.mr, mb = machine->l2_bytes / 2 / (L.kc * xb);
   mb = mb < mr ? mr : mb / mr * mr;
+  if (panels) mb = vlmc_cpu_linear_panels_block_rows(machine);
+  vlmc_linear_panels_t pa = {L.x, L.w, L.b, L.k, L.n, mb, -1, -1, -1, -1, -1};
+  if (panels) vlmc_cpu_linear_panels_scratch(e, &pa);
   int mb_c = vlmc_kernel_emit_index(e, mb);
   if (packs_x) { /* before the loops: an alloca inside them would grow the stack */
     L.xs_stride = L.kc + 32;
@@ -497,7 +502,11 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   emit_gemv_quarters(&whole, mb0, end);
   vlmc_kernel_emit_line(e, "} else {");
   L.xs_row0 = mb0;
-  for (int64_t i = 0; i * L.kc < L.k; ++i) {
+  pa.from = mb0;
+  pa.to_r = end_r;
+  pa.to = end;
+  if (panels) vlmc_cpu_linear_panels(e, &pa);
+  for (int64_t i = 0; !panels && i * L.kc < L.k; ++i) {
     chunk_t ch = chunk_at(&L, i);
     if (packs_x) emit_pack_x(&L, mb0, end, &ch);
     int u = vlmc_kernel_emit_fresh(e);

@@ -12,6 +12,26 @@ vlmc_status_t vlmc_cpu_kernel_elementwise(vlmc_kernel_emit_t *e);
 /* kernel_linear.c: linear (x W^T + b) with register-blocked vector tiles; matmul. */
 vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_kernel_emit_t *e);
+
+/* kernel_linear_panels.c: the linear's rows in blocks of MR as an outer product over panels of
+ * packed bf16 weights (vdpbf16ps), for a bf16 input in f32 storage and bf16 weights on a CPU
+ * with AVX512_BF16 (vlmc_cpu_linear_panels_apply). The linear template keeps the row blocks
+ * (block_rows of them, from its L2) and the one-row GEMV; this writes one block's rows
+ * [from, to) (whole tiles up to to_r) for the thread's units [%lo, %hi). */
+typedef struct {
+  const vlmc_value_t *x, *w, *b; /* b: NULL without a bias */
+  int64_t k, n;
+  int64_t block_rows;             /* the most rows a block has (block_rows) */
+  int pk, xt;                     /* the scratch (vlmc_cpu_linear_panels_scratch) */
+  int from, to_r, to;             /* the block's rows (index SSA) */
+} vlmc_linear_panels_t;
+bool vlmc_cpu_linear_panels_apply(vlmc_kernel_emit_t *e, const vlmc_value_t *x,
+                                  const vlmc_value_t *w);
+int64_t vlmc_cpu_linear_panels_block_rows(const vlmc_cpu_machine_t *m);
+/* Before any loop: the panel's and the block's scratch (allocas: 32 KiB and block_rows x 512
+ * bytes of stack). */
+void vlmc_cpu_linear_panels_scratch(vlmc_kernel_emit_t *e, vlmc_linear_panels_t *a);
+void vlmc_cpu_linear_panels(vlmc_kernel_emit_t *e, const vlmc_linear_panels_t *a);
 /* kernel_norm.c: rms_norm, layer_norm and softmax over the last axis (or `axis`). */
 vlmc_status_t vlmc_cpu_kernel_rms_norm(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_cpu_kernel_layer_norm(vlmc_kernel_emit_t *e);
