@@ -5,7 +5,9 @@
  *   cc -O2 -march=native -pthread bench/peakflops.c -o peakflops && ./peakflops [THREADS]
  *
  * Three kernels, each a loop of independent multiply-adds on registers only (no memory
- * traffic), enough accumulators to cover the FMA latency on two pipes:
+ * traffic), 16 accumulators with different starting values (equal ones were merged into one
+ * chain by the compiler: until 2026-12-02 this measured one FMA's latency and credited 10, so
+ * the roofs it printed before then were not peaks) to cover the latency on two pipes:
  *   f32 FMA, 256-bit   (AVX2 + FMA: vfmadd231ps ymm, 8 lanes x 2 flops)
  *   f32 FMA, 512-bit   (AVX-512F: vfmadd231ps zmm, 16 lanes x 2 flops)
  *   bf16 dot, 512-bit  (AVX512_BF16: vdpbf16ps zmm, 16 f32 lanes x 2 bf16 products x 2 flops)
@@ -38,38 +40,42 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Each kernel runs `iters` steps of 10 independent multiply-adds and returns a value that
- * depends on every accumulator, so that none of the work can be dropped. 10 chains cover a
- * 4-5 cycle FMA latency on two pipes. */
-#define STEP10(op)                                                                             \
+/* Each kernel runs `iters` steps of 16 independent multiply-adds and returns a value that
+ * depends on every accumulator, so that none of the work can be dropped. 16 chains cover a
+ * 4-5 cycle FMA latency and vdpbf16ps's longer one on two pipes. */
+#define STEP16(op)                                                                             \
   a0 = op(a0, x, y); a1 = op(a1, x, y); a2 = op(a2, x, y); a3 = op(a3, x, y);                    \
   a4 = op(a4, x, y); a5 = op(a5, x, y); a6 = op(a6, x, y); a7 = op(a7, x, y);                    \
-  a8 = op(a8, x, y); a9 = op(a9, x, y)
+  a8 = op(a8, x, y); a9 = op(a9, x, y); a10 = op(a10, x, y); a11 = op(a11, x, y);                \
+  a12 = op(a12, x, y); a13 = op(a13, x, y); a14 = op(a14, x, y); a15 = op(a15, x, y)
+/* 16 accumulators with different starting values: equal ones would be one chain to the
+ * compiler (it merged them, and the loop measured one multiply-add's latency, credited 16). */
+#define ACCUMULATORS16(T, SET1)                                                                \
+  T a0 = SET1(0.f), a1 = SET1(1.f), a2 = SET1(2.f), a3 = SET1(3.f), a4 = SET1(4.f),              \
+    a5 = SET1(5.f), a6 = SET1(6.f), a7 = SET1(7.f), a8 = SET1(8.f), a9 = SET1(9.f),              \
+    a10 = SET1(10.f), a11 = SET1(11.f), a12 = SET1(12.f), a13 = SET1(13.f), a14 = SET1(14.f),    \
+    a15 = SET1(15.f)
+/* The sum of the 16 accumulators (ADD: the vector add of the kernel's width). */
+#define SUM16(ADD)                                                                             \
+  ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))),                          \
+      ADD(ADD(ADD(a8, a9), ADD(a10, a11)), ADD(ADD(a12, a13), ADD(a14, a15))))
 
 __attribute__((target("avx2,fma"))) static float fma256(long iters) {
   __m256 x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0, a8 = a0, a9 = a0;
+  ACCUMULATORS16(__m256, _mm256_set1_ps);
   for (long i = 0; i < iters; ++i) {
-    STEP10(_mm256_fmadd_ps);
+    STEP16(_mm256_fmadd_ps);
   }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
-  return _mm256_cvtss_f32(s);
+  return _mm256_cvtss_f32(SUM16(_mm256_add_ps));
 }
 
 __attribute__((target("avx512f"))) static float fma512(long iters) {
   __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0, a8 = a0, a9 = a0;
+  ACCUMULATORS16(__m512, _mm512_set1_ps);
   for (long i = 0; i < iters; ++i) {
-    STEP10(_mm512_fmadd_ps);
+    STEP16(_mm512_fmadd_ps);
   }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(a8, a9));
-  return _mm512_reduce_add_ps(s);
+  return _mm512_reduce_add_ps(SUM16(_mm512_add_ps));
 }
 
 /* vdpbf16ps's operand order differs from the FMA's (acc, a, b): the same macro shape. */
@@ -77,15 +83,11 @@ __attribute__((target("avx512f"))) static float fma512(long iters) {
 
 __attribute__((target("avx512f,avx512bf16"))) static float dot512bf16(long iters) {
   __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0, a8 = a0, a9 = a0;
+  ACCUMULATORS16(__m512, _mm512_set1_ps);
   for (long i = 0; i < iters; ++i) {
-    STEP10(DPBF16);
+    STEP16(DPBF16);
   }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(a8, a9));
-  return _mm512_reduce_add_ps(s);
+  return _mm512_reduce_add_ps(SUM16(_mm512_add_ps));
 }
 
 typedef struct {
@@ -93,7 +95,7 @@ typedef struct {
   const char *feature; /* what __builtin_cpu_supports must say, for the "missing" line */
   int available;
   float (*run)(long iters);
-  double flops_per_step; /* 10 instructions x lanes x flops per lane */
+  double flops_per_step; /* 16 instructions x lanes x flops per lane */
 } kernel_t;
 
 typedef struct {
@@ -169,11 +171,11 @@ int main(int argc, char **argv) {
   __builtin_cpu_init();
   kernel_t kernels[] = {
       {"f32 fma 256-bit", "avx2+fma",
-       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), fma256, 10.0 * 8 * 2},
-      {"f32 fma 512-bit", "avx512f", __builtin_cpu_supports("avx512f"), fma512, 10.0 * 16 * 2},
+       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), fma256, 16.0 * 8 * 2},
+      {"f32 fma 512-bit", "avx512f", __builtin_cpu_supports("avx512f"), fma512, 16.0 * 16 * 2},
       {"bf16 dot 512-bit", "avx512bf16",
        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"), dot512bf16,
-       10.0 * 16 * 4},
+       16.0 * 16 * 4},
   };
   float sink = 0;
   for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; ++k) {
