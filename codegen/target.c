@@ -117,7 +117,7 @@ static vlmc_status_t resolve_precision(const vlmc_target_list_t *list, const cha
     vlmc_strbuf_init(&ok);
     alternatives(t->precisions, &ok);
     vlmc_status_t st = vlmc_status_make(VLMC_UNSUPPORTED,
-                                        "--precision %s with --target %s: %s; use --precision %s "
+                                        "--precision %s with --target %s: %s; use --precision %s, "
                                         "or --target ref",
                                         requested, t->name, t->precision_note,
                                         vlmc_strbuf_cstr(&ok));

@@ -96,8 +96,14 @@ static void test_default_pipeline(void) {
   expect_pipeline("ref,null", "f32", expected);
   EXPECT_ERROR(pipeline_error("ref,cpu", "bf16"),
                "--precision bf16 with --target cpu: cpu kernels compute in f32 (weights stay "
-               "in their bf16 / f16 storage); use --precision f32 or --target ref");
-  EXPECT_ERROR(pipeline_error("ref", "f8"), "--precision f8: expected auto, f32, f16 or bf16");
+               "in their bf16 / f16 storage), or with bf16-matmul in f32 with linears on "
+               "bf16-rounded inputs (a bf16 dot product where the CPU has AVX512_BF16); use "
+               "--precision f32 or bf16-matmul, or --target ref");
+  EXPECT_ERROR(pipeline_error("ref,null", "f16"),
+               "--precision f16 with --target null: the null target is a skeleton and computes "
+               "nothing; use --precision f32, or --target ref");
+  EXPECT_ERROR(pipeline_error("ref", "f8"),
+               "--precision f8: expected auto, f32, f16, bf16 or bf16-matmul");
 }
 
 static void test_options(void) {
