@@ -10,7 +10,8 @@
 # figure from elsewhere is printed). Not a timed test: run it by hand (the 3B takes a while).
 #
 #   bench/cpu_backend.sh [--build DIR] [--backends "ref cpu"] [--models "tiny 3b"]
-#                        [--threads N] [--runs N] [--prefill-tokens N] [--decode-tokens N]
+#                        [--threads N] [--runs N] [--runs-3b N] [--prefill-tokens N]
+#                        [--decode-tokens N]
 #                        [--ref-prefill-tokens N] [--full] [--checkpoint-3b DIR]
 #                        [--profile-tokens N] [--no-encode] [--precision P]
 #                        [--llama-bench PATH [--gguf PATH | --gguf-py DIR]]
@@ -23,7 +24,9 @@
 #                            the cpu column then saying why it is empty
 #   --models LIST            tiny and/or 3b (default both)
 #   --threads N              vlmc-run --threads and membw's thread count (default $(nproc))
-#   --runs N                 tiny model: best of N runs per figure (default 3); the 3B runs once
+#   --runs N                 tiny model: runs per figure (default 3); each figure is their median
+#   --runs-3b N              3B on cpu: runs per figure (default 3), and llama-bench's repetitions
+#                            (-r N); the 3B on ref runs once
 #   --prefill-tokens N       prompt length for prefill (default 512)
 #   --decode-tokens N        decode steps measured (default 32; one more is fed, see below)
 #   --ref-prefill-tokens N   3B on ref: a shorter prompt (default 64; ~1 s per token there, so
@@ -39,7 +42,7 @@
 #                            linears as bf16 dot products (the arithmetic llama.cpp uses for
 #                            bf16 weights)
 #   --llama-bench PATH       llama.cpp's llama-bench: run in this same script on the 3B's
-#                            weights (-t THREADS -p 64 -n DECODE, 3 repetitions) and compared;
+#                            weights (-t THREADS -p 64 -n DECODE, --runs-3b repetitions) and compared;
 #                            without it no llama.cpp figure is printed
 #   --gguf PATH              the GGUF llama-bench runs (it must hold the same weights as
 #                            --checkpoint-3b for the comparison to mean anything), or
@@ -60,7 +63,12 @@
 #            greedy argmax over the logits;
 #   peak     "peak memory" (peak RSS; mapped weights count once touched), the largest over a
 #            backend's runs, and its ratio to the checkpoint's bytes of weights.
-# Each vlmc-run is a fresh process; the load time is not part of any figure.
+# Each vlmc-run is a fresh process; the load time is not part of any figure. Before a model's
+# runs, one untimed vlmc-run --load-only reads the artifact into the page cache: a first load
+# from the disk right after the compile left the first prefill 1.3-3x slower (the kernel
+# still reclaiming and compacting memory around it), which a figure of one run cannot absorb.
+# A figure is the median of its runs (min..max beside it when there are several); llama.cpp's
+# is the median of llama-bench's repetitions, the same statistic.
 #
 # Roofs (the machine, measured first): bench/membw.c's read bandwidth, the best of 1, 2, 4 and
 # 8 interleaved streams per thread; bench/peakflops.c's peak f32 FMA (256- and 512-bit, where
@@ -98,6 +106,7 @@ BACKENDS="ref cpu"
 MODELS="tiny 3b"
 THREADS=$(nproc)
 RUNS=3
+RUNS_3B=3
 PREFILL=512
 DECODE=32
 REF_PREFILL_3B=64
@@ -131,6 +140,7 @@ while [ $# -gt 0 ]; do
     --models) MODELS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --runs-3b) RUNS_3B=$2; shift 2 ;;
     --prefill-tokens) PREFILL=$2; shift 2 ;;
     --decode-tokens) DECODE=$2; shift 2 ;;
     --ref-prefill-tokens) REF_PREFILL_3B=$2; shift 2 ;;
@@ -304,7 +314,8 @@ profile() {
   fi
 }
 
-# bench_model NAME CKPT RUNS REF_PREFILL ENCODE_REF: compiles and measures one model.
+# bench_model NAME CKPT RUNS REF_RUNS REF_PREFILL ENCODE_REF: compiles and measures one model
+# (RUNS runs per figure on cpu, REF_RUNS on ref).
 # drop_cache FILE...: asks the kernel to evict the files from the page cache (clean pages
 # only). The 3B's checkpoint (7.5 GB) read by the compile, the artifact (7.5 GB) and the
 # resident copy vlmc-run makes (7.5 GB) would otherwise fill a 24 GB machine, and reclaim
@@ -323,19 +334,24 @@ EOF
 }
 
 bench_model() {
-  local name=$1 ckpt=$2 runs=$3 ref_prefill=$4 encode_ref=$5 b n lens
-  printf '%s\tcheckpoint\t%s\t%s\n' "$name" "$ckpt" "$runs" >>"$RESULTS"
+  local name=$1 ckpt=$2 cpu_runs=$3 ref_runs=$4 ref_prefill=$5 encode_ref=$6 b n lens runs
+  printf '%s\tcheckpoint\t%s\t%s\t%s\n' "$name" "$ckpt" "$cpu_runs" "$ref_runs" >>"$RESULTS"
   compile_model "$name" "$ckpt" || return 0
   drop_cache "$ckpt"/*.safetensors
   encode_ids "$ckpt" "$WORK/$name.encode.json"
   ids "$WORK/decode.json" "$DECODE" 2
+  # Untimed: the artifact into the page cache, so that no measured run is the first load from
+  # the disk (see the header).
+  "$RUN" "$WORK/$name.vlmc" --load-only >/dev/null 2>&1 || true
   for b in $TARGETS; do
+    runs=$cpu_runs
+    [ "$b" = ref ] && runs=$ref_runs
     if [ "$ENCODE" = 0 ]; then
       printf '%s\t%s\tskipped\tencode\t-\n' "$name" "$b" >>"$RESULTS"
     elif [ "$b" = ref ] && [ "$encode_ref" = 0 ]; then
       printf '%s\tref\tskipped\tencode\t-\n' "$name" >>"$RESULTS"
     else
-      step "$name $b: encode ${IMAGE##*/} (best of $runs)"
+      step "$name $b: encode ${IMAGE##*/} (median of $runs)"
       measure "$name" "$b" encode 0 "$runs" --image "$IMAGE" \
         --input-ids "$WORK/$name.encode.json" -n 1
     fi
@@ -350,7 +366,7 @@ bench_model() {
     fi
     for n in $lens; do
       ids "$WORK/prompt.$n.json" "$n" 1
-      step "$name $b: prefill $n tokens, then $DECODE+1 decode steps (best of $runs)"
+      step "$name $b: prefill $n tokens, then $DECODE+1 decode steps (median of $runs)"
       STDIN=$WORK/decode.json measure "$name" "$b" text "$n" "$runs" \
         --input-ids "$WORK/prompt.$n.json" -n 1 -i
     done
@@ -368,7 +384,7 @@ bench_model() {
 
 # llama_bench CKPT: llama.cpp's llama-bench on the same weights (a GGUF written here from CKPT,
 # or --gguf), right after vlmc's runs: prefill of 64 tokens and DECODE generated tokens, THREADS
-# threads, 3 repetitions (its JSON output, read by the tables).
+# threads, --runs-3b repetitions (its JSON output, read by the tables).
 llama_bench() {
   local ckpt=$1 gguf=$GGUF
   if [ -z "$gguf" ]; then
@@ -383,7 +399,7 @@ llama_bench() {
   step "llama.cpp: $LLAMA_BENCH -m ${gguf##*/} -t $THREADS -p $LLAMA_PREFILL_TOKENS -n $DECODE"
   local load0
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
-  if "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -p "$LLAMA_PREFILL_TOKENS" -n "$DECODE" -r 3 \
+  if "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -p "$LLAMA_PREFILL_TOKENS" -n "$DECODE" -r "$RUNS_3B" \
        -o json >"$WORK/llama.json" 2>"$WORK/llama.log"; then
     printf '3b\tllama\t%s\t%s\t%s\n' "$WORK/llama.json" "$load0" \
       "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS"
@@ -395,7 +411,7 @@ llama_bench() {
 }
 
 if has "$MODELS" tiny; then
-  bench_model tiny assets/shapes-vl "$RUNS" "$PREFILL" 1
+  bench_model tiny assets/shapes-vl "$RUNS" "$RUNS" "$PREFILL" 1
 fi
 if has "$MODELS" 3b; then
   if [ -z "$CKPT_3B" ]; then
@@ -403,7 +419,7 @@ if has "$MODELS" 3b; then
     CKPT_3B=$WORK/ckpt-3b
     "$VLMC" random-checkpoint --config "$CONFIG_3B" -o "$CKPT_3B" --seed 1 2>&1 | tail -1 >&2
   fi
-  bench_model 3b "$CKPT_3B" 1 "$REF_PREFILL_3B" "$FULL"
+  bench_model 3b "$CKPT_3B" "$RUNS_3B" 1 "$REF_PREFILL_3B" "$FULL"
   # Free the disk early: the artifact and (if made here) the checkpoint are 7.5 GB each.
   rm -f "$WORK/3b.vlmc"
   [ -z "$LLAMA_BENCH" ] || llama_bench "$CKPT_3B"
@@ -471,7 +487,7 @@ for row in open(results):
         m["profile"][f[2]] = (int(f[3]), profile_lines(f[4]))
     elif f[1] == "checkpoint":
         m["ckpt"] = f[2]
-        m["best_of"] = int(f[3]) if len(f) > 3 else 1
+        m["runs_of"] = {"cpu": int(f[3]), "ref": int(f[4]) if len(f) > 4 else int(f[3])}
     elif f[1] == "artifact": m["targets"] = f[2].split(","); m["artifact_bytes"] = int(f[3])
     elif f[1] == "compile-failed": m["notes"].append("cpu: compile failed: " + f[3])
     elif f[2] == "skipped": m["runs"].setdefault((f[1], "encode", 0), "skipped")
@@ -539,14 +555,24 @@ def llc_bytes():
         except OSError: pass
     return best
 
-def best_encode(runs):
-    v = [d["encode_ms"] for r in runs for d in r if d.get("encode_ms") and d["turn"] == 1]
-    return min(v) if v else None
+def median(v):
+    v = sorted(v)
+    h = len(v) // 2
+    return v[h] if len(v) % 2 else (v[h - 1] + v[h]) / 2
 
-def best_rate(runs, turn):
+def encode_stat(runs):
+    """The image encode ms of the runs: (median, min, max), or None."""
+    v = [d["encode_ms"] for r in runs for d in r if d.get("encode_ms") and d["turn"] == 1]
+    return (median(v), min(v), max(v)) if v else None
+
+def rate_stat(runs, turn):
+    """Tokens/s of the given turn's "prefill N tokens in T ms" over the runs:
+    (N, median, min, max, runs), or None."""
     v = [(d["prefill"][0], d["prefill"][0] * 1e3 / d["prefill"][1]) for r in runs for d in r
          if d["turn"] == turn and d.get("prefill") and d["prefill"][1] > 0]
-    return max(v, key=lambda x: x[1]) if v else None
+    if not v: return None
+    t = [x[1] for x in v]
+    return (v[0][0], median(t), min(t), max(t), len(t))
 
 def peak(runs):
     v = [d["peak_mb"] for r in runs for d in r if "peak_mb" in d]
@@ -573,9 +599,13 @@ for name, m in models.items():
         return "-"
     rows = []  # (label, ref, cpu, ratio text)
     enc = {}
+    spreads = []  # min..max of the figures of several runs
     for b in ("ref", "cpu"):
         r = m["runs"].get((b, "encode", 0))
-        enc[b] = "skipped" if r == "skipped" else (best_encode(r) if r else why_empty(b))
+        st = None if r == "skipped" or not r else encode_stat(r)
+        if st and st[1] != st[2]:
+            spreads.append("%s encode: %.1f..%.1f ms" % (b, st[1], st[2]))
+        enc[b] = "skipped" if r == "skipped" else (st[0] if st else why_empty(b))
     ratio = enc["ref"] / enc["cpu"] if all(isinstance(enc[b], float) for b in enc) else None
     rows.append(("image encode 448x448 (ms)", cell(enc["ref"], "%.1f"), cell(enc["cpu"], "%.1f"),
                  "%.2fx" % ratio if ratio else ""))
@@ -585,8 +615,8 @@ for name, m in models.items():
         pre, dec = {}, {}
         for b in ("ref", "cpu"):
             r = m["runs"].get((b, "text", n))
-            pre[b] = best_rate(r, 1) if r else None
-            dec[b] = best_rate(r, 2) if r else None
+            pre[b] = rate_stat(r, 1) if r else None
+            dec[b] = rate_stat(r, 2) if r else None
         dec_by_len[n] = dec
         for what, vals in (("prefill", pre), ("decode", dec)):
             if what == "prefill":
@@ -595,6 +625,10 @@ for name, m in models.items():
                 steps = next((v[0] for v in vals.values() if v), decode_n + 1)
                 label = "decode, %d steps after %d (tok/s)" % (steps, n)
             c = {b: vals[b][1] if vals[b] else why_empty(b) for b in ("ref", "cpu")}
+            for b in ("ref", "cpu"):
+                if vals[b] and vals[b][4] > 1:
+                    spreads.append("%s %s: %.2f..%.2f tok/s" % (b, label.split(" (")[0],
+                                                               vals[b][2], vals[b][3]))
             ratio = c["cpu"] / c["ref"] if all(isinstance(c[b], float) for b in c) else None
             rows.append((label, rate(c["ref"]), rate(c["cpu"]), "%.2fx" % ratio if ratio else ""))
     pk = {}
@@ -611,13 +645,18 @@ for name, m in models.items():
     print("%s: %s of weights (checkpoint, bf16), %s read per decoded token%s; %d threads, %s" %
           (NAMES.get(name, name), mb(total), mb(per_token),
            " (tied embedding = lm_head)" if tied else "", threads,
-           "best of %d runs" % m["best_of"] if m["best_of"] > 1 else "one run"))
+           ", ".join("%s: %s" % (b, "median of %d runs" % m["runs_of"][b]
+                                  if m["runs_of"][b] > 1 else "one run")
+                     for b in ("ref", "cpu") if b in backends)))
     print("  %-38s %14s %14s %16s" % ("", "ref", "cpu", "cpu/ref speed-up"))
     for label, r, c, q in rows:
         print("  %-38s %14s %14s %16s" % (label, r, c, q))
     for b in ("ref", "cpu"):
         if b in m["failed"]:
             print("  %s: a run failed: %s" % (b, m["failed"][b]))
+    if spreads:
+        print("  min..max over the runs:")
+        for line in spreads: print("    " + line)
     if any(v == "-" for _, r, c, _ in rows for v in (r, c)):
         print("  -: not run at that prompt length (each row compares one length only)")
     if enc["ref"] == "skipped":
@@ -637,7 +676,7 @@ for name, m in models.items():
                 best_dec[b] = (n, dec_by_len[n][b][1]); break
     pre_bar = None
     r = m["runs"].get(("cpu", "text", llama_pre_n))
-    if r: pre_bar = best_rate(r, 1)
+    if r: pre_bar = rate_stat(r, 1)
     summary.append((name, per_token, best_dec, pre_bar))
 
 print()
@@ -815,24 +854,28 @@ else:
     if b3:
         m3 = models["3b"]
         r = m3["runs"].get(("cpu", "text", llama_pre_n))
-        dec64 = best_rate(r, 2) if r else None
+        dec64 = rate_stat(r, 2) if r else None
     ours = {"pre": b3[3] if b3 else None, "gen": dec64}
     for key, row, label in (("pre", pre, "prefill %d tok" % llama_pre_n),
                             ("gen", gen, "decode")):
         if not row:
             print("  %-16s llama.cpp: no row in its output" % label)
             continue
-        t = row["avg_ts"]
-        line = "  %-16s llama.cpp %8.2f tok/s (+-%.2f)" % (label, t, row.get("stddev_ts", 0))
+        samples = row.get("samples_ts") or [row["avg_ts"]]
+        t = median(samples)
+        line = "  %-16s llama.cpp %8.2f tok/s (%.2f..%.2f; mean %.2f +-%.2f)" % (
+            label, t, min(samples), max(samples), row["avg_ts"], row.get("stddev_ts", 0))
         if ours[key]:
-            line += "   vlmc cpu %8.2f tok/s   vlmc / llama.cpp %.2f" % (ours[key][1], ours[key][1] / t)
+            line += "   vlmc cpu %8.2f tok/s (%.2f..%.2f)   vlmc / llama.cpp %.2f" % (
+                ours[key][1], ours[key][2], ours[key][3], ours[key][1] / t)
         else:
             line += "   vlmc cpu: not measured"
         print(line)
     if gen and b3:
-        gbs = gen["avg_ts"] * b3[1] / 1e9
+        gbs = median(gen.get("samples_ts") or [gen["avg_ts"]]) * b3[1] / 1e9
         print("  llama.cpp's decode reads %.1f GB/s of weights: %.3f of the %.1f GB/s read "
               "bandwidth" % (gbs, gbs / bw_roof, bw_roof))
-    print("  (llama-bench's decode starts at an empty context, vlmc's after the %d-token prompt;"
-          " the machine is shared: both were measured minutes apart in this run)" % llama_pre_n)
+    print("  (tok/s: the median of the runs, min..max beside it; llama-bench's decode starts at an"
+          " empty context, vlmc's after the %d-token prompt; the machine is shared: both were"
+          " measured minutes apart in this run)" % llama_pre_n)
 EOF
