@@ -2,11 +2,14 @@
 #include "runtime/batch.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/input_ids.h"
 #include "support/json.h"
 
-static const char *const kKeys[] = {"id", "prompt", "images", "system", "max_new_tokens"};
+static const char *const kKeys[] = {"id", "prompt", "input_ids", "images", "system",
+                                     "max_new_tokens"};
 
 static vlmc_status_t check_keys(const char *name, const cJSON *root) {
   const cJSON *item;
@@ -16,7 +19,7 @@ static vlmc_status_t check_keys(const char *name, const cJSON *root) {
       known = known || strcmp(item->string, kKeys[i]) == 0;
     if (!known)
       return vlmc_status_make(VLMC_PARSE_ERROR, "%s: unknown key \"%.64s\" (a request has id, "
-                              "prompt, images, system, max_new_tokens)", name, item->string);
+                              "prompt or input_ids, images, system, max_new_tokens)", name, item->string);
   }
   return NULL;
 }
@@ -67,11 +70,39 @@ static vlmc_status_t read_images(const char *name, const cJSON *root, vlmc_batch
   return NULL;
 }
 
+/* "input_ids", through the one parser of token-id lists (runtime/input_ids.h), so that a batch
+ * line accepts and refuses what --input-ids does, with the same messages. */
+static vlmc_status_t read_input_ids(const char *name, const cJSON *node,
+                                    vlmc_batch_request_t *out) {
+  char *text = cJSON_PrintUnformatted(node);
+  if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "%s: out of memory", name);
+  char where[160];
+  snprintf(where, sizeof where, "%s: input_ids", name);
+  vlmc_status_t status =
+      vlmc_parse_token_ids(where, text, strlen(text), &out->input_ids, &out->num_input_ids);
+  cJSON_free(text);
+  return status;
+}
+
+/* The prompt: text ("prompt", rendered with the chat template) or token ids ("input_ids",
+ * the whole prompt as the model sees it: no template, so no "system" either). */
+static vlmc_status_t read_prompt(const char *name, const cJSON *root, vlmc_batch_request_t *out) {
+  vlmc_json_ref_t prompt = vlmc_json_ref(name, root, "", "prompt");
+  vlmc_json_ref_t ids = vlmc_json_ref(name, root, "", "input_ids");
+  if (prompt.node && ids.node)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: a request has a prompt or input_ids, not "
+                            "both", name);
+  if (!ids.node) return vlmc_json_string_req(&prompt, &out->prompt);
+  if (cJSON_GetObjectItemCaseSensitive(root, "system"))
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: system goes with a text prompt; input_ids "
+                            "are the whole prompt already", name);
+  return read_input_ids(name, ids.node, out);
+}
+
 static vlmc_status_t read_request(const char *name, const cJSON *root, vlmc_batch_request_t *out) {
   VLMC_RETURN_IF_ERROR(check_keys(name, root));
   VLMC_RETURN_IF_ERROR(read_id(name, root, out));
-  vlmc_json_ref_t prompt = vlmc_json_ref(name, root, "", "prompt");
-  VLMC_RETURN_IF_ERROR(vlmc_json_string_req(&prompt, &out->prompt));
+  VLMC_RETURN_IF_ERROR(read_prompt(name, root, out));
   vlmc_json_ref_t system = vlmc_json_ref(name, root, "", "system");
   VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&system, &out->system, NULL));
   VLMC_RETURN_IF_ERROR(read_images(name, root, out));
@@ -94,6 +125,7 @@ vlmc_status_t vlmc_batch_request_parse(const char *name, const char *text, size_
                              name, vlmc_json_kind(root));
   if (status) {
     cJSON_Delete(root);
+    free(out->input_ids);
     memset(out, 0, sizeof *out);
     return status;
   }
@@ -103,5 +135,6 @@ vlmc_status_t vlmc_batch_request_parse(const char *name, const char *text, size_
 
 void vlmc_batch_request_deinit(vlmc_batch_request_t *request) {
   cJSON_Delete(request->doc);
+  free(request->input_ids);
   memset(request, 0, sizeof *request);
 }

@@ -51,10 +51,11 @@ static void print_usage(FILE *out) {
           "                         line of stdout; the KV cache is kept between turns, and\n"
           "                         --image, --system and -p apply to the first turn\n"
           "  --batch FILE           one request per line of FILE (- for stdin), each a JSON\n"
-          "                         object {\"id\", \"prompt\", \"images\": [...], \"system\",\n"
-          "                         \"max_new_tokens\"} (only prompt is required), answered on a\n"
-          "                         fresh conversation as one JSON line on stdout: {\"id\",\n"
-          "                         \"text\", \"prompt_tokens\", \"generated_tokens\", \"stop\",\n"
+          "                         object {\"id\", \"prompt\" or \"input_ids\": [...], \"images\":\n"
+          "                         [...], \"system\", \"max_new_tokens\"} (a prompt or token\n"
+          "                         ids is required), answered on a fresh conversation as one\n"
+          "                         JSON line on stdout: {\"id\", \"text\", \"tokens\",\n"
+          "                         \"prompt_tokens\", \"generated_tokens\", \"stop\",\n"
           "                         \"encode_ms\", \"prefill_ms\", \"decode_ms\"} or {\"id\",\n"
           "                         \"line\", \"error\"}; the artifact is loaded once; exit 1\n"
           "                         when any request failed\n"
@@ -507,7 +508,10 @@ static void put_batch_answer(vlmc_strbuf_t *out, const char *id, const char *tex
   put_id(out, id);
   vlmc_strbuf_puts(out, "\"text\": ");
   vlmc_json_write_string(out, text);
-  vlmc_strbuf_printf(out, ", \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop\": "
+  vlmc_strbuf_puts(out, ", \"tokens\": [");
+  for (int64_t i = 0; i < res->generated_tokens; ++i)
+    vlmc_strbuf_printf(out, "%s%lld", i ? ", " : "", (long long)res->tokens[i]);
+  vlmc_strbuf_printf(out, "], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop\": "
                      "\"%s\", \"encode_ms\": %.1f, \"prefill_ms\": %.1f, \"decode_ms\": %.1f}",
                      (long long)res->prompt_tokens, (long long)res->generated_tokens,
                      res->stopped_on_eos ? "eos" : "length", res->encode_ms, res->prefill_ms,
@@ -524,13 +528,18 @@ static bool run_batch_request(runner_t *r, const char *name, size_t number, cons
   vlmc_strbuf_t answer;
   vlmc_strbuf_init(&answer);
   vlmc_generate_result_t res = {0};
+  if (!status && q.prompt && !vlmc_session_has_tokenizer(r->session))
+    status = vlmc_status_make(VLMC_UNSUPPORTED, "%s: %s has no tokenizer, so a request's prompt "
+                              "cannot be text: give input_ids", name, o->session.artifact_path);
   if (!status) {
     vlmc_generate_options_t g = {
         .system_prompt = q.system ? q.system : o->chat.system_prompt, .prompt = q.prompt,
+        .input_ids = q.input_ids, .num_input_ids = q.num_input_ids,
         .image_paths = q.images, .num_images = q.num_images,
         .max_new_tokens = q.max_new_tokens ? q.max_new_tokens : o->max_new_tokens,
         .max_context = o->chat.max_context, .sampling = o->chat.sampling,
-        .on_text = collect_text, .text_ctx = &answer};
+        .on_text = vlmc_session_has_tokenizer(r->session) ? collect_text : NULL,
+        .text_ctx = &answer};
     status = vlmc_session_generate(r->session, &g, &res);
   }
   if (status) {
@@ -566,9 +575,6 @@ static vlmc_status_t open_batch_input(const char *path, FILE **out) {
  * next one runs. Fails at the end when any did. */
 static vlmc_status_t run_batch(runner_t *r) {
   const char *path = r->o->batch_path;
-  if (!vlmc_session_has_tokenizer(r->session))
-    return vlmc_status_make(VLMC_UNSUPPORTED, "--batch: %s has no tokenizer, so its requests "
-                            "cannot be text prompts", r->o->session.artifact_path);
   FILE *in = NULL;
   VLMC_RETURN_IF_ERROR(open_batch_input(path, &in));
   vlmc_strbuf_t line, out;

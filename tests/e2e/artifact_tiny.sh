@@ -55,6 +55,29 @@ for case in img336 two_images text_only; do
   else fail "$case: --params external printed '$ext', inline '$got'"; fi
 done
 
+# --batch without a tokenizer: a request of token ids answers transformers' greedy tokens (the
+# "tokens" of its JSON line, "text" empty); a text prompt is refused on its own line.
+python3 - "$WORK/batch.jsonl" "$(fixture_field img336 input_ids)" \
+  "$(fixture_field img336 images)" <<'EOF'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"id": 1, "prompt": "hello"}) + "\n")
+    f.write(json.dumps({"id": 2, "input_ids": json.loads(sys.argv[2]),
+                        "images": sys.argv[3].split(), "max_new_tokens": 16}) + "\n")
+EOF
+rc=0
+"$RUN" "$WORK/tiny.vlmc" --batch "$WORK/batch.jsonl" --threads 2 >"$WORK/batch.out" 2>/dev/null || rc=$?
+want=$(fixture_field img336 greedy_tokens)
+python3 - "$WORK/batch.out" "$want" "$rc" <<'EOF' &&
+import json, sys
+a = [json.loads(line) for line in open(sys.argv[1])]
+assert sys.argv[3] == "1" and len(a) == 2, (sys.argv[3], a)
+assert "has no tokenizer" in a[0]["error"] and "give input_ids" in a[0]["error"], a[0]
+assert a[1]["text"] == "" and a[1]["tokens"] == [int(t) for t in sys.argv[2].split()], a[1]
+EOF
+  ok "--batch without a tokenizer: input_ids answer transformers' tokens, a text prompt is refused" ||
+  fail "--batch without a tokenizer: rc $rc, $(cut -c1-300 "$WORK/batch.out")"
+
 # The answer alone on stdout; --stats on stderr.
 fixture_field text_only input_ids >"$WORK/ids.json"
 "$RUN" "$WORK/tiny.vlmc" --input-ids "$WORK/ids.json" -n 4 --stats >"$WORK/out" 2>"$WORK/err"

@@ -99,9 +99,10 @@ starts=$(jsonl_field "$WORK/two.jsonl" context | tr ' ' '\n' | grep -c '^151652$
 same "several --image give several image blocks (<|vision_start|>)" "$starts" 2
 
 # ---- --batch ----
-python3 - "$WORK/batch.jsonl" "$IMAGE" "$Q1" <<'EOF'
+python3 - "$WORK/batch.jsonl" "$IMAGE" "$Q1" "$WORK/turns.jsonl" <<'EOF'
 import json, sys
-path, image, q = sys.argv[1:]
+path, image, q, turns = sys.argv[1:]
+context = json.loads(open(turns).readline())["context"]  # the first turn's prompt as ids
 with open(path, "w") as f:
     f.write(json.dumps({"id": "first", "prompt": q, "images": [image]}) + "\n\n")
     f.write(json.dumps({"id": 2, "prompt": q, "images": ["tests/fixtures/shapes_scenes/"
@@ -111,19 +112,20 @@ with open(path, "w") as f:
     f.write("{not json\n")
     f.write(json.dumps({"prompt": "x" * (1 << 20)}) + "\n")
     f.write(json.dumps({"id": "last", "prompt": q, "images": [image]}) + "\n")
+    f.write(json.dumps({"id": "ids", "input_ids": context, "images": [image]}) + "\n")
 EOF
 rc=0
 "$RUN" "$M" --batch "$WORK/batch.jsonl" --threads 2 >"$WORK/batch.out" 2>"$WORK/batch.err" || rc=$?
 same "--batch: one answer line per request, exit 1 when some failed" \
-  "$(wc -l <"$WORK/batch.out") $rc" "7 1"
-expect_in "--batch: stderr counts the failures" "4 of 7 requests failed" "$(cat "$WORK/batch.err")"
+  "$(wc -l <"$WORK/batch.out") $rc" "8 1"
+expect_in "--batch: stderr counts the failures" "4 of 8 requests failed" "$(cat "$WORK/batch.err")"
 single=$("$RUN" "$M" --image tests/fixtures/shapes_scenes/scene_336x336_00.png -p "$Q1" -n 3 \
   --threads 2)
 python3 - "$WORK/batch.out" "$single" <<'EOF' &&
 import json, sys
 a = [json.loads(line) for line in open(sys.argv[1])]
 want = "A red square, a green triangle and a blue circle."
-assert [x["id"] for x in a] == ["first", 2, 3, None, None, None, "last"], [x["id"] for x in a]
+assert [x["id"] for x in a] == ["first", 2, 3, None, None, None, "last", "ids"], [x["id"] for x in a]
 assert a[0]["text"] == want and a[6]["text"] == want, (a[0], a[6])
 assert a[0]["stop"] == "eos" and a[0]["prompt_tokens"] == 289, a[0]
 assert a[1]["text"] == sys.argv[2] and a[1]["generated_tokens"] == 3 and a[1]["stop"] == "length"
@@ -131,8 +133,11 @@ assert a[2]["line"] == 4 and "no/such.png" in a[2]["error"], a[2]
 assert 'unknown key "image"' in a[3]["error"] and a[3]["line"] == 5, a[3]
 assert "invalid JSON" in a[4]["error"] and a[4]["line"] == 6, a[4]
 assert "longer than 1048576 bytes" in a[5]["error"] and a[5]["line"] == 7, a[5]
+# the same prompt as token ids: the same answer, token for token
+assert a[7]["text"] == want and a[7]["tokens"] == a[0]["tokens"] and a[0]["tokens"], (a[0], a[7])
+assert a[7]["prompt_tokens"] == 289, a[7]
 EOF
-  ok "--batch: answers equal single runs, each bad request names its fault and line" ||
+  ok "--batch: answers equal single runs (a prompt as text or as input_ids), each bad request names its fault and line" ||
   fail "--batch answers: $(cut -c1-300 "$WORK/batch.out")"
 piped=$(head -1 "$WORK/batch.jsonl" | "$RUN" "$M" --batch - --threads 2 |
   python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["text"])')

@@ -1,6 +1,7 @@
 /* Fuzzes the request lines of vlmc-run --batch (runtime/batch.h): each line of the input, cut
  * as vlmc-run cuts them. A line is either refused with a message naming it, or gives a request
- * within the documented limits whose id is JSON text that parses back. */
+ * within the documented limits (a prompt or token ids, not both) whose id is JSON text that
+ * parses back. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +17,12 @@ static void parse_one(const char *name, const char *text, size_t len) {
     vlmc_status_free(status);
     return;
   }
-  assert(q.doc != NULL && q.prompt != NULL && q.num_images <= VLMC_BATCH_MAX_IMAGES);
+  assert(q.doc != NULL && q.num_images <= VLMC_BATCH_MAX_IMAGES);
+  /* a text prompt or a non-empty list of ids, never both */
+  assert((q.prompt != NULL) != (q.input_ids != NULL));
+  assert(q.input_ids ? q.num_input_ids > 0 && q.system == NULL : q.num_input_ids == 0);
+  for (size_t i = 0; i < q.num_input_ids; ++i)
+    assert(q.input_ids[i] >= 0 && q.input_ids[i] <= INT32_MAX);
   assert(q.max_new_tokens >= 0 && q.max_new_tokens <= VLMC_BATCH_MAX_NEW_TOKENS);
   for (size_t i = 0; i < q.num_images; ++i) assert(q.images[i] && *q.images[i]);
   assert(strlen(q.id) <= VLMC_BATCH_MAX_ID);

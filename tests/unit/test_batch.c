@@ -42,6 +42,23 @@ static void test_defaults(void) {
   vlmc_batch_request_deinit(&q);
 }
 
+/* Token ids instead of a prompt: parsed as --input-ids parses them. */
+static void test_accepts_input_ids(void) {
+  vlmc_batch_request_t q;
+  EXPECT_OK(parse("{\"input_ids\": [151652, 0, 2147483647], \"images\": [\"a.png\"], "
+                  "\"max_new_tokens\": 33}", &q));
+  EXPECT_TRUE(q.prompt == NULL);
+  EXPECT_EQ_INT(q.num_input_ids, 3);
+  if (q.num_input_ids == 3) {
+    EXPECT_EQ_INT(q.input_ids[0], 151652);
+    EXPECT_EQ_INT(q.input_ids[1], 0);
+    EXPECT_EQ_INT(q.input_ids[2], 2147483647);
+  }
+  EXPECT_EQ_INT(q.num_images, 1);
+  EXPECT_EQ_INT(q.max_new_tokens, 33);
+  vlmc_batch_request_deinit(&q);
+}
+
 /* The line is a slice of a longer buffer: only `len` bytes are read. */
 static void test_reads_only_len_bytes(void) {
   const char line[] = "{\"prompt\": \"p\"}garbage";
@@ -70,6 +87,14 @@ static void test_refuses_malformed(void) {
   expect_refused("{\"prompt\": \"p\"} {}", "unexpected text after the JSON value");
   expect_refused("[\"p\"]", "expected a JSON object (a request), got an array");
   expect_refused("{}", "required key prompt is missing");
+  expect_refused("{\"prompt\": \"p\", \"input_ids\": [1]}", "a prompt or input_ids, not both");
+  expect_refused("{\"input_ids\": [1], \"system\": \"s\"}", "system goes with a text prompt");
+  expect_refused("{\"input_ids\": []}", "input_ids");
+  expect_refused("{\"input_ids\": [1, -2]}", "input_ids");
+  expect_refused("{\"input_ids\": [1, 2.5]}", "not an integer");
+  expect_refused("{\"input_ids\": [2147483648]}", "input_ids");
+  expect_refused("{\"input_ids\": \"1 2\"}", "input_ids");
+  expect_refused("{\"id\": 1, \"input_ids\": [1], \"images\": 3}", "images: expected an array");
   expect_refused("{\"prompt\": 5}", "prompt: expected a string");
   expect_refused("{\"prompt\": \"p\", \"image\": [\"a.png\"]}", "unknown key \"image\"");
   expect_refused("{\"prompt\": \"p\", \"prompt\": \"q\"}", "given twice");
@@ -101,6 +126,7 @@ static void test_refuses_past_limits(void) {
 int main(void) {
   RUN_TEST(test_accepts_full_request);
   RUN_TEST(test_defaults);
+  RUN_TEST(test_accepts_input_ids);
   RUN_TEST(test_reads_only_len_bytes);
   RUN_TEST(test_refuses_malformed);
   RUN_TEST(test_refuses_past_limits);
