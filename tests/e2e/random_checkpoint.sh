@@ -2,7 +2,8 @@
 # vlmc random-checkpoint: the tensor list of the real configs (3B, 7B) fits the model builder
 # (--dry-run: nothing written); a small config written sharded gives valid safetensors whose
 # index matches the shards, the same seed gives the same bytes and another seed other bytes,
-# and the folder compiles and runs. bench/load_time.sh uses it for the 3B-shaped artifact.
+# and the folder compiles and runs; bench/random_checkpoint.py writes the same bytes from a
+# skeleton. bench/load_time.sh uses it for the 3B-shaped artifact.
 #   usage: random_checkpoint.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -65,6 +66,19 @@ for f in "$WORK"/a/*.safetensors; do cmp -s "$f" "$WORK/b/$(basename "$f")" || s
 [ $same_bytes = 1 ] && ok "the same seed writes the same bytes" || fail "seed 3 twice differs"
 cmp -s "$WORK/a/model-00001-of-00004.safetensors" "$WORK/c/model-00001-of-00004.safetensors" &&
   fail "seeds 3 and 4 wrote the same bytes" || ok "another seed writes other bytes"
+
+# bench/random_checkpoint.py (for the GPU machine, where vlmc does not build) writes the same
+# checkpoint from a skeleton of its small files and headers: every file, byte for byte.
+# The system python3 (Debian's python3-numpy), as tests/e2e.cmake picks it for numpy scripts.
+PY=$(command -v /usr/bin/python3 || command -v python3)
+"$PY" bench/random_checkpoint.py skeleton "$WORK/a" "$WORK/skel.json" >/dev/null
+"$PY" bench/random_checkpoint.py write "$WORK/skel.json" "$WORK/py" --seed 3 --jobs 2 \
+  >/dev/null 2>&1
+same_bytes=1
+for f in "$WORK"/a/*; do cmp -s "$f" "$WORK/py/$(basename "$f")" || same_bytes=0; done
+[ "$(ls "$WORK/py" | wc -l)" = "$(ls "$WORK/a" | wc -l)" ] || same_bytes=0
+[ $same_bytes = 1 ] && ok "bench/random_checkpoint.py writes vlmc's bytes (4 shards, seed 3)" ||
+  fail "bench/random_checkpoint.py wrote other bytes than vlmc random-checkpoint"
 
 echo '[3, 1, 4, 1, 5]' >"$WORK/ids.json"
 if "$VLMC" compile "$WORK/a" -o "$WORK/a.vlmc" 2>/dev/null &&
