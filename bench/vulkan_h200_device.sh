@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The GPU machine's half of bench/vulkan_h200.sh (read that first): runs there, from the
+# repository root, with the folder .h200/ that bench/vulkan_h200.sh prepared here (vlmc-run, its
+# libraries and the Vulkan loader, the 3B artifacts, the checkpoint's skeleton, the 1920x1080
+# image). Everything it measures goes to $OUT (or ./h200-out): vulkan_h200.json, the table
+# vulkan_h200.txt, and log.txt with every step's output.
+#
+#   bench/vulkan_h200_device.sh [--reps N] [--skip-hf]
+#
+# In one run: the machine (nvidia-smi, versions), the 3B checkpoint rewritten from the skeleton
+# (bench/random_checkpoint.py, the bytes the artifacts were compiled against), the prompts
+# (random text ids with fixed seeds; the image prompts sized by transformers' image processor),
+# the device-to-device copy bandwidth (torch), transformers eager and sdpa in bf16
+# (bench/hf_h200.py) and sdpa in f32 for the greedy tokens, then vlmc's vulkan backend on the
+# f16 and f32 artifacts: one vlmc-run --batch per artifact (requests of token ids: an untimed
+# warm-up, then --reps of each figure), peak device memory sampled by nvidia-smi, and one
+# VLMC_VULKAN_PROFILE=1 run per phase for the per-kernel GPU time.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+H=.h200
+OUT=${OUT:-$PWD/h200-out}
+REPS=3
+SKIP_HF=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --reps) REPS=$2; shift 2 ;;
+    --skip-hf) SKIP_HF=1; shift ;;
+    *) echo "usage: $0 [--reps N] [--skip-hf]" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+W=/tmp/vlmc-h200
+mkdir -p "$W"
+CKPT=$W/ckpt-3b
+step() { echo "== $* ($(date +%T))" | tee -a "$LOG"; }
+# Keep NVLink multicast off, as the machine's rules ask, for every program started here.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+
+step "machine"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers",
+transformers.__version__)'; } 2>&1 | tee -a "$LOG" >"$W/machine.txt"
+
+step "3B checkpoint from the skeleton (bench/random_checkpoint.py, seed 1)"
+python3 bench/random_checkpoint.py write "$H/skel-3b.json" "$CKPT" --seed 1 >>"$LOG" 2>&1 ||
+  { echo "checkpoint failed" | tee -a "$LOG"; exit 1; }
+
+step "prompts"
+python3 - "$CKPT" "$W/prompts.json" "$H/photo_1920x1080.png" >>"$LOG" 2>&1 <<'EOF' || exit 1
+import json, random, sys
+from PIL import Image
+from transformers import AutoImageProcessor
+ckpt, out, photo = sys.argv[1:]
+proc = AutoImageProcessor.from_pretrained(ckpt, use_fast=False)
+def text(n, seed):
+    r = random.Random(seed)
+    return [r.randrange(1000, 30000) for _ in range(n)]
+def image(path):
+    grid = proc(images=[Image.open(path).convert("RGB")], return_tensors="pt")["image_grid_thw"]
+    pads = int(grid.prod()) // 4
+    return {"path": path, "grid": grid[0].tolist(),
+            "ids": [151652] + [151655] * pads + [151653, 1000, 2000, 3000]}
+p = {"p64": text(64, 1), "p512": text(512, 2), "p1024": text(1024, 3),
+     "i448": image("tests/fixtures/images/square_448.png"), "i1080": image(photo)}
+json.dump(p, open(out, "w"))
+print("prompts: i448 grid %s, i1080 grid %s" % (p["i448"]["grid"], p["i1080"]["grid"]))
+EOF
+
+step "roofs: copy bandwidth (torch, device to device, 4 GiB), bf16 matmul (8192^3)"
+python3 - >"$W/copy.json" 2>>"$LOG" <<'EOF'
+import json, torch
+n = 1 << 32
+a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+best = 1e9
+for _ in range(10):
+    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize()
+    best = min(best, s.elapsed_time(e) / 1e3)
+del a, b
+m = 8192
+x = torch.randn(m, m, device="cuda", dtype=torch.bfloat16); y = torch.randn_like(x)
+for _ in range(3): x @ y
+torch.cuda.synchronize()
+mm = 1e9
+for _ in range(10):
+    s.record(); x @ y; e.record(); torch.cuda.synchronize()
+    mm = min(mm, s.elapsed_time(e) / 1e3)
+print(json.dumps({"copy_gb_s": round(2 * n / best / 1e9, 1), "copy_note": "bytes read + written",
+                  "matmul_tflop_s": round(2 * m ** 3 / mm / 1e12, 1),
+                  "matmul_note": "torch bf16 8192^3, random data, best of 10"}))
+EOF
+cat "$W/copy.json" | tee -a "$LOG"
+
+: >"$W/hf.jsonl"
+if [ "$SKIP_HF" = 0 ]; then
+  for run in "eager bf16" "sdpa bf16" "sdpa f32 --only tokens"; do
+    set -- $run
+    step "transformers $run"
+    python3 bench/hf_h200.py "$CKPT" "$W/prompts.json" --attn "$1" --dtype "$2" --reps "$REPS" \
+      "${@:3}" >>"$W/hf.jsonl" 2>>"$LOG" || echo "transformers $run failed" | tee -a "$LOG"
+    tail -1 "$W/hf.jsonl" | cut -c1-400 | tee -a "$LOG"
+  done
+fi
+
+# ---- vlmc ----
+export LD_LIBRARY_PATH=$PWD/$H/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export XDG_CACHE_HOME=$W/cache
+RUN=$H/vlmc-run
+step "vlmc-run --list-devices"
+"$RUN" --list-devices 2>&1 | tee -a "$LOG" >"$W/devices.txt"
+
+# requests.jsonl for the batch: a warm-up, then REPS of each figure, then the image's tokens.
+python3 - "$W/prompts.json" "$W/requests.jsonl" "$REPS" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); reps = int(sys.argv[3])
+with open(sys.argv[2], "w") as f:
+    def req(id, ids, n, image=None):
+        r = {"id": id, "input_ids": ids, "max_new_tokens": n}
+        if image: r["images"] = [image]
+        f.write(json.dumps(r) + "\n")
+    req("warm", p["p64"], 2)
+    req("warm-image", p["i448"]["ids"], 1, p["i448"]["path"])
+    for i in range(reps):
+        req("prefill512", p["p512"], 1)
+        req("decode64", p["p64"], 33)
+        req("decode1024", p["p1024"], 33)
+        req("encode448", p["i448"]["ids"], 1, p["i448"]["path"])
+        req("encode1080", p["i1080"]["ids"], 1, p["i1080"]["path"])
+    req("tokens", p["i448"]["ids"], 32, p["i448"]["path"])
+EOF
+
+: >"$W/vlmc.jsonl"
+for P in f16 f32; do
+  A=$H/3b-vk-$P.vlmc
+  step "vlmc vulkan $P: batch of $(wc -l <"$W/requests.jsonl") requests"
+  base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$W/mem.$P.txt" &
+  smi=$!
+  "$RUN" "$A" --backend vulkan --params "$CKPT" --batch "$W/requests.jsonl" --stats --quiet \
+    >"$W/answers.$P.jsonl" 2>"$W/stderr.$P.txt"
+  rc=$?
+  kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  grep -v '^stats: .*prefill' "$W/stderr.$P.txt" | tail -5 | tee -a "$LOG"
+  peak=$(sort -n "$W/mem.$P.txt" | tail -1)
+  python3 - "$W/answers.$P.jsonl" "$P" "$rc" "${base:-0}" "${peak:-0}" >>"$W/vlmc.jsonl" <<'EOF'
+import json, statistics, sys
+path, precision, rc, base, peak = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+rows = [json.loads(l) for l in open(path) if l.strip()]
+errors = [r["error"] for r in rows if "error" in r]
+by = {}
+for r in rows:
+    if "error" not in r: by.setdefault(r["id"], []).append(r)
+def med(v): return round(statistics.median(v), 2) if v else None
+out = {"engine": "vlmc vulkan", "precision": precision, "rc": rc, "errors": errors[:3],
+       "peak_gib": round((peak - base) / 1024, 2)}
+out["prefill512_tok_s"] = med([r["prompt_tokens"] * 1e3 / r["prefill_ms"] for r in by.get("prefill512", [])])
+for key in ("decode64", "decode1024"):
+    out[key + "_tok_s"] = med([(r["generated_tokens"] - 1) * 1e3 / r["decode_ms"]
+                              for r in by.get(key, []) if r["generated_tokens"] > 1])
+    out[key + "_steps"] = [r["generated_tokens"] - 1 for r in by.get(key, [])]
+for key in ("encode448", "encode1080"):
+    out[key + "_ms"] = med([r["encode_ms"] for r in by.get(key, [])])
+out["tokens"] = by["tokens"][0]["tokens"] if "tokens" in by else None
+print(json.dumps(out))
+EOF
+  tail -1 "$W/vlmc.jsonl" | cut -c1-400 | tee -a "$LOG"
+done
+
+# Per-kernel GPU time (f16), one phase per run: decode after 64, prefill 512, 1080p encode.
+python3 - "$W/requests.jsonl" "$W" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for key in ("decode64", "prefill512", "encode1080"):
+    r = next(r for r in rows if r["id"] == key)
+    open("%s/profile.%s.jsonl" % (sys.argv[2], key), "w").write(json.dumps(r) + "\n")
+EOF
+for key in decode64 prefill512 encode1080; do
+  step "vlmc vulkan f16 profile: $key (VLMC_VULKAN_PROFILE=1)"
+  VLMC_VULKAN_PROFILE=1 "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" \
+    --batch "$W/profile.$key.jsonl" --quiet >/dev/null 2>"$W/profile.$key.txt"
+  grep -v '^weights' "$W/profile.$key.txt" | head -24 | tee -a "$LOG"
+done
+
+step "summary"
+python3 bench/vulkan_h200_summary.py "$W" "$OUT" 2>&1 | tee -a "$LOG"
+cp "$W"/profile.*.txt "$OUT/" 2>/dev/null
+true
