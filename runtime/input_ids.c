@@ -17,7 +17,7 @@ static vlmc_status_t read_id(const char *name, const cJSON *item, size_t index, 
                             index, vlmc_json_kind(item));
   double v = item->valuedouble;
   if (v < 0)
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%zu]: %g is negative: token ids are not",
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: [%zu]: %g is negative: a token id is 0 or more",
                             name, index, v);
   /* Checked before any conversion: casting a double beyond int64 (1e300) is undefined. */
   if (!(v <= (double)VLMC_TOKEN_ID_MAX))
