@@ -19,7 +19,8 @@ static vlmc_status_t check_keys(const char *name, const cJSON *root) {
       known = known || strcmp(item->string, kKeys[i]) == 0;
     if (!known)
       return vlmc_status_make(VLMC_PARSE_ERROR, "%s: unknown key \"%.64s\" (a request has id, "
-                              "prompt or input_ids, images, system, max_new_tokens)", name, item->string);
+                              "prompt or input_ids, images, system, max_new_tokens)", name,
+                              item->string);
   }
   return NULL;
 }
