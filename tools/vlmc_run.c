@@ -57,7 +57,7 @@ static void print_usage(FILE *out) {
           "                         conversation as one JSON line on stdout: {\"id\", \"text\",\n"
           "                         \"tokens\", \"prompt_tokens\", \"generated_tokens\",\n"
           "                         \"stop\", \"encode_ms\", \"prefill_ms\", \"decode_ms\"}\n"
-          "                         or {\"id\", \"line\", \"error\"}; the artifact is loaded once;\n"
+          "                         or {\"id\", \"line\", \"error\"}; one load for all;\n"
           "                         exit 1 when any request failed\n"
           "  --image FILE           a PNG or JPEG image; repeat for several\n"
           "  --system TEXT          a system prompt (default: the template's)\n"
