@@ -53,7 +53,11 @@ import json, random, sys
 from PIL import Image
 from transformers import AutoImageProcessor
 ckpt, out, photo = sys.argv[1:]
-proc = AutoImageProcessor.from_pretrained(ckpt, use_fast=False)
+try:  # the slow (PIL) processor, the one vlmc's preprocessing matches bit for bit
+    proc = AutoImageProcessor.from_pretrained(ckpt, use_fast=False)
+except Exception as e:
+    print("prompts: no slow image processor (%s); the default one" % e)
+    proc = AutoImageProcessor.from_pretrained(ckpt)
 def text(n, seed):
     r = random.Random(seed)
     return [r.randrange(1000, 30000) for _ in range(n)]
