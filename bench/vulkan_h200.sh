@@ -17,7 +17,7 @@
 #          libraries it links and the Vulkan loader, the checkpoint's skeleton
 #          (bench/random_checkpoint.py: the GPU machine rewrites the same 7.5 GB, byte for
 #          byte, so that the artifacts' parameter checksums hold) and a 1920x1080 image;
-#   there: bench/vulkan_h200_device.sh [--reps N]   (through the device tool, carrying .h200)
+#   there: bench/vulkan_h200_device.sh [--reps N]   (through the device tool, carrying .h200 and .gl)
 #          writes vulkan_h200.json, vulkan_h200.txt, log.txt and the profiles to $OUT.
 # Copy the JSON to bench/results/vulkan_h200-DATE.json and the table to bench/README.md.
 # The device command this script prints at its end is the one to run.
@@ -65,6 +65,16 @@ ldd "$BUILD/tools/vlmc-run" | awk '/=> \// { print $3 }' |
   while read -r lib; do cp -L "$lib" "$H/lib/"; done
 cp -L "$(ldconfig -p | awk '/libvulkan\.so\.1 / { print $NF; exit }')" "$H/lib/libvulkan.so.1"
 
+step "the Vulkan loader and GLVND as Debian packages (.gl/: NVIDIA's ICD needs both there)"
+mkdir -p .gl /tmp/vlmc-apt-amd64/partial
+grep -qx '/.gl/' .git/info/exclude || echo '/.gl/' >>.git/info/exclude
+apt_o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/vlmc-apt-amd64)
+ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || {
+  apt-get "${apt_o[@]}" update -q >/dev/null
+  (cd .gl && apt-get "${apt_o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
+    libgles2 >/dev/null 2>&1)
+}
+
 step "a 1920x1080 image (generated shapes: the content does not matter to a random model)"
 $PY - "$H/photo_1920x1080.png" <<'EOF'
 import random, sys
@@ -79,7 +89,7 @@ im.save(sys.argv[1])
 EOF
 du -sh "$H" >&2
 cat >&2 <<EOF
-Ready. On the GPU machine (device tool run, carry [".h200"], nvidia-h200), from the repo root:
+Ready. On the GPU machine (device tool run, carry [".h200", ".gl"], nvidia-h200), from the repo root:
   bash bench/vulkan_h200_device.sh --reps 3 2>&1 | tail -60
 then copy \$OUT/vulkan_h200.json to bench/results/ (it names the date inside).
 EOF

@@ -44,8 +44,15 @@ step "machine"
 transformers.__version__)'; } 2>&1 | tee -a "$LOG" >"$W/machine.txt"
 
 step "3B checkpoint from the skeleton (bench/random_checkpoint.py, seed 1)"
-python3 bench/random_checkpoint.py write "$H/skel-3b.json" "$CKPT" --seed 1 >>"$LOG" 2>&1 ||
-  { echo "checkpoint failed" | tee -a "$LOG"; exit 1; }
+# A warm machine keeps /tmp: the checkpoint of an earlier run of the same skeleton is reused.
+if cmp -s "$H/skel-3b.json" "$CKPT.skeleton" 2>/dev/null; then
+  echo "reusing $CKPT (written from the same skeleton)" | tee -a "$LOG"
+else
+  rm -f "$CKPT.skeleton"
+  python3 bench/random_checkpoint.py write "$H/skel-3b.json" "$CKPT" --seed 1 >>"$LOG" 2>&1 ||
+    { echo "checkpoint failed" | tee -a "$LOG"; exit 1; }
+  cp "$H/skel-3b.json" "$CKPT.skeleton"
+fi
 
 step "prompts"
 python3 - "$CKPT" "$W/prompts.json" "$H/photo_1920x1080.png" >>"$LOG" 2>&1 <<'EOF' || exit 1
@@ -99,8 +106,10 @@ print(json.dumps({"copy_gb_s": round(2 * n / best / 1e9, 1), "copy_note": "bytes
 EOF
 cat "$W/copy.json" | tee -a "$LOG"
 
-: >"$W/hf.jsonl"
-if [ "$SKIP_HF" = 0 ]; then
+if [ "$SKIP_HF" = 1 ] && [ -s "$W/hf.jsonl" ]; then
+  echo "transformers: reusing $W/hf.jsonl of an earlier run on this machine" | tee -a "$LOG"
+elif [ "$SKIP_HF" = 0 ]; then
+  : >"$W/hf.jsonl"
   for run in "eager bf16" "sdpa bf16" "sdpa f32 --only tokens"; do
     set -- $run
     step "transformers $run"
@@ -111,10 +120,29 @@ if [ "$SKIP_HF" = 0 ]; then
 fi
 
 # ---- vlmc ----
-export LD_LIBRARY_PATH=$PWD/$H/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+# The machine has NVIDIA's Vulkan driver but no loader and no GLVND libraries, which the
+# driver's ICD library needs: .gl/ holds Debian's (bench/vulkan_h200.sh downloads them),
+# unpacked into / as the device notes say.
+step "Vulkan: loader and GLVND from .gl/, the NVIDIA ICD"
+if [ -d .gl ]; then
+  for f in .gl/*.deb; do dpkg -x "$f" / 2>>"$LOG"; done
+  ldconfig 2>>"$LOG"
 fi
+export LD_LIBRARY_PATH=$PWD/$H/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -z "${VK_DRIVER_FILES:-}" ]; then
+  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+             /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
+             $(find / -xdev -name 'nvidia_icd*.json' 2>/dev/null | head -3); do
+    if [ -e "$icd" ]; then export VK_DRIVER_FILES=$icd; break; fi
+  done
+fi
+{ echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-none found}"
+  [ -n "${VK_DRIVER_FILES:-}" ] && cat "$VK_DRIVER_FILES"
+  lib=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ICD"]["library_path"])' \
+    "${VK_DRIVER_FILES:-/dev/null}" 2>/dev/null)
+  [ -n "$lib" ] && { p=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }'); \
+    echo "ICD library $lib -> ${p:-not in ldconfig}"; [ -n "$p" ] && ldd "$p" | grep -i "not found"; }
+} 2>&1 | tee -a "$LOG"
 export XDG_CACHE_HOME=$W/cache
 RUN=$H/vlmc-run
 step "vlmc-run --list-devices"
