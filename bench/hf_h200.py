@@ -16,7 +16,8 @@ Figures, each the median of --reps timed runs after one untimed warm-up, CUDA sy
   encode448_ms,      the vision tower alone (get_image_features) on the image's pixel values
   encode1080_ms
   peak_gib           torch.cuda.max_memory_allocated over all of the above
-  tokens             the 32 greedy tokens of the i448 prompt (generate, eos allowed)
+  tokens             the 32 greedy tokens of the i448 prompt (generate, eos allowed), with
+                     mm_token_type_ids and no stale rope_deltas (the oracle's 5.x traps)
 --only tokens skips the timings (the f32 run that only gives tokens to compare with vlmc f32).
 Pixel values come from the checkpoint's image processor, the slow (PIL) one: vlmc's
 preprocessing is bit-identical to it (README, frontends)."""
@@ -80,8 +81,15 @@ def main():
         return p["pixel_values"].to(dev, dtype), grid.to(dev)
 
     def generate(ids, n, force, **extra):
+        # transformers 5.x's two traps (tests/oracle/dump_taps.py): rope_deltas cached on the
+        # model from the previous call shift this prompt's positions, and without
+        # mm_token_type_ids an image prompt silently gets 1-D positions.
+        if hasattr(model.model, "rope_deltas"):
+            model.model.rope_deltas = None
+        mm = (ids == 151655).long()
         return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                              min_new_tokens=n if force else 0, do_sample=False, **extra)
+                              min_new_tokens=n if force else 0, do_sample=False,
+                              mm_token_type_ids=mm, **extra)
 
     torch.cuda.reset_peak_memory_stats()
     with torch.inference_mode():
