@@ -54,6 +54,10 @@ def main():
     ap.add_argument("--only", choices=("tokens",))
     a = ap.parse_args()
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    if a.dtype == "f32":  # the oracle's f32: no TF32 in matmuls or in the patch embedding's conv
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
     prompts = json.load(open(a.prompts))
     t0 = time.perf_counter()
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
