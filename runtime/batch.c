@@ -86,7 +86,7 @@ static vlmc_status_t read_input_ids(const char *name, const cJSON *node,
 }
 
 /* The prompt: text ("prompt", rendered with the chat template) or token ids ("input_ids",
- * the whole prompt as the model sees it: no template, so no "system" either). */
+ * the whole prompt as the model sees it: no template, so read_request refuses "system"). */
 static vlmc_status_t read_prompt(const char *name, const cJSON *root, vlmc_batch_request_t *out) {
   vlmc_json_ref_t prompt = vlmc_json_ref(name, root, "", "prompt");
   vlmc_json_ref_t ids = vlmc_json_ref(name, root, "", "input_ids");
@@ -94,9 +94,6 @@ static vlmc_status_t read_prompt(const char *name, const cJSON *root, vlmc_batch
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: a request has a prompt or input_ids, not "
                             "both", name);
   if (!ids.node) return vlmc_json_string_req(&prompt, &out->prompt);
-  if (cJSON_GetObjectItemCaseSensitive(root, "system"))
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: system goes with a text prompt; input_ids "
-                            "are the whole prompt already", name);
   return read_input_ids(name, ids.node, out);
 }
 
@@ -105,6 +102,9 @@ static vlmc_status_t read_request(const char *name, const cJSON *root, vlmc_batc
   VLMC_RETURN_IF_ERROR(read_id(name, root, out));
   VLMC_RETURN_IF_ERROR(read_prompt(name, root, out));
   vlmc_json_ref_t system = vlmc_json_ref(name, root, "", "system");
+  if (system.node && out->input_ids)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: system goes with a text prompt; input_ids "
+                            "are the whole prompt already", name);
   VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&system, &out->system, NULL));
   VLMC_RETURN_IF_ERROR(read_images(name, root, out));
   vlmc_json_ref_t max_new = vlmc_json_ref(name, root, "", "max_new_tokens");
