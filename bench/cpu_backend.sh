@@ -431,7 +431,9 @@ echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --t
   "load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 $PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$WORK/peakflops.txt" \
   "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'
-import glob, json, os, re, struct, subprocess, sys
+import glob, json, os, re, statistics, subprocess, sys
+sys.path.insert(0, "bench")  # the script runs from the repository root
+from checkpoint_bytes import headers, weights
 
 results, membw_path, threads, decode_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 peak_path, llama_pre_n = sys.argv[5], int(sys.argv[6])
@@ -502,26 +504,6 @@ for row in open(results):
         m["runs"].setdefault((f[1], f[2], int(f[3])), []).append(lines)
 
 # --- weights: bytes in the checkpoint, bytes read per decoded token ----------------------------
-def weights(ckpt):
-    tensors = {}
-    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        with open(path, "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            header = json.loads(fh.read(n))
-        for k, v in header.items():
-            if k != "__metadata__":
-                tensors[k] = v["data_offsets"][1] - v["data_offsets"][0]
-    total = sum(tensors.values())
-    tied = not any(k.endswith("lm_head.weight") for k in tensors)
-    per_token = 0
-    for k, b in tensors.items():
-        if "visual" in k.split("."):
-            continue
-        if k.endswith("embed_tokens.weight") and not tied:
-            continue   # a lookup reads one row; the lm_head is its own tensor
-        per_token += b
-    return total, per_token, tied
-
 def mb(b): return "%.1f MB" % (b / 1e6) if b < 1e9 else "%.2f GB" % (b / 1e9)
 
 bw, bw_streams = {}, {}
@@ -555,10 +537,11 @@ def llc_bytes():
         except OSError: pass
     return best
 
-def median(v):
-    v = sorted(v)
-    h = len(v) // 2
-    return v[h] if len(v) % 2 else (v[h - 1] + v[h]) / 2
+median = statistics.median
+
+def llama_samples(row):
+    """llama-bench's tokens/s per repetition (its mean alone where it lists none)."""
+    return row.get("samples_ts") or [row["avg_ts"]]
 
 def encode_stat(runs):
     """The image encode ms of the runs: (median, min, max), or None."""
@@ -669,15 +652,15 @@ for name, m in models.items():
         print("  n/a: the artifact carries no code for that backend")
     # For the summary: the decode at the longest prompt each backend ran, and prefill at the
     # llama-bench's length.
-    best_dec = {}
+    dec_longest = {}
     for b in ("ref", "cpu"):
         for n in lengths:
             if dec_by_len[n].get(b):
-                best_dec[b] = (n, dec_by_len[n][b][1]); break
+                dec_longest[b] = (n, dec_by_len[n][b][1]); break
     pre_bar = None
     r = m["runs"].get(("cpu", "text", llama_pre_n))
     if r: pre_bar = rate_stat(r, 1)
-    summary.append((name, per_token, best_dec, pre_bar))
+    summary.append((name, per_token, dec_longest, pre_bar))
 
 print()
 print("machine: read bandwidth %.2f GB/s with 1 thread, %.2f GB/s with %d threads (x%.2f)" %
@@ -726,13 +709,7 @@ f32_peak, f32_why = peak_of("f32 fma")
 bf16_peak, bf16_why = peak_of("bf16 dot")
 
 def shapes(ckpt):
-    out = {}
-    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        with open(path, "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            header = json.loads(fh.read(n))
-        out.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
-    return out
+    return {k: t["shape"] for k, t in headers(ckpt).items()}
 
 def elems(shape):
     n = 1
@@ -861,7 +838,7 @@ else:
         if not row:
             print("  %-16s llama.cpp: no row in its output" % label)
             continue
-        samples = row.get("samples_ts") or [row["avg_ts"]]
+        samples = llama_samples(row)
         t = median(samples)
         line = "  %-16s llama.cpp %8.2f tok/s (%.2f..%.2f; mean %.2f +-%.2f)" % (
             label, t, min(samples), max(samples), row["avg_ts"], row.get("stddev_ts", 0))
@@ -872,7 +849,7 @@ else:
             line += "   vlmc cpu: not measured"
         print(line)
     if gen and b3:
-        gbs = median(gen.get("samples_ts") or [gen["avg_ts"]]) * b3[1] / 1e9
+        gbs = median(llama_samples(gen)) * b3[1] / 1e9
         print("  llama.cpp's decode reads %.1f GB/s of weights: %.3f of the %.1f GB/s read "
               "bandwidth" % (gbs, gbs / bw_roof, bw_roof))
     print("  (tok/s: the median of the runs, min..max beside it; llama-bench's decode starts at an"

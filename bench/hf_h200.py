@@ -23,6 +23,7 @@ Pixel values come from the checkpoint's image processor, the slow (PIL) one: vlm
 preprocessing is bit-identical to it (README, frontends)."""
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -30,6 +31,10 @@ import time
 import torch
 from PIL import Image
 from transformers import AutoImageProcessor, Qwen2_5_VLForConditionalGeneration
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "oracle"))
+import dump_taps  # noqa: E402  (the oracle's f32 setting and its rope-state reset)
 
 
 def timed(fn, reps):
@@ -55,9 +60,7 @@ def main():
     a = ap.parse_args()
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     if a.dtype == "f32":  # the oracle's f32: no TF32 in matmuls or in the patch embedding's conv
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        dump_taps.setup_torch()
     prompts = json.load(open(a.prompts))
     t0 = time.perf_counter()
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
@@ -71,6 +74,8 @@ def main():
            "load_s": round(time.perf_counter() - t0, 2)}
     dev = "cuda"
 
+    image_token = model.config.image_token_id
+
     def ids_of(key):
         return torch.tensor([prompts[key]], device=dev)
 
@@ -78,7 +83,7 @@ def main():
         p = processor(images=[Image.open(prompts[key]["path"]).convert("RGB")], return_tensors="pt")
         grid = p["image_grid_thw"]
         want = int(grid.prod()) // 4
-        have = prompts[key]["ids"].count(151655)
+        have = prompts[key]["ids"].count(image_token)
         if want != have:
             sys.exit("%s: the processor makes %d merged patches, the prompt has %d image pads"
                      % (key, want, have))
@@ -88,9 +93,8 @@ def main():
         # transformers 5.x's two traps (tests/oracle/dump_taps.py): rope_deltas cached on the
         # model from the previous call shift this prompt's positions, and without
         # mm_token_type_ids an image prompt silently gets 1-D positions.
-        if hasattr(model.model, "rope_deltas"):
-            model.model.rope_deltas = None
-        mm = (ids == 151655).long()
+        dump_taps.reset_rope_state(model)
+        mm = (ids == image_token).long()
         return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
                               min_new_tokens=n if force else 0, do_sample=False,
                               mm_token_type_ids=mm, **extra)

@@ -17,7 +17,7 @@
 # VLMC_VULKAN_PROFILE=1 run per phase for the per-kernel GPU time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-H=.h200
+source bench/h200_lib.sh  # H, W, CKPT, the environment; h200_checkpoint, h200_vulkan
 OUT=${OUT:-$PWD/h200-out}
 REPS=3
 SKIP_HF=0
@@ -30,13 +30,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
-W=/tmp/vlmc-h200
-mkdir -p "$W"
-CKPT=$W/ckpt-3b
 step() { echo "== $* ($(date +%T))" | tee -a "$LOG"; }
-# Keep NVLink multicast off, as the machine's rules ask, for every program started here.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
 
 step "machine"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -44,15 +38,7 @@ step "machine"
 transformers.__version__)'; } 2>&1 | tee -a "$LOG" >"$W/machine.txt"
 
 step "3B checkpoint from the skeleton (bench/random_checkpoint.py, seed 1)"
-# A warm machine keeps /tmp: the checkpoint of an earlier run of the same skeleton is reused.
-if cmp -s "$H/skel-3b.json" "$CKPT.skeleton" 2>/dev/null; then
-  echo "reusing $CKPT (written from the same skeleton)" | tee -a "$LOG"
-else
-  rm -f "$CKPT.skeleton"
-  python3 bench/random_checkpoint.py write "$H/skel-3b.json" "$CKPT" --seed 1 >>"$LOG" 2>&1 ||
-    { echo "checkpoint failed" | tee -a "$LOG"; exit 1; }
-  cp "$H/skel-3b.json" "$CKPT.skeleton"
-fi
+h200_checkpoint >>"$LOG" 2>&1 || { echo "checkpoint failed" | tee -a "$LOG"; exit 1; }
 
 step "prompts"
 python3 - "$CKPT" "$W/prompts.json" "$H/photo_1920x1080.png" >>"$LOG" 2>&1 <<'EOF' || exit 1
@@ -123,29 +109,8 @@ elif [ "$SKIP_HF" = 0 ]; then
 fi
 
 # ---- vlmc ----
-# The machine has NVIDIA's Vulkan driver but no loader and no GLVND libraries, which the
-# driver's ICD library needs: .gl/ holds Debian's (bench/vulkan_h200.sh downloads them),
-# unpacked into / as the device notes say.
 step "Vulkan: loader and GLVND from .gl/, the NVIDIA ICD"
-if [ -d .gl ]; then
-  for f in .gl/*.deb; do dpkg -x "$f" / 2>>"$LOG"; done
-  ldconfig 2>>"$LOG"
-fi
-export LD_LIBRARY_PATH=$PWD/$H/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -z "${VK_DRIVER_FILES:-}" ]; then
-  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
-             /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
-             $(find / -xdev -name 'nvidia_icd*.json' 2>/dev/null | head -3); do
-    if [ -e "$icd" ]; then export VK_DRIVER_FILES=$icd; break; fi
-  done
-fi
-{ echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-none found}"
-  [ -n "${VK_DRIVER_FILES:-}" ] && cat "$VK_DRIVER_FILES"
-  lib=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ICD"]["library_path"])' \
-    "${VK_DRIVER_FILES:-/dev/null}" 2>/dev/null)
-  [ -n "$lib" ] && { p=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }'); \
-    echo "ICD library $lib -> ${p:-not in ldconfig}"; [ -n "$p" ] && ldd "$p" | grep -i "not found"; }
-} 2>&1 | tee -a "$LOG"
+h200_vulkan > >(tee -a "$LOG") 2>&1  # not a pipe: its exports must stay in this shell
 export XDG_CACHE_HOME=$W/cache
 RUN=$H/vlmc-run
 step "vlmc-run --list-devices"

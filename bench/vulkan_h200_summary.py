@@ -16,35 +16,15 @@ import datetime
 import glob
 import json
 import os
-import struct
 import sys
+
+from checkpoint_bytes import weights
 
 
 def load_jsonl(path):
     if not os.path.exists(path):
         return []
     return [json.loads(l) for l in open(path) if l.strip()]
-
-
-def weights(ckpt):
-    """(bytes read per decoded token, text-model weight elements) from the shards' headers."""
-    per_token, elements = 0, 0
-    tensors = {}
-    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        with open(path, "rb") as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(n))
-        tensors.update({k: v for k, v in header.items() if k != "__metadata__"})
-    tied = not any(k.endswith("lm_head.weight") for k in tensors)
-    for k, t in tensors.items():
-        if "visual" in k.split("."):
-            continue
-        nbytes = t["data_offsets"][1] - t["data_offsets"][0]
-        if k.endswith("embed_tokens.weight") and not tied:
-            continue
-        per_token += nbytes
-        elements += nbytes // 2
-    return per_token, elements
 
 
 def agreement(a, b):
@@ -63,7 +43,8 @@ def main():
         os.path.join(work, "copy.json")) else {}
     hf = load_jsonl(os.path.join(work, "hf.jsonl"))
     vl = load_jsonl(os.path.join(work, "vlmc.jsonl"))
-    per_token, elements = weights(os.path.join(work, "ckpt-3b"))
+    _, per_token, _ = weights(os.path.join(work, "ckpt-3b"))
+    elements = per_token // 2  # bf16: the text model's weight elements, 2 x each per token
     roof = {}
     if copy.get("copy_gb_s"):
         roof["decode_tok_s"] = round(copy["copy_gb_s"] * 1e9 / per_token, 1)

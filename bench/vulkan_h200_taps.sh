@@ -11,17 +11,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-f32}
-H=.h200
-W=/tmp/vlmc-h200
-CKPT=$W/ckpt-3b
+source bench/h200_lib.sh  # H, W, CKPT, the environment; h200_checkpoint, h200_vulkan
 OUT=${OUT:-$PWD/h200-out}
-mkdir -p "$W" "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ! cmp -s "$H/skel-3b.json" "$CKPT.skeleton" 2>/dev/null; then
-  python3 bench/random_checkpoint.py write "$H/skel-3b.json" "$CKPT" --seed 1 >/dev/null 2>&1 ||
-    { echo "checkpoint failed"; exit 1; }
-  cp "$H/skel-3b.json" "$CKPT.skeleton"
-fi
+mkdir -p "$OUT"
+h200_checkpoint >/dev/null 2>&1 || { echo "checkpoint failed"; exit 1; }
 IMAGE=tests/fixtures/images/square_448.png
 python3 -c 'import json; json.dump([151652] + [151655] * 256 + [151653, 1000, 2000, 3000],
 open("/tmp/vlmc-h200/ids448.json", "w"))'
@@ -31,9 +24,7 @@ python3 tests/oracle/dump_taps.py "$CKPT" --image "$IMAGE" --input-ids "$W/ids44
   -o "$W/hf" -n 8 --pixel-rows 64 --device cuda --skip-no-cache-check 2>&1 | tail -3
 
 echo "== vlmc vulkan $P taps ($(date +%T))"
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/$H/lib VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+h200_vulkan >/dev/null 2>&1
 rm -rf "$W/vl"
 "$H/vlmc-run" "$H/3b-vk-$P.vlmc" --backend vulkan --params "$CKPT" --image "$IMAGE" \
   --input-ids "$W/ids448.json" -n 8 --ids --quiet --dump-taps "$W/vl" 2>&1 | tail -3
