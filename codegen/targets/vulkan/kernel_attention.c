@@ -35,9 +35,9 @@
  * through the epilogue.
  *
  * A query that sees no key gets 0 / 0 = NaN, as on the cpu (the reference refuses such
- * inputs). Known costs: a decode step has only Hkv workgroups of ceil(G / P) invocations (the demo's: one) (splitting
- * the keys over several workgroups, flash decoding, would need a second combining kernel);
- * at D = 128 the q and accumulator registers (256 floats) exceed what a real GPU keeps in
+ * inputs). A decode shape (static S <= 16) is kernel_attention_decode.c's: a block of one
+ * row here would be Hkv workgroups of ceil(G / P) invocations. Known cost: at D = 128 the q
+ * and accumulator registers (256 floats) exceed what a real GPU keeps in
  * registers without spilling. */
 #include <math.h>
 #include <string.h>
@@ -336,6 +336,7 @@ static void choose_block(attention_t *A) {
 
 vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
+  if (vlmc_vk_attention_decode_fits(op)) return vlmc_vk_kernel_attention_decode(e);
   attention_t A;
   memset(&A, 0, sizeof A);
   A.e = e;

@@ -1,6 +1,7 @@
 /* rope(x [T, H, Dh], positions [planes, T] (or [T] for plain)) -> [T, H, Dh] for the vulkan
  * target, every layout (semantics: docs/ir.md and reference/exec_rope.c). One work unit per
- * token, as on the cpu (codegen/targets/cpu/kernel_rope.c), one invocation per unit.
+ * token, as on the cpu (codegen/targets/cpu/kernel_rope.c), one workgroup per unit: its
+ * invocations take the rotary slots (and the pass-through dims) of every head.
  *
  * The frequency and plane tables depend only on attributes: computed here in C exactly as the
  * reference computes them (reference/rope_tables.h) and written into the kernel as constants
@@ -17,7 +18,8 @@
 #include "codegen/targets/vulkan/kernels.h"
 #include "reference/rope_tables.h"
 
-/* Invocations per workgroup, one token each. */
+/* Invocations per workgroup; a workgroup takes one token (a decode step's rope is one
+ * token of Hq heads: one invocation walking them all took 50-90 us on the H200). */
 enum { GROUP = 64 };
 
 typedef struct {
@@ -115,18 +117,21 @@ static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* The dims from rotary_dim on, unchanged, of every head of token t. */
+/* The dims from rotary_dim on, unchanged, of every head of token t: the (head, dim) pairs
+ * spread over the workgroup. */
 static void pass_through(const rope_t *R, int t) {
   if (R->rotary >= R->head_dim) return;
   vlmc_kernel_emit_t *e = R->e;
-  int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+  int64_t rest = R->head_dim - R->rotary;
+  int pairs = vlmc_kernel_emit_index_op(e, "arith.muli", R->heads, vlmc_kernel_emit_index(e, rest));
+  int f = vlmc_kernel_emit_for(e, vlmc_vk_emit_thread_id(e, 0), pairs, vlmc_kernel_emit_index(e, GROUP));
+  int h = vlmc_kernel_emit_index_op(e, "arith.divui", f, vlmc_kernel_emit_index(e, rest));
+  int k = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.remui", f, vlmc_kernel_emit_index(e, rest)),
+                                    vlmc_kernel_emit_index(e, R->rotary));
   int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
-  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
-  int k = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, R->rotary), vlmc_kernel_emit_index(e, R->head_dim),
-                               vlmc_kernel_emit_index(e, 1));
-  int at = vlmc_kernel_emit_index_op(e, "arith.addi", base, k);
+  int at = vlmc_kernel_emit_index_op(e, "arith.addi",
+                                     vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim)), k);
   vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, R->x, at), at);
-  vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -176,11 +181,12 @@ static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *p
   vlmc_vk_emit_barrier(e);
 }
 
-/* The kernel body for token t: every rotary slot (a loop), then the pass-through dims. */
+/* The kernel body for token t: the rotary slots spread over the workgroup (slot j's angle,
+ * cos and sin computed once for every head), then the pass-through dims. */
 static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t plane0) {
   vlmc_kernel_emit_t *e = R->e;
-  int j = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
-                               vlmc_kernel_emit_index(e, 1));
+  int j = vlmc_kernel_emit_for(e, vlmc_vk_emit_thread_id(e, 0), vlmc_kernel_emit_index(e, R->half),
+                               vlmc_kernel_emit_index(e, GROUP));
   int plane = vlmc_kernel_emit_index(e, plane0);
   if (planes >= 0) {
     plane = vlmc_kernel_emit_fresh(e);
@@ -224,10 +230,12 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
     e->cost = R.half * 40 + heads * R.head_dim * 4;
     R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
     R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
-    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, GROUP);
+    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
     int freq, planes;
     emit_tables(&R, inv_freq, plane, &freq, &planes);
-    int t = vlmc_vk_emit_open_unit(e);
+    int t, end;
+    vlmc_vk_emit_group_units(e, &t, &end);
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", t, end));
     emit_token(&R, t, freq, planes, plane[0]);
     vlmc_kernel_emit_line(e, "}");
   }

@@ -19,8 +19,11 @@ vlmc_status_t vlmc_vk_kernel_layer_norm(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_softmax(vlmc_kernel_emit_t *e);
 /* kernel_rope.c: rope in every layout. */
 vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e);
-/* kernel_attention.c: attention with segments, causal masks and a kv cache. */
+/* kernel_attention.c: attention with segments, causal masks and a kv cache; for a decode
+ * shape (decode_fits) it hands the region to kernel_attention_decode.c. */
 vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e);
+bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op);
+vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e);
 /* kernel_movement.c: data movement and selection. */
 vlmc_status_t vlmc_vk_kernel_gather(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_embedding(vlmc_kernel_emit_t *e);

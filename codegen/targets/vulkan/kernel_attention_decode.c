@@ -1,0 +1,265 @@
+/* attention for a few query rows over many keys (a decode step: S = 1 over a KV cache of T
+ * rows), the vulkan target's main kernel when S is static and small. Same semantics, work
+ * units ((query row, kv head) pairs) and epilogue as vlmc_vk_kernel_attention
+ * (kernel_attention.c), which serves every other shape; f32 throughout, online softmax.
+ *
+ * Why a kernel of its own: the general kernel gives a (row, kv head) unit ceil(G / P)
+ * invocations (G = Hq / Hkv query heads per kv head), each walking every key with D + Dv
+ * floats of registers: at decode (the 3B: G = 8, D = 128, 2 kv heads) that is 2 workgroups of
+ * 8 invocations for the whole GPU, 17.7 ms of a 37 ms step on the H200. Here a unit is one
+ * workgroup of T = G * R invocations (R = 256 / G rounded down to a power of two), R per query
+ * head, and the keys go in chunks of C = U * R:
+ *   1. scores: invocation (h, r) computes the scores of keys c0 + u * R + r (u < U) for its
+ *      head h (q of head h in registers, the key rows read from the cache: consecutive
+ *      invocations read consecutive keys), and its local max into workgroup memory; barrier;
+ *   2. the head's chunk max from its R partials, the new running max, the weights
+ *      exp(s - m) into workgroup memory and their local sum; barrier; the chunk's sum;
+ *   3. values: invocation (h, r) owns dims r, r + R, ... of head h's output (A = ceil(Dv / R)
+ *      accumulators) and adds the chunk's weighted value rows (consecutive invocations read
+ *      consecutive floats of a row); barrier (the next chunk overwrites the workgroup memory).
+ * The running max and sum of a head are the same in all its R invocations (each combines the
+ * same partials). At the end each invocation divides its accumulators by the sum and stores
+ * them through the epilogue.
+ *
+ * What it does not do (issue 15): split one unit's keys over several workgroups (flash
+ * decoding proper, which needs a combining pass), so a 2-kv-head model still uses 2
+ * workgroups, each now 256 invocations wide. */
+#include <math.h>
+#include <string.h>
+
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  MAX_THREADS = 256,
+  MAX_DIM = 256,     /* D and Dv: q in registers */
+  MAX_ROWS = 16,     /* the largest static S this kernel is chosen for */
+  SCORE_FMAS = 512,  /* U * D, the scores' unrolled code */
+  MAX_U = 4,
+  MAX_ACC = 64,      /* A, accumulators per invocation */
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *q, *k, *v, *cu;
+  int64_t heads, kv_heads, group, d, dv;
+  int64_t lanes;   /* R: invocations per query head */
+  int64_t threads; /* T = G * R */
+  int64_t per;     /* U: keys per invocation per chunk */
+  int64_t chunk;   /* C = U * R */
+  int64_t acc;     /* A = ceil(Dv / R) */
+  double scale;
+  bool causal;
+  int tid, h, r;   /* invocation, its query head in the group and its lane in the head */
+  int i, g;        /* the unit's query row and kv head */
+  int start, end;  /* the row's keys */
+  int red, red2, ps; /* workgroup memory: max and sum partials [T], weights [G, C] */
+} decode_t;
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+static int fop(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
+  return vlmc_kernel_emit_float_op(e, op, a, b, 0);
+}
+
+bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
+  const vlmc_type_t *qt = &op->operands[0]->type, *kt = &op->operands[1]->type,
+                    *vt = &op->operands[2]->type;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_dim_is_static(qt->dims[0]) ||
+      qt->dims[0].off > MAX_ROWS || !vlmc_kernel_emit_static_dims(qt, 1) ||
+      !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1))
+    return false;
+  int64_t hq = qt->dims[1].off, hkv = kt->dims[1].off, d = qt->dims[2].off, dv = vt->dims[2].off;
+  if (hkv <= 0 || hq % hkv || hq / hkv > MAX_THREADS || d < 1 || d > MAX_DIM || dv < 1 || dv > MAX_DIM)
+    return false;
+  int64_t lanes = 1;
+  while (lanes * 2 * (hq / hkv) <= MAX_THREADS) lanes *= 2;
+  return (dv + lanes - 1) / lanes <= MAX_ACC;
+}
+
+static void choose_shape(decode_t *D) {
+  D->lanes = 1;
+  while (D->lanes * 2 * D->group <= MAX_THREADS) D->lanes *= 2;
+  D->threads = D->group * D->lanes;
+  D->per = SCORE_FMAS / D->d;
+  if (D->per > MAX_U) D->per = MAX_U;
+  if (D->per < 1) D->per = 1;
+  D->chunk = D->per * D->lanes;
+  D->acc = (D->dv + D->lanes - 1) / D->lanes;
+}
+
+/* Flat index of head h's row for (query row i, kv head g): (i * Hq + g * G + h). */
+static int head_row(const decode_t *D) {
+  vlmc_kernel_emit_t *e = D->e;
+  return add(e, add(e, mul(e, D->i, idx(e, D->heads)), mul(e, D->g, idx(e, D->group))), D->h);
+}
+
+/* Key `key`'s first float in k or v [T, Hkv, dim]. */
+static int cache_row(const decode_t *D, int key, int64_t dim) {
+  vlmc_kernel_emit_t *e = D->e;
+  return mul(e, add(e, mul(e, key, idx(e, D->kv_heads)), D->g), idx(e, dim));
+}
+
+/* The reduction of this head's R partials in `shared` (op "arith.maximumf" or "arith.addf"). */
+static int head_reduce(const decode_t *D, int shared, const char *op, int init) {
+  vlmc_kernel_emit_t *e = D->e;
+  int base = mul(e, D->h, idx(e, D->lanes)), j, inner;
+  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, D->lanes), idx(e, 1), 1, &init, &j, &inner);
+  int next = fop(e, op, inner, vlmc_vk_emit_shared_load(e, shared, add(e, base, j)));
+  vlmc_vk_emit_yield_f32(e, 1, &next);
+  vlmc_kernel_emit_line(e, "}");
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#0, " VLMC_SSA " : f32", v, res,
+                        vlmc_kernel_emit_f32(e, 0));
+  return v; /* R >= 1: the loop runs */
+}
+
+/* Step 1: this invocation's U scores at chunk c0 (-inf past the row's keys). */
+static void emit_scores(const decode_t *D, const int *q, int c0, int *s) {
+  vlmc_kernel_emit_t *e = D->e;
+  for (int64_t u = 0; u < D->per; ++u) {
+    int key = add(e, c0, add(e, idx(e, u * D->lanes), D->r));
+    int ok = vlmc_vk_emit_cmp(e, "slt", key, D->end);
+    int base = cache_row(D, vlmc_vk_emit_select(e, ok, key, D->start, "index"), D->d);
+    int dot = fop(e, "arith.mulf", q[0], vlmc_kernel_emit_load(e, D->k, base));
+    for (int64_t c = 1; c < D->d; ++c)
+      dot = vlmc_vk_emit_fma(e, q[c], vlmc_kernel_emit_load(e, D->k, add(e, base, idx(e, c))), dot);
+    int score = fop(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, D->scale));
+    s[u] = vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+  }
+}
+
+/* Step 3: the chunk's weighted value rows into the accumulators (keys c0 .. c0 + n - 1, all
+ * inside the row's range; n >= 1). */
+static void emit_values(const decode_t *D, int c0, int n, int *acc) {
+  vlmc_kernel_emit_t *e = D->e;
+  int j, inner[MAX_ACC];
+  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), n, idx(e, 1), (int)D->acc, acc, &j, inner);
+  int w = vlmc_vk_emit_shared_load(e, D->ps, add(e, mul(e, D->h, idx(e, D->chunk)), j));
+  int base = cache_row(D, add(e, c0, j), D->dv);
+  int next[MAX_ACC];
+  for (int64_t a = 0; a < D->acc; ++a) {
+    int dim = add(e, D->r, idx(e, a * D->lanes));
+    if ((a + 1) * D->lanes > D->dv) /* a partial last column block: clamp, never stored */
+      dim = vlmc_kernel_emit_index_op(e, "arith.minsi", dim, idx(e, D->dv - 1));
+    next[a] = vlmc_vk_emit_fma(e, w, vlmc_kernel_emit_load(e, D->v, add(e, base, dim)), inner[a]);
+  }
+  vlmc_vk_emit_yield_f32(e, (int)D->acc, next);
+  vlmc_kernel_emit_line(e, "}");
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  for (int64_t a = 0; a < D->acc; ++a) {
+    acc[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%lld, " VLMC_SSA " : f32", acc[a], res,
+                          (long long)a, zero);
+  }
+}
+
+/* One chunk of keys at c0, carrying state = [m, l, acc...] (in place). */
+static void emit_chunk(const decode_t *D, const int *q, int c0, int *state) {
+  vlmc_kernel_emit_t *e = D->e;
+  int s[MAX_U];
+  emit_scores(D, q, c0, s);
+  int local = s[0];
+  for (int64_t u = 1; u < D->per; ++u) local = fop(e, "arith.maximumf", local, s[u]);
+  vlmc_vk_emit_shared_store(e, D->red, local, D->tid);
+  vlmc_vk_emit_barrier(e);
+  int m_new = fop(e, "arith.maximumf", state[0],
+                  head_reduce(D, D->red, "arith.maximumf", vlmc_kernel_emit_f32(e, -INFINITY)));
+  int alpha = vlmc_vk_emit_softmax_weight(e, state[0], m_new);
+  int sum = vlmc_kernel_emit_f32(e, 0);
+  int row = mul(e, D->h, idx(e, D->chunk));
+  for (int64_t u = 0; u < D->per; ++u) {
+    int p = vlmc_vk_emit_softmax_weight(e, s[u], m_new);
+    vlmc_vk_emit_shared_store(e, D->ps, p, add(e, row, add(e, idx(e, u * D->lanes), D->r)));
+    sum = fop(e, "arith.addf", sum, p);
+  }
+  vlmc_vk_emit_shared_store(e, D->red2, sum, D->tid);
+  vlmc_vk_emit_barrier(e);
+  int chunk_sum = head_reduce(D, D->red2, "arith.addf", vlmc_kernel_emit_f32(e, 0));
+  state[0] = m_new;
+  state[1] = fop(e, "arith.addf", fop(e, "arith.mulf", state[1], alpha), chunk_sum);
+  for (int64_t a = 0; a < D->acc; ++a) state[2 + a] = fop(e, "arith.mulf", state[2 + a], alpha);
+  int n = vlmc_kernel_emit_index_op(e, "arith.minsi", idx(e, D->chunk),
+                                    vlmc_kernel_emit_index_op(e, "arith.subi", D->end, c0));
+  emit_values(D, c0, n, state + 2);
+  vlmc_vk_emit_barrier(e); /* the next chunk overwrites red, red2 and ps */
+}
+
+/* The output: acc / l for this invocation's dims of head h. */
+static void emit_store(const decode_t *D, const int *state) {
+  vlmc_kernel_emit_t *e = D->e;
+  int base = mul(e, head_row(D), idx(e, D->dv));
+  for (int64_t a = 0; a < D->acc; ++a) {
+    int dim = add(e, D->r, idx(e, a * D->lanes));
+    bool partial = (a + 1) * D->lanes > D->dv;
+    if (partial) vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->dv)));
+    vlmc_kernel_emit_finish_element(e, fop(e, "arith.divf", state[2 + a], state[1]), add(e, base, dim));
+    if (partial) vlmc_kernel_emit_line(e, "}");
+  }
+}
+
+static void emit_unit(decode_t *D) {
+  vlmc_kernel_emit_t *e = D->e;
+  vlmc_vk_emit_key_range(e, D->q, D->k, D->cu, D->causal, D->i, &D->start, &D->end);
+  int q[MAX_DIM];
+  int q_base = mul(e, head_row(D), idx(e, D->d));
+  for (int64_t c = 0; c < D->d; ++c) q[c] = vlmc_kernel_emit_load(e, D->q, add(e, q_base, idx(e, c)));
+  int n = (int)(2 + D->acc), init[2 + MAX_ACC], inner[2 + MAX_ACC], c0;
+  init[0] = vlmc_kernel_emit_f32(e, -INFINITY);
+  for (int a = 1; a < n; ++a) init[a] = vlmc_kernel_emit_f32(e, 0);
+  int res = vlmc_vk_emit_open_f32_loop(e, D->start, D->end, idx(e, D->chunk), n, init, &c0, inner);
+  emit_chunk(D, q, c0, inner);
+  vlmc_vk_emit_yield_f32(e, n, inner);
+  vlmc_kernel_emit_line(e, "}");
+  int state[2 + MAX_ACC];
+  for (int a = 0; a < n; ++a) {
+    int v = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", v, res, a,
+                          vlmc_kernel_emit_f32(e, 0));
+    state[a] = vlmc_vk_emit_guard_empty(e, D->start, D->end, v, init[a], "f32");
+  }
+  emit_store(D, state);
+}
+
+vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  if (!vlmc_vk_attention_decode_fits(op)) {
+    vlmc_kernel_emit_fail(e, "attention: not a decode shape (static S <= %d, head dims <= %d)",
+                          MAX_ROWS, MAX_DIM);
+    return NULL;
+  }
+  decode_t D;
+  memset(&D, 0, sizeof D);
+  D.e = e;
+  D.q = op->operands[0];
+  D.k = op->operands[1];
+  D.v = op->operands[2];
+  D.cu = op->num_operands > 3 ? op->operands[3] : NULL;
+  D.heads = D.q->type.dims[1].off;
+  D.kv_heads = D.k->type.dims[1].off;
+  D.d = D.q->type.dims[2].off;
+  D.dv = D.v->type.dims[2].off;
+  D.group = D.heads / D.kv_heads;
+  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
+  D.scale = scale ? scale->v.f : 1.0 / sqrt((double)D.d);
+  D.causal = causal && causal->v.b;
+  choose_shape(&D);
+  e->template_name = "attention";
+  e->cost = 256 * D.group * (2 * D.d + 2 * D.dv + 16);
+  vlmc_vk_emit_set_workgroup(e, (int)D.threads, 1, 1, 1);
+  D.tid = vlmc_vk_emit_thread_id(e, 0);
+  D.h = vlmc_kernel_emit_index_op(e, "arith.divui", D.tid, idx(e, D.lanes));
+  D.r = vlmc_kernel_emit_index_op(e, "arith.remui", D.tid, idx(e, D.lanes));
+  D.red = vlmc_vk_emit_shared(e, "f32", D.threads);
+  D.red2 = vlmc_vk_emit_shared(e, "f32", D.threads);
+  D.ps = vlmc_vk_emit_shared(e, "f32", D.group * D.chunk);
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  /* Nothing to do past the work: uniform over the group. */
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end));
+  D.i = vlmc_kernel_emit_index_op(e, "arith.divui", first, idx(e, D.kv_heads));
+  D.g = vlmc_kernel_emit_index_op(e, "arith.remui", first, idx(e, D.kv_heads));
+  emit_unit(&D);
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
