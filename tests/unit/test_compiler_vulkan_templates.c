@@ -1,5 +1,5 @@
 /* The vulkan target's hot templates keep their GPU structure (codegen/targets/vulkan/
- * kernel_linear.c, kernel_norm.c, kernel_attention.c): the workgroup shapes and units per
+ * kernel_linear.c, kernel_norm.c, kernel_attention.c, kernel_attention_decode.c): the workgroup shapes and units per
  * group their comments promise, subgroup reductions where they reduce (the table's
  * subgroupArithmetic feature comes from the SPIR-V capabilities actually used), workgroup
  * memory where they tile, and at most the 16 KiB of workgroup memory every Vulkan device has,
@@ -98,9 +98,11 @@ static void test_hot_templates_keep_their_gpu_structure(void) {
      * of 80 + 80), over the 16 kv heads in turn */
     expect_shape(find(&t, "attention", 4), "vision attention", 64, 64 * 16, false,
                  4 * 16 * (80 + 80));
-    /* decode: one (row, kv head) unit, an invocation per query head of its group of 8, on
-     * tiles of 16 keys of 128 + 128 (all 16 KiB) */
-    expect_shape(find(&t, "attention", 3), "decode attention", 8, 1, false, 4 * 8 * 256);
+    /* decode (kernel_attention_decode.c): one (row, kv head) unit per workgroup of 8 query
+     * heads x 32 invocations; two partials per invocation and the weights of a chunk of
+     * 4 x 32 keys per head in memory (6 KiB) */
+    expect_shape(find(&t, "attention", 3), "decode attention", 256, 1, false,
+                 4 * (2 * 256 + 8 * 128) - 1);
     expect_shape(find(&t, "matmul", 2), "matmul", 64, 1, false, 0);
   }
   vlmc_kernel_table_deinit(&t);

@@ -390,6 +390,10 @@ vlmc_status_t vlmc_vk_kernel_transpose(vlmc_kernel_emit_t *e) {
 
 /* One work unit per row of the result: the cache's rows, then the new ones. The kernel copies
  * the whole cache (the runtime gives it a fresh output buffer). */
+/* kv_cache_append: units are the result's rows, new rows first: unit u < S writes row C + u
+ * from rows[u], unit S + j copies the cache's row j. So a dispatch of only the first S units
+ * appends the new rows to a cache grown in place (the vulkan backend does that when the
+ * walker gives it the cache's buffer: docs/vulkan.md, "KV caches grow in place"). */
 vlmc_status_t vlmc_vk_kernel_kv_cache_append(vlmc_kernel_emit_t *e) {
   e->template_name = "kv_cache_append";
   const vlmc_op_t *op = e->anchor;
@@ -399,15 +403,16 @@ vlmc_status_t vlmc_vk_kernel_kv_cache_append(vlmc_kernel_emit_t *e) {
   set_row_cost(e, static_inner);
   int inner = vlmc_kernel_emit_dims_product(e, ot, 1, ot->rank);
   int c = vlmc_kernel_emit_dim(e, cache->type.dims[0]);
+  int s = vlmc_kernel_emit_dim(e, rows->type.dims[0]);
   int u = open_unit_loop(e);
-  int out = mul(e, u, inner);
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", u, c, "index"));
-  row_copy_t old_row = contiguous_row(e, cache, out, out, inner, static_inner);
-  emit_copy_row(e, &old_row);
-  vlmc_kernel_emit_line(e, "} else {");
-  int new_base = mul(e, vlmc_kernel_emit_index_op(e, "arith.subi", u, c), inner);
-  row_copy_t new_row = contiguous_row(e, rows, new_base, out, inner, static_inner);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", u, s, "index"));
+  row_copy_t new_row = contiguous_row(e, rows, mul(e, u, inner), mul(e, add(e, c, u), inner), inner,
+                                      static_inner);
   emit_copy_row(e, &new_row);
+  vlmc_kernel_emit_line(e, "} else {");
+  int old = mul(e, vlmc_kernel_emit_index_op(e, "arith.subi", u, s), inner);
+  row_copy_t old_row = contiguous_row(e, cache, old, old, inner, static_inner);
+  emit_copy_row(e, &old_row);
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   return NULL;

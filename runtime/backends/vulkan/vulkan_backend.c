@@ -57,6 +57,9 @@ typedef struct {
   const kernel_t *kernel; /* NULL: no entry */
   vlmc_dim_t work;
   int64_t scale;
+  /* A bare kv_cache_append (the region is the anchor alone, its cache the region's input 0):
+   * it may grow the cache's buffer in place (take_grown_cache). */
+  bool append_in_place;
 } dispatch_t;
 
 typedef struct {
@@ -563,6 +566,49 @@ static vlmc_status_t output_buffer(vk_backend_t *b, vlmc_rt_value_t *out) {
   return NULL;
 }
 
+static int64_t leading_rows(const vlmc_rt_value_t *v) { return v->rank ? v->shape[0] : 1; }
+
+/* A KV cache grown in place: moves the cache's buffer into *out (the cache's value loses it),
+ * first copied into a buffer twice as large when out does not fit (doubling: a decode step
+ * then allocates nothing, and the copy happens log2(tokens) times), and sets *work to the
+ * units that write the new rows (the vulkan kv_cache_append kernel takes those first). Does
+ * nothing when the cache's buffer is not the walker's to give or the shapes do not match. */
+static vlmc_status_t take_grown_cache(vk_backend_t *b, vlmc_rt_value_t *cache, vlmc_rt_value_t *out,
+                                      int64_t *work) {
+  size_t have = 0, need = 0;
+  int64_t old_rows = leading_rows(cache), new_rows = leading_rows(out);
+  if (!cache->owned || !cache->buffer || cache->dtype != out->dtype || *work != new_rows ||
+      old_rows > new_rows || !vlmc_rt_value_bytes(cache, &have) || !vlmc_rt_value_bytes(out, &need))
+    return NULL;
+  vlmc_buffer_t *buf = cache->buffer;
+  if (buf->size < need) {
+    size_t limit = b->dev->props.limits.maxStorageBufferRange;
+    size_t grown = buf->size * 2 > need ? buf->size * 2 : need;
+    if (grown > limit) grown = need > limit ? need : limit;
+    vlmc_buffer_t *bigger;
+    VLMC_RETURN_IF_ERROR(vk_buffer_alloc(&b->base, grown, &bigger));
+    vlmc_status_t st = begin_batch(b);
+    if (st) {
+      vk_buffer_free(&b->base, bigger);
+      return st;
+    }
+    if (have) {
+      full_barrier(b);
+      VkBufferCopy region = {.srcOffset = 0, .dstOffset = 0, .size = have};
+      b->vk.vkCmdCopyBuffer(b->cmd, buf->buffer, bigger->buffer, 1, &region);
+      full_barrier(b);
+    }
+    vk_buffer_free(&b->base, buf); /* after the batch */
+    buf = bigger;
+  }
+  out->buffer = buf;
+  out->owned = true;
+  cache->buffer = NULL;
+  cache->owned = false;
+  *work = new_rows - old_rows;
+  return NULL;
+}
+
 static vlmc_status_t check_range(const vk_backend_t *b, const kernel_t *k,
                                  const vlmc_buffer_t *buf, uint32_t binding) {
   if (buf->size <= b->dev->props.limits.maxStorageBufferRange) return NULL;
@@ -586,6 +632,8 @@ static vlmc_status_t vk_run_region(vlmc_backend_t *base, const vlmc_region_call_
   if (!vlmc_dim_is_static(d->work))
     VLMC_RETURN_IF_ERROR(vlmc_dim_eval(d->work, c->symbols, b->module->num_symbols, &units));
   int64_t work = units * d->scale;
+  if (d->append_in_place && c->may_take[0] && !c->out->buffer)
+    VLMC_RETURN_IF_ERROR(take_grown_cache(b, c->inputs[0], c->out, &work));
   int32_t words[VLMC_VK_MAX_PUSH_WORDS];
   VLMC_RETURN_IF_ERROR(push_words(k, c, work, words));
   VLMC_RETURN_IF_ERROR(output_buffer(b, c->out));
@@ -793,6 +841,12 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
     d->kernel = &b->kernels[b->runs_as[from->kernel]];
     d->work = vlmc_kernel_table_work_dim(&from->work);
     d->scale = from->work.scale;
+    const vlmc_dispatch_region_t *region =
+        vlmc_dispatch_find(&b->funcs[from->func_index].regions, from->dispatch);
+    const vlmc_op_t *anchor = region->ops[0];
+    d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
+                         region->inputs[0] == anchor->operands[0] &&
+                         !strcmp(d->kernel->info.template_name, "kv_cache_append");
   }
   b->num_dispatches = table->num_dispatches;
   return NULL;
