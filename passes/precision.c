@@ -566,6 +566,18 @@ static bool is_storage_cast(const vlmc_op_t *op) {
          from->type.dtype != VLMC_DTYPE_F32;
 }
 
+/* A bf16 parameter under the f16 policy keeps its widening cast to f32: the kernel that reads
+ * it widens each bf16 element exactly as it loads (fuse makes the cast a prologue), where a
+ * cast to f16 would be a narrowing region of its own, run once and kept on the device: a
+ * second copy of every weight (the 3B: 33.7 GiB against 8.0 at f32, found on the H200), and
+ * a rounding that sends bf16 weights past 65504 to inf and those below 6.1e-5 into f16's
+ * subnormals. The ops that read weights compute in f32 by rule anyway. */
+static bool keeps_bf16_param(const policy_t *pol, const vlmc_op_t *cast) {
+  const vlmc_value_t *from = cast->operands[0];
+  return pol->low == VLMC_DTYPE_F16 && from->type.dtype == VLMC_DTYPE_BF16 && from->def &&
+         from->def->kind == VLMC_OP_PARAM;
+}
+
 static vlmc_status_t apply_return(policy_t *pol, vlmc_op_t *op) {
   for (uint32_t i = 0; i < op->num_operands; ++i) {
     vlmc_value_t *v = op->operands[i], *cast;
@@ -594,7 +606,7 @@ static vlmc_status_t apply_op(policy_t *pol, vlmc_op_t *op, uint32_t index) {
       break;
   }
   if (is_storage_cast(op)) {
-    if (is_pinned(pol, &op->results[0])) return NULL;
+    if (is_pinned(pol, &op->results[0]) || keeps_bf16_param(pol, op)) return NULL;
     vlmc_attr_t dtype = vlmc_attr_dtype(pol->low);
     op->results[0].type.dtype = pol->low;
     return vlmc_op_set_attr(op, "dtype", &dtype);

@@ -80,6 +80,40 @@ static void test_rules_f16(void) {
   vlmc_module_destroy(module);
 }
 
+/* Under f16, a bf16 parameter keeps its widening cast (the kernel reading it widens each
+ * element as it loads) rather than a narrowing cast to f16, which would be a region of its
+ * own kept on the device: a second copy of every weight. An f16 argument is not a weight. */
+static const char *const kParams =
+    "param @wn : bf16[8]\n"
+    "param @w : bf16[8,8]\n"
+    "func @block(%x: f32[S,8]) -> f32[S,8] {\n"
+    "  %pn = param @wn : bf16[8]\n"
+    "  %n32 = cast %pn {dtype=f32} : f32[8]\n"
+    "  %h = rms_norm %x, %n32 {eps=1e-06} : f32[S,8]\n"
+    "  %pw = param @w : bf16[8,8]\n"
+    "  %w32 = cast %pw {dtype=f32} : f32[8,8]\n"
+    "  %y = linear %h, %w32 : f32[S,8]\n"
+    "  %o = add %y, %x : f32[S,8]\n"
+    "  return %o\n"
+    "}\n";
+
+static void test_f16_keeps_bf16_params(void) {
+  vlmc_module_t *module = parse_module(kParams);
+  if (!module) return;
+  vlmc_precision_summary_t summary;
+  EXPECT_OK(apply(module, VLMC_PRECISION_F16, NULL, NULL, &summary));
+  EXPECT_EQ_INT(dtype_of(module, "n32"), VLMC_DTYPE_F32);
+  EXPECT_EQ_INT(dtype_of(module, "w32"), VLMC_DTYPE_F32);
+  EXPECT_EQ_INT(stored_as(module, "y"), VLMC_DTYPE_F16);
+  int narrowing = 0;
+  for (const vlmc_op_t *op = module->funcs[0]->body.first; op; op = op->next)
+    narrowing += op->kind == VLMC_OP_CAST && op->operands[0]->def &&
+                 op->operands[0]->def->kind == VLMC_OP_PARAM &&
+                 op->results[0].type.dtype == VLMC_DTYPE_F16;
+  EXPECT_EQ_INT(narrowing, 0);
+  vlmc_module_destroy(module);
+}
+
 static void test_ref_changes_nothing(void) {
   vlmc_module_t *module = parse_module(kBlock);
   if (!module) return;
@@ -314,6 +348,7 @@ static void test_bf16_matmul(void) {
 int main(void) {
   RUN_TEST(test_rules_f16);
   RUN_TEST(test_bf16_matmul);
+  RUN_TEST(test_f16_keeps_bf16_params);
   RUN_TEST(test_ref_changes_nothing);
   RUN_TEST(test_calibration_upcast_and_readers);
   RUN_TEST(test_nonfinite_upcasts_in_bf16_too);
