@@ -81,8 +81,12 @@ static int load_input(vlmc_kernel_emit_t *e, int input, vlmc_dtype_t storage, in
   return wide;
 }
 
-/* The buffer's element type in the kernel's signature: bf16 is read as 32-bit words. */
-static const char *binding_type(vlmc_dtype_t storage) {
+/* The buffer's element type in the kernel's signature: bf16 is read as 32-bit words, or as
+ * 16-byte words where the template asked for wide loads. */
+static const char *binding_type(const vlmc_kernel_emit_t *e, uint32_t i) {
+  const vlmc_vk_emit_t *vk = e->target;
+  if (i < 32 && (vk->wide_inputs >> i) & 1) return "vector<4xi32>";
+  vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, i);
   return storage == VLMC_DTYPE_BF16 ? "i32" : vlmc_kernel_emit_storage_type(storage);
 }
 
@@ -99,7 +103,7 @@ static vlmc_status_t write_function(vlmc_kernel_emit_t *e, const char *name,
   for (uint32_t i = 0; i < n; ++i)
     vlmc_strbuf_printf(out, "%%b%u: memref<?x%s> {spirv.interface_var_abi = "
                             "#spirv.interface_var_abi<(0, %u)>}, ",
-                       i, binding_type(vlmc_kernel_emit_input_storage(e, i)), i);
+                       i, binding_type(e, i), i);
   vlmc_strbuf_printf(out, "%%out: memref<?x%s> {spirv.interface_var_abi = "
                           "#spirv.interface_var_abi<(0, %u)>}, ",
                      vlmc_kernel_emit_type(vlmc_dispatch_output(e->region)->type.dtype), n);
@@ -224,6 +228,37 @@ void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end) {
   int past = vlmc_kernel_emit_index_op(e, "arith.addi", *first,
                                        vlmc_kernel_emit_index(e, vk->units_per_group));
   *end = vlmc_kernel_emit_index_op(e, "arith.minui", past, vlmc_vk_emit_work(e));
+}
+
+/* ---- wide loads ---- */
+
+int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (input < 0 || input >= 32 || vlmc_kernel_emit_input_storage(e, (uint32_t)input) != VLMC_DTYPE_BF16) {
+    vlmc_kernel_emit_fail(e, "wide loads are for bf16 inputs 0..31 (input %d)", input);
+    return vlmc_kernel_emit_f32(e, 0);
+  }
+  vk->wide_inputs |= 1u << input;
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xvector<4xi32>>", v,
+                        input, at);
+  return v;
+}
+
+void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]) {
+  int high = i32_constant(e, (int32_t)0xFFFF0000u), sixteen = i32_constant(e, 16);
+  for (int w = 0; w < 4; ++w) {
+    int word = vlmc_kernel_emit_fresh(e), lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : i32 from vector<4xi32>", word,
+                          words, w);
+    /* element 2w is the low half (little-endian), 2w + 1 the high one */
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : i32", lo, word, sixteen);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", hi, word, high);
+    out[2 * w] = vlmc_kernel_emit_fresh(e);
+    out[2 * w + 1] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[2 * w], lo);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[2 * w + 1], hi);
+  }
 }
 
 /* ---- workgroup cooperation ---- */

@@ -41,6 +41,8 @@ typedef struct {
   int workgroup[3];       /* LocalSize; default 64, 1, 1 */
   int units_per_group;    /* work units one workgroup handles; default 64 */
   int64_t shared_bytes;   /* workgroup memory declared so far */
+  uint32_t wide_inputs;   /* bit i: binding i is declared memref<?xvector<4xi32>> (16-byte
+                             loads, vlmc_vk_emit_load_words4); only read that way */
   int num_shared;
   struct { int ssa; const char *type; int64_t count; } shared[VLMC_VK_MAX_SHARED];
 } vlmc_vk_emit_t;
@@ -80,6 +82,15 @@ int vlmc_vk_emit_open_unit(vlmc_kernel_emit_t *e);
  * units_per_group, work) (end <= first for a group past the end: loops over the range then do
  * nothing, uniformly over the group, so barriers inside stay legal). */
 void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end);
+
+/* ---- wide loads ---- */
+
+/* Declares region input `input` (a bf16 parameter) as 16-byte words and loads word4 `at`
+ * (its elements 8 * at .. 8 * at + 7): a vector<4xi32> SSA. The binding is then read only
+ * this way in the kernel (MLIR_GPU.md: the one 16-byte load MLIR 19 lowers to valid SPIR-V). */
+int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at);
+/* The 8 bf16 elements of a vector<4xi32> from vlmc_vk_emit_load_words4, widened to f32. */
+void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]);
 
 /* ---- workgroup cooperation ---- */
 

@@ -12,11 +12,15 @@
  *    ty + 16, ty + 32, ty + 48 (the stores are coalesced along the features; the W tile has a
  *    padded stride of 17 against bank conflicts).
  *  - M == 1 (the decode GEMV, bound by the weight reads): per unit, every invocation takes
- *    k = tid, tid + 256, ... of the 4 weight rows (coalesced), then 4 subgroup reductions, one
+ *    k = tid, tid + 256, ... of the 4 weight rows (coalesced), or, with a bf16 weight and K a
+ *    multiple of 8, 16-byte words of 8 elements (gemv_partials_wide), then 4 subgroup reductions, one
  *    partial per subgroup in workgroup memory, a barrier, and invocations 0..3 add up their
  *    feature's partials. The partials are double-buffered by unit parity, so one barrier per
  *    unit is enough (the next unit's writes go to the other buffer; the one after waits on the
- *    next barrier, which every reader of this one passes only after reading).
+ *    next barrier, which every reader of this one passes only after reading). A static M of 1
+ *    (a decode step) gets a workgroup of GEMV_THREADS (128) per unit: N / 4 workgroups, where 16
+ *    features per workgroup left a 2048-wide projection 128 workgroups, about one per SM of an
+ *    H200, too few loads in flight (0.6 TB/s against the lm_head's 1.9).
  *
  * Out-of-range rows, k and features (the tile edges, N not a multiple of 16) are clamped to
  * element 0 and their value selected to 0 rather than branched around: no barrier or subgroup
@@ -38,6 +42,7 @@ enum {
   PADDED_K = TILE_K + 1,                /* the W tile's row stride: no bank conflicts */
   ROWS_PER_THREAD = TILE_M / (LIN_THREADS / GROUP_FEATURES), /* 4: rows ty + 16 j */
   MM_THREADS = 64,
+  GEMV_THREADS = 128, /* a static M of 1: one unit (4 features) per workgroup */
 };
 
 typedef struct {
@@ -48,6 +53,8 @@ typedef struct {
   int tid;     /* invocation index in the workgroup */
   int n0;      /* first feature of the group */
   int n_end;   /* one past the group's last feature: min(units end * 4, N) */
+  int64_t threads; /* invocations per workgroup */
+  int w_input;     /* the GEMV's bf16 weight input, read 16 bytes at a time; -1: elementwise */
 } linear_t;
 
 /* ---- small emitters ---- */
@@ -147,45 +154,80 @@ static void emit_tiled(const linear_t *L) {
 
 /* ---- M == 1: the GEMV ---- */
 
-static void emit_gemv(const linear_t *L, int first, int end) {
+/* This invocation's partial dot products of the 4 features from n0 (a feature past N reads
+ * row N - 1; its result is not stored): k = tid, tid + threads, ... one element at a time. */
+static void gemv_partials(const linear_t *L, int n0, int *partial) {
   vlmc_kernel_emit_t *e = L->e;
-  /* [parity][feature][subgroup]: a slot per invocation covers subgroups of any size */
-  int parts = vlmc_vk_emit_shared(e, "f32", 2 * UNIT * LIN_THREADS);
-  int sg = vlmc_vk_emit_subgroup_id(e), nsg = vlmc_vk_emit_num_subgroups(e);
-  int zero = vlmc_kernel_emit_f32(e, 0);
-  int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
-  int n0 = mul(e, u, idx(e, UNIT));
-  int last = idx(e, L->n - 1);
-  int w_row[UNIT];
-  for (int j = 0; j < UNIT; ++j) /* a feature past N reads row N-1; its result is not stored */
+  int zero = vlmc_kernel_emit_f32(e, 0), last = idx(e, L->n - 1);
+  int w_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], k;
+  for (int j = 0; j < UNIT; ++j) {
     w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), idx(e, L->k));
-  int init[UNIT], inner[UNIT], next[UNIT], k;
-  for (int j = 0; j < UNIT; ++j) init[j] = zero;
-  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, idx(e, L->k), idx(e, LIN_THREADS), UNIT, init, &k, inner);
+    init[j] = zero;
+  }
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, idx(e, L->k), idx(e, L->threads), UNIT, init, &k, inner);
   int xv = vlmc_kernel_emit_load(e, L->x, k);
   for (int j = 0; j < UNIT; ++j)
     next[j] = vlmc_vk_emit_fma(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
   vlmc_vk_emit_yield_f32(e, UNIT, next);
   vlmc_kernel_emit_line(e, "}");
-  int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * LIN_THREADS));
+  for (int j = 0; j < UNIT; ++j)
+    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, idx(e, L->k), result_of(e, results, j), zero, "f32");
+}
+
+/* The same with a bf16 weight read 16 bytes (8 elements) per load, for K a multiple of 8:
+ * word4 i of row n holds k = 8 i .. 8 i + 7 (every row starts on a 16-byte boundary). */
+static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
+  vlmc_kernel_emit_t *e = L->e;
+  int zero = vlmc_kernel_emit_f32(e, 0), last = idx(e, L->n - 1), words = idx(e, L->k / 8);
+  int w_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], k8;
+  for (int j = 0; j < UNIT; ++j) {
+    w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), words);
+    init[j] = zero;
+  }
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, words, idx(e, L->threads), UNIT, init, &k8, inner);
+  int base = mul(e, k8, idx(e, 8)), xv[8];
+  for (int c = 0; c < 8; ++c) xv[c] = vlmc_kernel_emit_load(e, L->x, add(e, base, idx(e, c)));
+  for (int j = 0; j < UNIT; ++j) {
+    int wv[8];
+    vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, L->w_input, add(e, w_row[j], k8)), wv);
+    next[j] = inner[j];
+    for (int c = 0; c < 8; ++c) next[j] = vlmc_vk_emit_fma(e, xv[c], wv[c], next[j]);
+  }
+  vlmc_vk_emit_yield_f32(e, UNIT, next);
+  vlmc_kernel_emit_line(e, "}");
+  for (int j = 0; j < UNIT; ++j)
+    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, words, result_of(e, results, j), zero, "f32");
+}
+
+/* Per unit (4 features) of [first, end): the partials, 4 subgroup reductions, one partial per
+ * subgroup in workgroup memory, a barrier, and invocations 0..3 add up their feature's. */
+static void emit_gemv(const linear_t *L, int first, int end) {
+  vlmc_kernel_emit_t *e = L->e;
+  /* [parity][feature][subgroup]: a slot per invocation covers subgroups of any size */
+  int parts = vlmc_vk_emit_shared(e, "f32", 2 * UNIT * L->threads);
+  int sg = vlmc_vk_emit_subgroup_id(e), nsg = vlmc_vk_emit_num_subgroups(e);
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
+  int n0 = mul(e, u, idx(e, UNIT));
+  int partial[UNIT];
+  if (L->w_input >= 0) gemv_partials_wide(L, n0, partial);
+  else gemv_partials(L, n0, partial);
+  int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * L->threads));
   int elect = vlmc_kernel_emit_fresh(e);
   int sums[UNIT];
-  for (int j = 0; j < UNIT; ++j) {
-    int partial = vlmc_vk_emit_guard_empty(e, L->tid, idx(e, L->k), result_of(e, results, j), zero, "f32");
-    sums[j] = vlmc_vk_emit_subgroup_reduce(e, "add", partial, "f32");
-  }
+  for (int j = 0; j < UNIT; ++j) sums[j] = vlmc_vk_emit_subgroup_reduce(e, "add", partial[j], "f32");
   /* one invocation per subgroup writes its partials (gpu.lane_id has no SPIR-V lowering) */
   vlmc_kernel_emit_line(e, VLMC_SSA " = spirv.GroupNonUniformElect <Subgroup> : i1", elect);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", elect);
   for (int j = 0; j < UNIT; ++j)
-    vlmc_vk_emit_shared_store(e, parts, sums[j], add(e, buffer, add(e, idx(e, j * LIN_THREADS), sg)));
+    vlmc_vk_emit_shared_store(e, parts, sums[j], add(e, buffer, add(e, idx(e, j * L->threads), sg)));
   vlmc_kernel_emit_line(e, "}");
   vlmc_vk_emit_barrier(e);
   /* invocation j < 4 finishes feature n0 + j */
   int feature = add(e, n0, L->tid);
   int mine = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", L->tid, idx(e, UNIT)), vlmc_vk_emit_cmp(e, "slt", feature, L->n_end));
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", mine);
-  int from = add(e, buffer, mul(e, L->tid, idx(e, LIN_THREADS)));
+  int from = add(e, buffer, mul(e, L->tid, idx(e, L->threads)));
   int s = vlmc_kernel_emit_fresh(e), t = vlmc_kernel_emit_fresh(e), a = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
@@ -204,7 +246,7 @@ static void emit_gemv(const linear_t *L, int first, int end) {
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                0, 0, -1, -1, -1, -1};
+                0, 0, -1, -1, -1, -1, LIN_THREADS, -1};
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
   if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
       wt->dims[0].off < 1) {
@@ -215,7 +257,14 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.k = wt->dims[1].off;
   e->template_name = "linear";
   e->cost = 2 * L.k * UNIT * 64;
-  vlmc_vk_emit_set_workgroup(e, LIN_THREADS, 1, 1, GROUP_UNITS);
+  int64_t rows = vlmc_vk_static_rows(xt);
+  if (rows == 1) { /* a decode GEMV: a unit per workgroup, N / 4 workgroups to fill the GPU */
+    L.threads = GEMV_THREADS;
+    int w = vlmc_kernel_emit_source_input(e, L.w);
+    if (L.k % 8 == 0 && w >= 0 && w < 32 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16)
+      L.w_input = w;
+  }
+  vlmc_vk_emit_set_workgroup(e, (int)L.threads, 1, 1, rows == 1 ? 1 : GROUP_UNITS);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   int first, end;
@@ -224,7 +273,6 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
   /* A static M (a decode step's [1, K], a fixed-size input) needs one path only; otherwise
    * both are written, and the workgroup memory of both declared at the kernel's top. */
-  int64_t rows = vlmc_vk_static_rows(xt);
   if (rows == 1) {
     emit_gemv(&L, first, end);
   } else if (rows > 1) {
