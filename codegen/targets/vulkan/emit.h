@@ -41,6 +41,8 @@ typedef struct {
   int workgroup[3];       /* LocalSize; default 64, 1, 1 */
   int units_per_group;    /* work units one workgroup handles; default 64 */
   int64_t shared_bytes;   /* workgroup memory declared so far */
+  int row_threads;        /* movement templates (kernel_movement.c): invocations copying one
+                             row together (0 or 1: one invocation per row) */
   uint32_t wide_inputs;   /* bit i: binding i is declared memref<?xvector<4xi32>> (16-byte
                              loads, vlmc_vk_emit_load_words4); only read that way */
   int num_shared;

@@ -2,8 +2,9 @@
  * concat, transpose, kv_cache_append and argmax (semantics: reference/exec_movement.c). The
  * same work units as the cpu templates (codegen/targets/cpu/kernel_movement.c, whose comment
  * explains the rules for out-of-range indices: rows of zeros, never an access outside a
- * buffer), with one invocation per work unit (an output row) copying its row element by
- * element through vlmc_kernel_emit_finish_element; argmax takes a workgroup per output
+ * buffer), with a workgroup per work unit (an output row) whose invocations copy its elements
+ * through vlmc_kernel_emit_finish_element (one invocation per row for rows shorter than
+ * SHARED_ROW); argmax takes a workgroup per output
  * element (a row of the vocabulary is long).
  * What differs from the cpu: no vector copies; scatter_rows always scans the positions (the
  * cpu's binary search over sorted positions is an scf.while, which the SPIR-V path is not
@@ -14,8 +15,9 @@
 
 #include "codegen/targets/vulkan/kernels.h"
 
-/* A guess of a row's length for the cost when it is symbolic. */
-enum { GUESSED_ROW = 64 };
+/* A guess of a row's length for the cost when it is symbolic; invocations per workgroup; the
+ * shortest row a workgroup copies together. */
+enum { GUESSED_ROW = 64, GROUP = 64, SHARED_ROW = 16 };
 
 /* ---- small emitters ---- */
 
@@ -75,18 +77,38 @@ static int64_t static_product(const vlmc_type_t *t, uint32_t from, uint32_t to) 
 }
 
 /* The cost of one unit of row work (one output row of `row_len` elements, -1: unknown); the
- * work count itself is the table's rule (vlmc_kernel_work: rows of dims [0, n)). */
+ * work count itself is the table's rule (vlmc_kernel_work: rows of dims [0, n)). Rows of at
+ * least SHARED_ROW elements (or of unknown length) are copied by a workgroup each; shorter
+ * ones by an invocation each. */
 static void set_row_cost(vlmc_kernel_emit_t *e, int64_t row_len) {
   e->cost = 4 + (row_len >= 0 ? row_len : GUESSED_ROW);
+  vlmc_vk_emit_state(e)->row_threads = row_len < 0 || row_len >= SHARED_ROW ? GROUP : 1;
 }
 
-/* Invocations per workgroup, one work unit each. */
-enum { GROUP = 64 };
-
-/* Opens `scf.if unit < work` for this invocation's work unit; returns the unit. */
+/* Opens `scf.if unit < work` for this workgroup's (a shared row) or invocation's work unit;
+ * returns the unit. A decode step's rows (an embedding row, the last hidden row, a KV-cache
+ * row) are single long rows: one invocation walking one took 50-160 us on the H200. */
 static int open_unit_loop(vlmc_kernel_emit_t *e) {
-  vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, GROUP);
-  return vlmc_vk_emit_open_unit(e);
+  if (vlmc_vk_emit_state(e)->row_threads <= 1) {
+    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, GROUP);
+    return vlmc_vk_emit_open_unit(e);
+  }
+  vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", first, end, "index"));
+  return first;
+}
+
+/* Where this invocation starts a row and its step along it. */
+static void row_walk(vlmc_kernel_emit_t *e, int from, int *start, int *step) {
+  if (vlmc_vk_emit_state(e)->row_threads <= 1) {
+    *start = from;
+    *step = vlmc_kernel_emit_index(e, 1);
+    return;
+  }
+  *start = add(e, from, vlmc_vk_emit_thread_id(e, 0));
+  *step = vlmc_kernel_emit_index(e, GROUP);
 }
 
 /* ---- rows ---- */
@@ -104,11 +126,14 @@ static bool is_float(const vlmc_value_t *v) { return vlmc_dtype_info(v->type.dty
 
 /* Elements [from, len) one at a time, through the epilogue. */
 static void emit_scalar_copy(vlmc_kernel_emit_t *e, const row_copy_t *r, int from) {
-  if (r->static_len == 1 && from == vlmc_kernel_emit_index(e, 0)) { /* no loop for one element */
+  if (r->static_len == 1 && from == vlmc_kernel_emit_index(e, 0) &&
+      vlmc_vk_emit_state(e)->row_threads <= 1) { /* no loop for one element */
     vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, r->src, r->base), r->out);
     return;
   }
-  int c = vlmc_kernel_emit_for(e, from, r->len, vlmc_kernel_emit_index(e, 1));
+  int start, step;
+  row_walk(e, from, &start, &step);
+  int c = vlmc_kernel_emit_for(e, start, r->len, step);
   int at = add(e, r->base, mul(e, c, r->stride));
   vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, r->src, at), add(e, r->out, c));
   vlmc_kernel_emit_line(e, "}");
@@ -122,7 +147,9 @@ static void emit_copy_row(vlmc_kernel_emit_t *e, const row_copy_t *r) {
 static void emit_zero_row(vlmc_kernel_emit_t *e, int out, int len) {
   bool f = vlmc_dtype_info(e->anchor->results[0].type.dtype)->is_float;
   int zero = f ? vlmc_kernel_emit_f32(e, 0) : vlmc_kernel_emit_i64(e, 0);
-  int c = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), len, vlmc_kernel_emit_index(e, 1));
+  int start, step;
+  row_walk(e, vlmc_kernel_emit_index(e, 0), &start, &step);
+  int c = vlmc_kernel_emit_for(e, start, len, step);
   vlmc_kernel_emit_finish_element(e, zero, add(e, out, c));
   vlmc_kernel_emit_line(e, "}");
 }

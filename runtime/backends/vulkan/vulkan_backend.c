@@ -57,9 +57,9 @@ typedef struct {
   const kernel_t *kernel; /* NULL: no entry */
   vlmc_dim_t work;
   int64_t scale;
-  /* A bare kv_cache_append (the region is the anchor alone, its cache the region's input 0):
-   * it may grow the cache's buffer in place (take_grown_cache). */
-  bool append_in_place;
+  /* A kv_cache_append without epilogue reading its cache as region input cache_input (-1:
+   * any other region): it may grow the cache's buffer in place (take_grown_cache). */
+  int cache_input;
 } dispatch_t;
 
 typedef struct {
@@ -632,8 +632,8 @@ static vlmc_status_t vk_run_region(vlmc_backend_t *base, const vlmc_region_call_
   if (!vlmc_dim_is_static(d->work))
     VLMC_RETURN_IF_ERROR(vlmc_dim_eval(d->work, c->symbols, b->module->num_symbols, &units));
   int64_t work = units * d->scale;
-  if (d->append_in_place && c->may_take[0] && !c->out->buffer)
-    VLMC_RETURN_IF_ERROR(take_grown_cache(b, c->inputs[0], c->out, &work));
+  if (d->cache_input >= 0 && c->may_take[d->cache_input] && !c->out->buffer)
+    VLMC_RETURN_IF_ERROR(take_grown_cache(b, c->inputs[d->cache_input], c->out, &work));
   int32_t words[VLMC_VK_MAX_PUSH_WORDS];
   VLMC_RETURN_IF_ERROR(push_words(k, c, work, words));
   VLMC_RETURN_IF_ERROR(output_buffer(b, c->out));
@@ -843,10 +843,14 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
     d->scale = from->work.scale;
     const vlmc_dispatch_region_t *region =
         vlmc_dispatch_find(&b->funcs[from->func_index].regions, from->dispatch);
-    const vlmc_op_t *anchor = region->ops[0];
-    d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
-                         region->inputs[0] == anchor->operands[0] &&
-                         !strcmp(d->kernel->info.template_name, "kv_cache_append");
+    /* The anchor is the root (no epilogue) and reads the cache as a region input itself; the
+     * new rows may come through a prologue (an f16 program's cast to the cache's dtype). */
+    const vlmc_op_t *anchor = region->ops[vlmc_dispatch_anchor_index(region)];
+    d->cache_input = -1;
+    if (anchor == region->ops[region->num_ops - 1] && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
+        !strcmp(d->kernel->info.template_name, "kv_cache_append"))
+      for (uint32_t in = 0; in < region->num_inputs; ++in)
+        if (region->inputs[in] == anchor->operands[0]) d->cache_input = (int)in;
   }
   b->num_dispatches = table->num_dispatches;
   return NULL;
