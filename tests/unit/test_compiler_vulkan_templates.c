@@ -99,10 +99,10 @@ static void test_hot_templates_keep_their_gpu_structure(void) {
     expect_shape(find(&t, "attention", 4), "vision attention", 64, 64 * 16, false,
                  4 * 16 * (80 + 80));
     /* decode (kernel_attention_decode.c): one (row, kv head) unit per workgroup of 8 query
-     * heads x 32 invocations; two partials per invocation and the weights of a chunk of
-     * 4 x 32 keys per head in memory (6 KiB) */
+     * heads x 32 invocations; the max partials and the weights of a chunk of 32 keys, and its
+     * K rows in two parts of 64 columns (stride 65) in memory */
     expect_shape(find(&t, "attention", 3), "decode attention", 256, 1, false,
-                 4 * (2 * 256 + 8 * 128) - 1);
+                 4 * (256 + 8 * 32 + 32 * 65) - 1);
     expect_shape(find(&t, "matmul", 2), "matmul", 64, 1, false, 0);
   }
   vlmc_kernel_table_deinit(&t);

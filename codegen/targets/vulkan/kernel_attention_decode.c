@@ -7,19 +7,21 @@
  * invocations (G = Hq / Hkv query heads per kv head), each walking every key with D + Dv
  * floats of registers: at decode (the 3B: G = 8, D = 128, 2 kv heads) that is 2 workgroups of
  * 8 invocations for the whole GPU, 17.7 ms of a 37 ms step on the H200. Here a unit is one
- * workgroup of T = G * R invocations (R = 256 / G rounded down to a power of two), R per query
- * head, and the keys go in chunks of C = U * R:
- *   1. scores: invocation (h, r) computes the scores of keys c0 + u * R + r (u < U) for its
- *      head h (q of head h in registers, the key rows read from the cache: consecutive
- *      invocations read consecutive keys), and its local max into workgroup memory; barrier;
- *   2. the head's chunk max from its R partials, the new running max, the weights
- *      exp(s - m) into workgroup memory and their local sum; barrier; the chunk's sum;
+ * workgroup of T = G * R invocations (R = 256 / G rounded down to a power of two, at most 64),
+ * R per query head, and the keys go in chunks of C = R:
+ *   1. scores: the chunk's K rows go through workgroup memory in column parts (C rows of at
+ *      most 2048 / C floats, row stride odd: no bank conflicts), loaded by the whole
+ *      workgroup along the rows (coalesced, once for all G heads); invocation (h, r) computes
+ *      the score of key c0 + r for head h (q in registers) and stores it; barrier;
+ *   2. the head's chunk max from its R scores, the new running max, the weight exp(s - m)
+ *      into workgroup memory; barrier; the chunk's sum from the head's R weights;
  *   3. values: invocation (h, r) owns dims r, r + R, ... of head h's output (A = ceil(Dv / R)
  *      accumulators) and adds the chunk's weighted value rows (consecutive invocations read
  *      consecutive floats of a row); barrier (the next chunk overwrites the workgroup memory).
- * The running max and sum of a head are the same in all its R invocations (each combines the
- * same partials). At the end each invocation divides its accumulators by the sum and stores
- * them through the epilogue.
+ * (Reading K rows straight from the cache, a row per lane, made every load 32 cache lines:
+ * 70 us a call at 64 keys on the H200.) The running max and sum of a head are the same in
+ * all its R invocations (each combines the same partials). At the end each invocation divides
+ * its accumulators by the sum and stores them through the epilogue.
  *
  * What it does not do (issue 15): split one unit's keys over several workgroups (flash
  * decoding proper, which needs a combining pass), so a 2-kv-head model still uses 2
@@ -33,9 +35,9 @@ enum {
   MAX_THREADS = 256,
   MAX_DIM = 256,     /* D and Dv: q in registers */
   MAX_ROWS = 16,     /* the largest static S this kernel is chosen for */
-  SCORE_FMAS = 512,  /* U * D, the scores' unrolled code */
-  MAX_U = 4,
   MAX_ACC = 64,      /* A, accumulators per invocation */
+  MAX_LANES = 64,    /* R, and so C, the keys of a chunk */
+  STAGE_FLOATS = 2048, /* a K part in workgroup memory: C rows of part floats (8 KiB) */
 };
 
 typedef struct {
@@ -44,15 +46,17 @@ typedef struct {
   int64_t heads, kv_heads, group, d, dv;
   int64_t lanes;   /* R: invocations per query head */
   int64_t threads; /* T = G * R */
-  int64_t per;     /* U: keys per invocation per chunk */
-  int64_t chunk;   /* C = U * R */
+  int64_t chunk;   /* C = R: a key per invocation of a head per chunk */
   int64_t acc;     /* A = ceil(Dv / R) */
+  int64_t part;    /* K columns staged at a time (D in ceil(D / part) parts) */
+  int64_t stride;  /* their row stride in workgroup memory (part, made odd) */
   double scale;
   bool causal;
   int tid, h, r;   /* invocation, its query head in the group and its lane in the head */
   int i, g;        /* the unit's query row and kv head */
   int start, end;  /* the row's keys */
-  int red, red2, ps; /* workgroup memory: max and sum partials [T], weights [G, C] */
+  int red, ps;       /* workgroup memory: max partials [T], weights [G, C] */
+  int ks;            /* workgroup memory: a part of the chunk's K rows [C, stride] */
 } decode_t;
 
 static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
@@ -60,6 +64,13 @@ static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
 static int fop(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
   return vlmc_kernel_emit_float_op(e, op, a, b, 0);
+}
+
+/* R: a power of two, G * R <= MAX_THREADS, R <= MAX_LANES. */
+static int64_t lanes_for(int64_t group) {
+  int64_t lanes = 1;
+  while (lanes * 2 * group <= MAX_THREADS && lanes * 2 <= MAX_LANES) lanes *= 2;
+  return lanes;
 }
 
 bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
@@ -72,20 +83,19 @@ bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
   int64_t hq = qt->dims[1].off, hkv = kt->dims[1].off, d = qt->dims[2].off, dv = vt->dims[2].off;
   if (hkv <= 0 || hq % hkv || hq / hkv > MAX_THREADS || d < 1 || d > MAX_DIM || dv < 1 || dv > MAX_DIM)
     return false;
-  int64_t lanes = 1;
-  while (lanes * 2 * (hq / hkv) <= MAX_THREADS) lanes *= 2;
+  int64_t lanes = lanes_for(hq / hkv);
   return (dv + lanes - 1) / lanes <= MAX_ACC;
 }
 
 static void choose_shape(decode_t *D) {
-  D->lanes = 1;
-  while (D->lanes * 2 * D->group <= MAX_THREADS) D->lanes *= 2;
+  D->lanes = lanes_for(D->group);
   D->threads = D->group * D->lanes;
-  D->per = SCORE_FMAS / D->d;
-  if (D->per > MAX_U) D->per = MAX_U;
-  if (D->per < 1) D->per = 1;
-  D->chunk = D->per * D->lanes;
+  D->chunk = D->lanes;
   D->acc = (D->dv + D->lanes - 1) / D->lanes;
+  /* K goes through workgroup memory in column parts of at most STAGE_FLOATS / C floats a row */
+  int64_t parts = (D->d * D->chunk + STAGE_FLOATS - 1) / STAGE_FLOATS;
+  D->part = (D->d + parts - 1) / parts;
+  D->stride = D->part | 1; /* odd: the C lanes reading C rows hit C different banks */
 }
 
 /* Flat index of head h's row for (query row i, kv head g): (i * Hq + g * G + h). */
@@ -114,19 +124,39 @@ static int head_reduce(const decode_t *D, int shared, const char *op, int init) 
   return v; /* R >= 1: the loop runs */
 }
 
-/* Step 1: this invocation's U scores at chunk c0 (-inf past the row's keys). */
-static void emit_scores(const decode_t *D, const int *q, int c0, int *s) {
+/* Columns [p0, p0 + part) of the chunk's C key rows into workgroup memory, coalesced along
+ * the row (zeros past the row's keys and past D); then a barrier. */
+static void stage_keys(const decode_t *D, int c0, int64_t p0) {
   vlmc_kernel_emit_t *e = D->e;
-  for (int64_t u = 0; u < D->per; ++u) {
-    int key = add(e, c0, add(e, idx(e, u * D->lanes), D->r));
-    int ok = vlmc_vk_emit_cmp(e, "slt", key, D->end);
-    int base = cache_row(D, vlmc_vk_emit_select(e, ok, key, D->start, "index"), D->d);
-    int dot = fop(e, "arith.mulf", q[0], vlmc_kernel_emit_load(e, D->k, base));
-    for (int64_t c = 1; c < D->d; ++c)
-      dot = vlmc_vk_emit_fma(e, q[c], vlmc_kernel_emit_load(e, D->k, add(e, base, idx(e, c))), dot);
-    int score = fop(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, D->scale));
-    s[u] = vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+  int f = vlmc_kernel_emit_for(e, D->tid, idx(e, D->chunk * D->part), idx(e, D->threads));
+  int row = vlmc_kernel_emit_index_op(e, "arith.divui", f, idx(e, D->part));
+  int col = vlmc_kernel_emit_index_op(e, "arith.remui", f, idx(e, D->part));
+  int key = add(e, c0, row), dim = add(e, col, idx(e, p0));
+  int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", key, D->end),
+                            vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->d)));
+  int at = vlmc_vk_emit_select(e, ok, add(e, cache_row(D, key, D->d), dim), idx(e, 0), "index");
+  int value = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, D->k, at), vlmc_kernel_emit_f32(e, 0), "f32");
+  vlmc_vk_emit_shared_store(e, D->ks, value, add(e, mul(e, row, idx(e, D->stride)), col));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+}
+
+/* Step 1: this invocation's score, of key c0 + r for head h (-inf past the row's keys): the
+ * dot product part by part out of workgroup memory (lane r reads row r: no bank conflicts). */
+static int emit_score(const decode_t *D, const int *q, int c0) {
+  vlmc_kernel_emit_t *e = D->e;
+  int key = add(e, c0, D->r), base = mul(e, D->r, idx(e, D->stride)), dot = -1;
+  for (int64_t p0 = 0; p0 < D->d; p0 += D->part) {
+    if (p0) vlmc_vk_emit_barrier(e); /* every lane is done with the previous part */
+    stage_keys(D, c0, p0);
+    for (int64_t c = 0; c < D->part && p0 + c < D->d; ++c) {
+      int kv = vlmc_vk_emit_shared_load(e, D->ks, add(e, base, idx(e, c)));
+      dot = dot < 0 ? fop(e, "arith.mulf", q[p0 + c], kv) : vlmc_vk_emit_fma(e, q[p0 + c], kv, dot);
+    }
   }
+  int score = fop(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, D->scale));
+  return vlmc_vk_emit_select(e, vlmc_vk_emit_cmp(e, "slt", key, D->end), score,
+                             vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
 /* Step 3: the chunk's weighted value rows into the accumulators (keys c0 .. c0 + n - 1, all
@@ -157,32 +187,24 @@ static void emit_values(const decode_t *D, int c0, int n, int *acc) {
 /* One chunk of keys at c0, carrying state = [m, l, acc...] (in place). */
 static void emit_chunk(const decode_t *D, const int *q, int c0, int *state) {
   vlmc_kernel_emit_t *e = D->e;
-  int s[MAX_U];
-  emit_scores(D, q, c0, s);
-  int local = s[0];
-  for (int64_t u = 1; u < D->per; ++u) local = fop(e, "arith.maximumf", local, s[u]);
-  vlmc_vk_emit_shared_store(e, D->red, local, D->tid);
+  int s = emit_score(D, q, c0);
+  vlmc_vk_emit_shared_store(e, D->red, s, D->tid);
   vlmc_vk_emit_barrier(e);
   int m_new = fop(e, "arith.maximumf", state[0],
                   head_reduce(D, D->red, "arith.maximumf", vlmc_kernel_emit_f32(e, -INFINITY)));
   int alpha = vlmc_vk_emit_softmax_weight(e, state[0], m_new);
-  int sum = vlmc_kernel_emit_f32(e, 0);
-  int row = mul(e, D->h, idx(e, D->chunk));
-  for (int64_t u = 0; u < D->per; ++u) {
-    int p = vlmc_vk_emit_softmax_weight(e, s[u], m_new);
-    vlmc_vk_emit_shared_store(e, D->ps, p, add(e, row, add(e, idx(e, u * D->lanes), D->r)));
-    sum = fop(e, "arith.addf", sum, p);
-  }
-  vlmc_vk_emit_shared_store(e, D->red2, sum, D->tid);
+  int p = vlmc_vk_emit_softmax_weight(e, s, m_new);
+  vlmc_vk_emit_shared_store(e, D->ps, p, add(e, mul(e, D->h, idx(e, D->chunk)), D->r));
   vlmc_vk_emit_barrier(e);
-  int chunk_sum = head_reduce(D, D->red2, "arith.addf", vlmc_kernel_emit_f32(e, 0));
+  /* C = R: head h's weights are its lanes' partials */
+  int chunk_sum = head_reduce(D, D->ps, "arith.addf", vlmc_kernel_emit_f32(e, 0));
   state[0] = m_new;
   state[1] = fop(e, "arith.addf", fop(e, "arith.mulf", state[1], alpha), chunk_sum);
   for (int64_t a = 0; a < D->acc; ++a) state[2 + a] = fop(e, "arith.mulf", state[2 + a], alpha);
   int n = vlmc_kernel_emit_index_op(e, "arith.minsi", idx(e, D->chunk),
                                     vlmc_kernel_emit_index_op(e, "arith.subi", D->end, c0));
   emit_values(D, c0, n, state + 2);
-  vlmc_vk_emit_barrier(e); /* the next chunk overwrites red, red2 and ps */
+  vlmc_vk_emit_barrier(e); /* the next chunk overwrites ks, red and ps */
 }
 
 /* The output: acc / l for this invocation's dims of head h. */
@@ -251,8 +273,8 @@ vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
   D.h = vlmc_kernel_emit_index_op(e, "arith.divui", D.tid, idx(e, D.lanes));
   D.r = vlmc_kernel_emit_index_op(e, "arith.remui", D.tid, idx(e, D.lanes));
   D.red = vlmc_vk_emit_shared(e, "f32", D.threads);
-  D.red2 = vlmc_vk_emit_shared(e, "f32", D.threads);
   D.ps = vlmc_vk_emit_shared(e, "f32", D.group * D.chunk);
+  D.ks = vlmc_vk_emit_shared(e, "f32", D.chunk * D.stride);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   /* Nothing to do past the work: uniform over the group. */
