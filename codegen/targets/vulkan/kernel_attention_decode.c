@@ -11,13 +11,15 @@
  * R per query head, and the keys go in chunks of C = R:
  *   1. scores: the chunk's K rows go through workgroup memory in column parts (C rows of at
  *      most 2048 / C floats, row stride odd: no bank conflicts), loaded by the whole
- *      workgroup along the rows (coalesced, once for all G heads); invocation (h, r) computes
+ *      workgroup along the rows (coalesced, once for all G heads, every load of a part issued
+ *      before the first store); invocation (h, r) computes
  *      the score of key c0 + r for head h (q in registers) and stores it; barrier;
  *   2. the head's chunk max from its R scores, the new running max, the weight exp(s - m)
  *      into workgroup memory; barrier; the chunk's sum from the head's R weights;
  *   3. values: invocation (h, r) owns dims r, r + R, ... of head h's output (A = ceil(Dv / R)
  *      accumulators) and adds the chunk's weighted value rows (consecutive invocations read
- *      consecutive floats of a row); barrier (the next chunk overwrites the workgroup memory).
+ *      consecutive floats of a row; 8 rows a step, loads issued together: a rolled loop waited
+ *      for each row); barrier (the next chunk overwrites the workgroup memory).
  * (Reading K rows straight from the cache, a row per lane, made every load 32 cache lines:
  * 70 us a call at 64 keys on the H200.) The running max and sum of a head are the same in
  * all its R invocations (each combines the same partials). At the end each invocation divides
@@ -38,6 +40,8 @@ enum {
   MAX_ACC = 64,      /* A, accumulators per invocation */
   MAX_LANES = 64,    /* R, and so C, the keys of a chunk */
   STAGE_FLOATS = 2048, /* a K part in workgroup memory: C rows of part floats (8 KiB) */
+  MAX_STAGE_ROUNDS = STAGE_FLOATS, /* loads per invocation per part (T >= 1) */
+  KEYS_UNROLLED = 8,   /* value rows per step of the value loop */
 };
 
 typedef struct {
@@ -128,16 +132,25 @@ static int head_reduce(const decode_t *D, int shared, const char *op, int init) 
  * the row (zeros past the row's keys and past D); then a barrier. */
 static void stage_keys(const decode_t *D, int c0, int64_t p0) {
   vlmc_kernel_emit_t *e = D->e;
-  int f = vlmc_kernel_emit_for(e, D->tid, idx(e, D->chunk * D->part), idx(e, D->threads));
-  int row = vlmc_kernel_emit_index_op(e, "arith.divui", f, idx(e, D->part));
-  int col = vlmc_kernel_emit_index_op(e, "arith.remui", f, idx(e, D->part));
-  int key = add(e, c0, row), dim = add(e, col, idx(e, p0));
-  int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", key, D->end),
-                            vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->d)));
-  int at = vlmc_vk_emit_select(e, ok, add(e, cache_row(D, key, D->d), dim), idx(e, 0), "index");
-  int value = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, D->k, at), vlmc_kernel_emit_f32(e, 0), "f32");
-  vlmc_vk_emit_shared_store(e, D->ks, value, add(e, mul(e, row, idx(e, D->stride)), col));
-  vlmc_kernel_emit_line(e, "}");
+  /* unrolled: every load issued before the first store (a rolled loop waits for each) */
+  int64_t count = D->chunk * D->part, rounds = (count + D->threads - 1) / D->threads;
+  int values[MAX_STAGE_ROUNDS], slots[MAX_STAGE_ROUNDS];
+  for (int64_t i = 0; i < rounds; ++i) {
+    int f = add(e, D->tid, idx(e, i * D->threads));
+    int row = vlmc_kernel_emit_index_op(e, "arith.divui", f, idx(e, D->part));
+    int col = vlmc_kernel_emit_index_op(e, "arith.remui", f, idx(e, D->part));
+    int key = add(e, c0, row), dim = add(e, col, idx(e, p0));
+    int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", key, D->end),
+                              vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->d)));
+    if ((i + 1) * D->threads > count) ok = vlmc_vk_emit_and(e, ok, vlmc_vk_emit_cmp(e, "slt", f, idx(e, count)));
+    int at = vlmc_vk_emit_select(e, ok, add(e, cache_row(D, key, D->d), dim), idx(e, 0), "index");
+    values[i] = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, D->k, at), vlmc_kernel_emit_f32(e, 0), "f32");
+    /* the last round's spare invocations write a spare float past the tile */
+    slots[i] = vlmc_vk_emit_select(e, vlmc_vk_emit_cmp(e, "slt", f, idx(e, count)),
+                                   add(e, mul(e, row, idx(e, D->stride)), col),
+                                   idx(e, D->chunk * D->stride), "index");
+  }
+  for (int64_t i = 0; i < rounds; ++i) vlmc_vk_emit_shared_store(e, D->ks, values[i], slots[i]);
   vlmc_vk_emit_barrier(e);
 }
 
@@ -163,16 +176,29 @@ static int emit_score(const decode_t *D, const int *q, int c0) {
  * inside the row's range; n >= 1). */
 static void emit_values(const decode_t *D, int c0, int n, int *acc) {
   vlmc_kernel_emit_t *e = D->e;
-  int j, inner[MAX_ACC];
-  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), n, idx(e, 1), (int)D->acc, acc, &j, inner);
-  int w = vlmc_vk_emit_shared_load(e, D->ps, add(e, mul(e, D->h, idx(e, D->chunk)), j));
-  int base = cache_row(D, add(e, c0, j), D->dv);
+  /* KEYS_UNROLLED keys a step, their loads issued together; a key past the row's has weight
+   * 0 (its score was -inf) and reads the last key's value row */
+  int64_t step = D->chunk < KEYS_UNROLLED ? D->chunk : KEYS_UNROLLED;
+  int j0, inner[MAX_ACC];
+  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), n, idx(e, step), (int)D->acc, acc, &j0, inner);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", D->end, idx(e, 1));
+  int w[KEYS_UNROLLED], v[KEYS_UNROLLED][MAX_ACC];
+  for (int64_t u = 0; u < step; ++u) {
+    int j = add(e, j0, idx(e, u));
+    w[u] = vlmc_vk_emit_shared_load(e, D->ps, add(e, mul(e, D->h, idx(e, D->chunk)), j));
+    int key = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, c0, j), last);
+    int base = cache_row(D, key, D->dv);
+    for (int64_t a = 0; a < D->acc; ++a) {
+      int dim = add(e, D->r, idx(e, a * D->lanes));
+      if ((a + 1) * D->lanes > D->dv) /* a partial last column block: clamp, never stored */
+        dim = vlmc_kernel_emit_index_op(e, "arith.minsi", dim, idx(e, D->dv - 1));
+      v[u][a] = vlmc_kernel_emit_load(e, D->v, add(e, base, dim));
+    }
+  }
   int next[MAX_ACC];
   for (int64_t a = 0; a < D->acc; ++a) {
-    int dim = add(e, D->r, idx(e, a * D->lanes));
-    if ((a + 1) * D->lanes > D->dv) /* a partial last column block: clamp, never stored */
-      dim = vlmc_kernel_emit_index_op(e, "arith.minsi", dim, idx(e, D->dv - 1));
-    next[a] = vlmc_vk_emit_fma(e, w, vlmc_kernel_emit_load(e, D->v, add(e, base, dim)), inner[a]);
+    next[a] = inner[a];
+    for (int64_t u = 0; u < step; ++u) next[a] = vlmc_vk_emit_fma(e, w[u], v[u][a], next[a]);
   }
   vlmc_vk_emit_yield_f32(e, (int)D->acc, next);
   vlmc_kernel_emit_line(e, "}");
@@ -274,7 +300,7 @@ vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
   D.r = vlmc_kernel_emit_index_op(e, "arith.remui", D.tid, idx(e, D.lanes));
   D.red = vlmc_vk_emit_shared(e, "f32", D.threads);
   D.ps = vlmc_vk_emit_shared(e, "f32", D.group * D.chunk);
-  D.ks = vlmc_vk_emit_shared(e, "f32", D.chunk * D.stride);
+  D.ks = vlmc_vk_emit_shared(e, "f32", D.chunk * D.stride + 1);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   /* Nothing to do past the work: uniform over the group. */

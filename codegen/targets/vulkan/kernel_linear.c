@@ -175,7 +175,9 @@ static void gemv_partials(const linear_t *L, int n0, int *partial) {
 }
 
 /* The same with a bf16 weight read 16 bytes (8 elements) per load, for K a multiple of 8:
- * word4 i of row n holds k = 8 i .. 8 i + 7 (every row starts on a 16-byte boundary). */
+ * word4 i of row n holds k = 8 i .. 8 i + 7 (every row starts on a 16-byte boundary). Two
+ * words a row per step (the second dropped past the row), their loads issued together: a
+ * GEMV is bound by the loads in flight. */
 static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
   vlmc_kernel_emit_t *e = L->e;
   int zero = vlmc_kernel_emit_f32(e, 0), last = idx(e, L->n - 1), words = idx(e, L->k / 8);
@@ -184,14 +186,23 @@ static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
     w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), words);
     init[j] = zero;
   }
-  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, words, idx(e, L->threads), UNIT, init, &k8, inner);
-  int base = mul(e, k8, idx(e, 8)), xv[8];
-  for (int c = 0; c < 8; ++c) xv[c] = vlmc_kernel_emit_load(e, L->x, add(e, base, idx(e, c)));
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, words, idx(e, 2 * L->threads), UNIT, init, &k8, inner);
+  int at[2], ok[2], xv[2][8], wv[2][UNIT][8];
+  at[0] = k8;
+  ok[1] = vlmc_vk_emit_cmp(e, "slt", add(e, k8, idx(e, L->threads)), words);
+  at[1] = vlmc_vk_emit_select(e, ok[1], add(e, k8, idx(e, L->threads)), k8, "index");
+  for (int h = 0; h < 2; ++h) {
+    int base = mul(e, at[h], idx(e, 8));
+    for (int c = 0; c < 8; ++c) xv[h][c] = vlmc_kernel_emit_load(e, L->x, add(e, base, idx(e, c)));
+    for (int j = 0; j < UNIT; ++j)
+      vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, L->w_input, add(e, w_row[j], at[h])), wv[h][j]);
+  }
   for (int j = 0; j < UNIT; ++j) {
-    int wv[8];
-    vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, L->w_input, add(e, w_row[j], k8)), wv);
-    next[j] = inner[j];
-    for (int c = 0; c < 8; ++c) next[j] = vlmc_vk_emit_fma(e, xv[c], wv[c], next[j]);
+    int first = inner[j], both;
+    for (int c = 0; c < 8; ++c) first = vlmc_vk_emit_fma(e, xv[0][c], wv[0][j][c], first);
+    both = first;
+    for (int c = 0; c < 8; ++c) both = vlmc_vk_emit_fma(e, xv[1][c], wv[1][j][c], both);
+    next[j] = vlmc_vk_emit_select(e, ok[1], both, first, "f32"); /* the second word past the row: dropped */
   }
   vlmc_vk_emit_yield_f32(e, UNIT, next);
   vlmc_kernel_emit_line(e, "}");
