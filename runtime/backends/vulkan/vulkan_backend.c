@@ -28,6 +28,15 @@ enum {
   SETS_PER_POOL = 256,
   DESCRIPTORS_PER_POOL = 4096,
   PROFILE_DISPATCHES = 1024, /* VLMC_VULKAN_PROFILE: timed dispatches per batch */
+  /* Freed buffers kept for reuse (a decode step's token, positions and logits each call),
+   * up to this many bytes in all, each at most REUSE_MAX: vkAllocateMemory is slow. */
+  REUSE_BYTES = 256 << 20,
+  REUSE_MAX = 64 << 20,
+  REUSE_SLOTS = 64,
+  /* Uploads of at most this many bytes go through the upload ring, copied in the pending
+   * batch (no submit and wait of their own); the ring holds UPLOAD_RING bytes a batch. */
+  SMALL_UPLOAD = 64 << 10,
+  UPLOAD_RING = 1 << 20,
 };
 /* A fence wait longer than this is reported as a hang (a kernel that never ends). */
 static const uint64_t kFenceTimeoutNs = 600ull * 1000000000ull;
@@ -35,7 +44,8 @@ static const uint64_t kFenceTimeoutNs = 600ull * 1000000000ull;
 struct vlmc_buffer_s {
   VkBuffer buffer;
   VkDeviceMemory memory;
-  size_t size;
+  size_t size;     /* bytes asked for */
+  size_t capacity; /* bytes the VkBuffer has (size rounded up, or a reused larger buffer) */
 };
 
 typedef struct {
@@ -106,6 +116,11 @@ typedef struct {
   size_t num_pools, cap_pools, current_pool;
   vlmc_buffer_t **deferred; /* freed while a batch that may use them is pending */
   size_t num_deferred, cap_deferred;
+  vlmc_buffer_t *reuse[REUSE_SLOTS]; /* freed buffers no batch uses, for vk_buffer_alloc */
+  size_t num_reuse, reuse_bytes;
+  vlmc_buffer_t ring; /* host-visible: small uploads of the pending batch */
+  void *ring_map;
+  size_t ring_used;
   bool recording;
   bool lost;
   uint32_t batch_dispatches;
@@ -201,6 +216,7 @@ static vlmc_status_t buffer_create(vk_backend_t *b, size_t bytes, bool staging,
     return vk_error(b, r, "vkAllocateMemory");
   }
   out->size = bytes;
+  out->capacity = size;
   return NULL;
 }
 
@@ -212,8 +228,34 @@ static void buffer_destroy(vk_backend_t *b, vlmc_buffer_t *buf) {
 
 /* One allocation per buffer (simple; a suballocator would cut vkAllocateMemory calls, which
  * matter on drivers with a low maxMemoryAllocationCount, not on lavapipe). */
+/* A kept buffer of at least `bytes` and at most twice that (plus a page), or NULL. */
+static vlmc_buffer_t *take_reusable(vk_backend_t *b, size_t bytes) {
+  for (size_t i = 0; i < b->num_reuse; ++i) {
+    vlmc_buffer_t *buf = b->reuse[i];
+    if (buf->capacity < bytes || buf->capacity > 2 * bytes + 4096) continue;
+    b->reuse[i] = b->reuse[--b->num_reuse];
+    b->reuse_bytes -= buf->capacity;
+    buf->size = bytes;
+    return buf;
+  }
+  return NULL;
+}
+
+/* Keeps a buffer no batch uses for reuse, or destroys it. */
+static void release_buffer(vk_backend_t *b, vlmc_buffer_t *buf) {
+  if (b->num_reuse < REUSE_SLOTS && buf->capacity <= REUSE_MAX &&
+      b->reuse_bytes + buf->capacity <= REUSE_BYTES) {
+    b->reuse[b->num_reuse++] = buf;
+    b->reuse_bytes += buf->capacity;
+    return;
+  }
+  buffer_destroy(b, buf);
+  free(buf);
+}
+
 static vlmc_status_t vk_buffer_alloc(vlmc_backend_t *base, size_t bytes, vlmc_buffer_t **out) {
   vk_backend_t *b = (vk_backend_t *)base;
+  if ((*out = take_reusable(b, bytes)) != NULL) return NULL;
   vlmc_buffer_t *buf = calloc(1, sizeof *buf);
   if (!buf) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_status_t st = buffer_create(b, bytes, false, buf);
@@ -242,9 +284,11 @@ static void vk_buffer_free(vlmc_backend_t *base, vlmc_buffer_t *buf) {
       return;
     }
     b->vk.vkDeviceWaitIdle(b->device); /* out of memory for the list: wait instead */
+    buffer_destroy(b, buf);
+    free(buf);
+    return;
   }
-  buffer_destroy(b, buf);
-  free(buf);
+  release_buffer(b, buf);
 }
 
 /* ---- the batch: one command buffer, submitted at download / synchronize ---- */
@@ -338,11 +382,9 @@ static void print_profile(const vk_backend_t *b) {
 }
 
 static void after_batch(vk_backend_t *b) {
-  for (size_t i = 0; i < b->num_deferred; ++i) {
-    buffer_destroy(b, b->deferred[i]);
-    free(b->deferred[i]);
-  }
+  for (size_t i = 0; i < b->num_deferred; ++i) release_buffer(b, b->deferred[i]);
   b->num_deferred = 0;
+  b->ring_used = 0;
   for (size_t i = 0; i < b->num_pools; ++i)
     b->vk.vkResetDescriptorPool(b->device, b->pools[i], 0);
   b->current_pool = 0;
@@ -395,12 +437,39 @@ static vlmc_status_t ensure_staging(vk_backend_t *b, size_t bytes) {
 
 static size_t chunk_size(size_t bytes) { return bytes < STAGING_CHUNK ? bytes : STAGING_CHUNK; }
 
+/* A small upload (a decode step's token and positions) copied in the pending batch from the
+ * upload ring: no submit and wait of its own. The ring's bytes stay put until the batch is
+ * done (after_batch empties it). */
+static vlmc_status_t upload_in_batch(vk_backend_t *b, vlmc_buffer_t *dst, const void *src,
+                                     size_t bytes) {
+  if (!b->ring.buffer) {
+    VLMC_RETURN_IF_ERROR(buffer_create(b, UPLOAD_RING, true, &b->ring));
+    VK_CHECK(b, b->vk.vkMapMemory(b->device, b->ring.memory, 0, VK_WHOLE_SIZE, 0, &b->ring_map),
+             "vkMapMemory (upload ring)");
+  }
+  size_t at = (b->ring_used + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN;
+  if (at + bytes > UPLOAD_RING) { /* full: this batch goes first */
+    VLMC_RETURN_IF_ERROR(flush(b));
+    at = 0;
+  }
+  memcpy((unsigned char *)b->ring_map + at, src, bytes);
+  b->ring_used = at + bytes;
+  VLMC_RETURN_IF_ERROR(begin_batch(b));
+  full_barrier(b); /* dispatches recorded before may still read dst */
+  VkBufferCopy region = {.srcOffset = at, .dstOffset = 0, .size = bytes};
+  b->vk.vkCmdCopyBuffer(b->cmd, b->ring.buffer, dst->buffer, 1, &region);
+  full_barrier(b); /* and the ones after read what it wrote */
+  return NULL;
+}
+
 static vlmc_status_t vk_upload(vlmc_backend_t *base, vlmc_buffer_t *dst, const void *src,
                                size_t bytes) {
   vk_backend_t *b = (vk_backend_t *)base;
   if (bytes > dst->size)
     return vlmc_status_make(VLMC_INTERNAL, "vulkan: %zu bytes into a %zu-byte buffer", bytes,
                             dst->size);
+  if (bytes == 0) return NULL;
+  if (bytes <= SMALL_UPLOAD) return upload_in_batch(b, dst, src, bytes);
   /* Dispatches already recorded may still read the buffer: they run first. */
   VLMC_RETURN_IF_ERROR(flush(b));
   VLMC_RETURN_IF_ERROR(ensure_staging(b, chunk_size(bytes)));
@@ -581,9 +650,9 @@ static vlmc_status_t take_grown_cache(vk_backend_t *b, vlmc_rt_value_t *cache, v
       old_rows > new_rows || !vlmc_rt_value_bytes(cache, &have) || !vlmc_rt_value_bytes(out, &need))
     return NULL;
   vlmc_buffer_t *buf = cache->buffer;
-  if (buf->size < need) {
+  if (buf->capacity < need) {
     size_t limit = b->dev->props.limits.maxStorageBufferRange;
-    size_t grown = buf->size * 2 > need ? buf->size * 2 : need;
+    size_t grown = buf->capacity * 2 > need ? buf->capacity * 2 : need;
     if (grown > limit) grown = need > limit ? need : limit;
     vlmc_buffer_t *bigger;
     VLMC_RETURN_IF_ERROR(vk_buffer_alloc(&b->base, grown, &bigger));
@@ -1061,6 +1130,12 @@ static void destroy_device(vk_backend_t *b) {
   }
   if (b->staging_map) b->vk.vkUnmapMemory(b->device, b->staging.memory);
   buffer_destroy(b, &b->staging);
+  if (b->ring_map) b->vk.vkUnmapMemory(b->device, b->ring.memory);
+  buffer_destroy(b, &b->ring);
+  for (size_t i = 0; i < b->num_reuse; ++i) {
+    buffer_destroy(b, b->reuse[i]);
+    free(b->reuse[i]);
+  }
   for (size_t i = 0; i < b->num_pools; ++i)
     b->vk.vkDestroyDescriptorPool(b->device, b->pools[i], NULL);
   if (b->timestamps) b->vk.vkDestroyQueryPool(b->device, b->timestamps, NULL);
