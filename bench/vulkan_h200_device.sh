@@ -188,7 +188,13 @@ for key in decode64 prefill512 encode1080; do
   grep -v '^weights' "$W/profile.$key.txt" | head -24 | tee -a "$LOG"
 done
 
+# Where a decode step's wall time goes: GPU time, host time recording dispatches, the rest
+# (the walker, submits and waits), for the decode64 request alone, unprofiled.
+step "vlmc vulkan f16 --stats: decode64"
+"$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" --batch "$W/profile.decode64.jsonl" \
+  --stats --quiet 2>&1 >/dev/null | grep -E '^stats' | tee -a "$LOG" >"$W/stats.decode64.txt"
+
 step "summary"
 python3 bench/vulkan_h200_summary.py "$W" "$OUT" 2>&1 | tee -a "$LOG"
-cp "$W"/profile.*.txt "$OUT/" 2>/dev/null
+cp "$W"/profile.*.txt "$W"/stats.*.txt "$OUT/" 2>/dev/null
 true

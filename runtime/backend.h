@@ -120,6 +120,7 @@ typedef struct {
   double kernel_seconds; /* host time in kernels (a device backend: waiting for them) */
   double device_seconds; /* device time of the submitted work (timestamps); 0: not measured */
   uint64_t submits;      /* batches of work submitted to a device; 0 for host backends */
+  double record_seconds; /* host time recording dispatches (a device backend); 0: not measured */
   size_t num_kernels, num_dispatches; /* 0 for backends without kernels */
 } vlmc_backend_counters_t;
 

@@ -345,8 +345,8 @@ static vlmc_status_t taps_write(const tap_list_t *list, const char *dir) {
     if (!vlmc_st_dtype_from_ir(t->dtype, &w[i].dtype)) {
       free(w);
       free(shapes);
-      return vlmc_status_make(VLMC_INTERNAL, "tap %s: %s has no safetensors dtype", w[i].name,
-                              vlmc_dtype_info(t->dtype)->name);
+      return vlmc_status_make(VLMC_INTERNAL, "tap %s: %s has no safetensors dtype",
+                              list->items[i].name, vlmc_dtype_info(t->dtype)->name);
     }
     w[i].rank = (int)t->rank;
     for (uint32_t d = 0; d < t->rank; ++d) shapes[i][d] = t->shape[d];

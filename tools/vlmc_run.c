@@ -370,9 +370,10 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
             (double)st.memory.slot_bytes / 1e6, st.memory.slots,
             (double)st.memory.largest_live_set / 1e6);
   if (st.backend.submits)
-    fprintf(stderr, "stats: %s: %llu submits, %.1f ms GPU time (timestamp queries) | weights "
-            "uploaded at open %.2f MB\n", vlmc_session_backend(s),
-            (unsigned long long)st.backend.submits, st.backend.device_seconds * 1e3,
+    fprintf(stderr, "stats: %s: %llu submits, %.1f ms GPU time (timestamp queries), %.1f ms "
+            "of host time recording dispatches | weights uploaded at open %.2f MB\n",
+            vlmc_session_backend(s), (unsigned long long)st.backend.submits,
+            st.backend.device_seconds * 1e3, st.backend.record_seconds * 1e3,
             (double)st.memory.params_uploaded / 1e6);
   print_transfers(&st);
   if (!r->stopped_on_eos)
