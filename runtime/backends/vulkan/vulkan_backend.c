@@ -37,6 +37,7 @@ enum {
    * batch (no submit and wait of their own); the ring holds UPLOAD_RING bytes a batch. */
   SMALL_UPLOAD = 64 << 10,
   UPLOAD_RING = 1 << 20,
+  HAZARD_SLOTS = 32, /* buffers tracked between barriers (more: a barrier) */
 };
 /* A fence wait longer than this is reported as a hang (a kernel that never ends). */
 static const uint64_t kFenceTimeoutNs = 600ull * 1000000000ull;
@@ -123,6 +124,12 @@ typedef struct {
   size_t ring_used;
   bool recording;
   bool lost;
+  /* The buffers the dispatches since the last barrier wrote and read: a dispatch that touches
+   * none of them in a conflicting way (read after write, write after read or write) needs no
+   * barrier, and may overlap on the device with the ones before it (a decode step's q, k and
+   * v projections; its two ropes and two KV appends). */
+  VkBuffer written[HAZARD_SLOTS], read[HAZARD_SLOTS];
+  uint32_t num_written, num_read;
   uint32_t batch_dispatches;
   vlmc_vk_pipeline_cache_t cache;
   uint64_t calls, submits;
@@ -294,6 +301,7 @@ static void vk_buffer_free(vlmc_backend_t *base, vlmc_buffer_t *buf) {
 /* ---- the batch: one command buffer, submitted at download / synchronize ---- */
 
 static void full_barrier(vk_backend_t *b) {
+  b->num_written = b->num_read = 0;
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -670,6 +678,7 @@ static vlmc_status_t take_grown_cache(vk_backend_t *b, vlmc_rt_value_t *cache, v
     vk_buffer_free(&b->base, buf); /* after the batch */
     buf = bigger;
   }
+  buf->size = need; /* the value's bytes now (the capacity may hold more) */
   out->buffer = buf;
   out->owned = true;
   cache->buffer = NULL;
@@ -689,6 +698,27 @@ static vlmc_status_t check_range(const vk_backend_t *b, const kernel_t *k,
 }
 
 static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c);
+
+static bool listed(const VkBuffer *list, uint32_t n, VkBuffer buf) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (list[i] == buf) return true;
+  return false;
+}
+
+/* Whether a dispatch reading buffers[0 .. num_inputs) and writing buffers[num_inputs] must
+ * wait for the dispatches recorded since the last barrier. */
+static bool needs_barrier(const vk_backend_t *b, vlmc_buffer_t *const *buffers, uint32_t num_inputs) {
+  VkBuffer out = buffers[num_inputs]->buffer;
+  if (listed(b->written, b->num_written, out) || listed(b->read, b->num_read, out)) return true;
+  for (uint32_t i = 0; i < num_inputs; ++i)
+    if (listed(b->written, b->num_written, buffers[i]->buffer)) return true;
+  return b->num_written + 1 > HAZARD_SLOTS || b->num_read + num_inputs > HAZARD_SLOTS;
+}
+
+static void note_access(vk_backend_t *b, vlmc_buffer_t *const *buffers, uint32_t num_inputs) {
+  b->written[b->num_written++] = buffers[num_inputs]->buffer;
+  for (uint32_t i = 0; i < num_inputs; ++i) b->read[b->num_read++] = buffers[i]->buffer;
+}
 
 /* Records one dispatch (the host time it takes is --stats' "recording"). */
 static vlmc_status_t vk_run_region(vlmc_backend_t *base, const vlmc_region_call_t *c) {
@@ -732,9 +762,10 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
   if (b->profile_pool && b->recording && b->batch_dispatches == PROFILE_DISPATCHES)
     VLMC_RETURN_IF_ERROR(flush(b)); /* the profile's queries are used up */
   VLMC_RETURN_IF_ERROR(begin_batch(b));
-  /* Every dispatch may read what the one before wrote: a full barrier (simple, correct;
-   * tracking which buffers each dispatch touches would drop most of them). */
-  if (b->batch_dispatches) full_barrier(b);
+  /* A barrier only where this dispatch reads or writes what the ones since the last barrier
+   * wrote, or writes what they read (needs_barrier). */
+  if (needs_barrier(b, buffers, c->num_inputs)) full_barrier(b);
+  note_access(b, buffers, c->num_inputs);
   b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
   VLMC_RETURN_IF_ERROR(bind_buffers(b, k, buffers, c->num_inputs + 1));
   b->vk.vkCmdPushConstants(b->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
