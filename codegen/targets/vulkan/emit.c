@@ -222,6 +222,15 @@ int vlmc_vk_emit_open_unit(vlmc_kernel_emit_t *e) {
   return unit;
 }
 
+int vlmc_vk_emit_open_group_unit(vlmc_kernel_emit_t *e) {
+  const vlmc_vk_emit_t *vk = e->target;
+  if (vk->units_per_group != 1) vlmc_kernel_emit_fail(e, "a workgroup per unit needs units_per_group 1");
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end));
+  return first;
+}
+
 void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end) {
   const vlmc_vk_emit_t *vk = e->target;
   *first = first_unit(e);
@@ -510,6 +519,18 @@ void vlmc_vk_emit_yield_f32(vlmc_kernel_emit_t *e, int n, const int *values) {
   for (int a = 0; a < n; ++a) vlmc_strbuf_puts(&line, a ? ", f32" : "f32");
   vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   vlmc_strbuf_deinit(&line);
+}
+
+void vlmc_vk_emit_close_f32_loop(vlmc_kernel_emit_t *e, int results, int n, const int *values,
+                                 int *out) {
+  vlmc_vk_emit_yield_f32(e, n, values);
+  vlmc_kernel_emit_line(e, "}");
+  int zero = vlmc_kernel_emit_f32(e, 0);
+  for (int a = 0; a < n; ++a) { /* %r#i is not a name the helpers can take: copy it */
+    out[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", out[a], results, a,
+                          zero);
+  }
 }
 
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt) {

@@ -152,6 +152,13 @@ int vlmc_vk_emit_open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step
                                const int *init, int *iv, int *inner);
 /* "scf.yield values... : f32, ..." (the loop's closing brace is the caller's). */
 void vlmc_vk_emit_yield_f32(vlmc_kernel_emit_t *e, int n, const int *values);
+/* Yields values[0 .. n), closes the loop opened by vlmc_vk_emit_open_f32_loop (its results
+ * %r), and sets out[i] to %r#i as a plain SSA (values and out may be the same array). */
+void vlmc_vk_emit_close_f32_loop(vlmc_kernel_emit_t *e, int results, int n, const int *values,
+                                 int *out);
+/* An open group of units_per_group == 1 (a workgroup per unit): its unit, under
+ * `scf.if unit < work {` (uniform over the workgroup; the template closes it with "}"). */
+int vlmc_vk_emit_open_group_unit(vlmc_kernel_emit_t *e);
 /* The rows of x (the product of its leading dims) when all are static, else -1. */
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt);
 

@@ -119,12 +119,8 @@ static int head_reduce(const decode_t *D, int shared, const char *op, int init) 
   vlmc_kernel_emit_t *e = D->e;
   int base = mul(e, D->h, idx(e, D->lanes)), j, inner;
   int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, D->lanes), idx(e, 1), 1, &init, &j, &inner);
-  int next = fop(e, op, inner, vlmc_vk_emit_shared_load(e, shared, add(e, base, j)));
-  vlmc_vk_emit_yield_f32(e, 1, &next);
-  vlmc_kernel_emit_line(e, "}");
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#0, " VLMC_SSA " : f32", v, res,
-                        vlmc_kernel_emit_f32(e, 0));
+  int next = fop(e, op, inner, vlmc_vk_emit_shared_load(e, shared, add(e, base, j))), v;
+  vlmc_vk_emit_close_f32_loop(e, res, 1, &next, &v);
   return v; /* R >= 1: the loop runs */
 }
 
@@ -172,8 +168,8 @@ static int emit_score(const decode_t *D, const int *q, int c0) {
                              vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
-/* Step 3: the chunk's weighted value rows into the accumulators (keys c0 .. c0 + n - 1, all
- * inside the row's range; n >= 1). */
+/* Step 3: the chunk's weighted value rows into the accumulators (keys c0 .. c0 + n - 1 are
+ * the row's; n >= 1). */
 static void emit_values(const decode_t *D, int c0, int n, int *acc) {
   vlmc_kernel_emit_t *e = D->e;
   /* KEYS_UNROLLED keys a step, their loads issued together; a key past the row's has weight
@@ -200,14 +196,7 @@ static void emit_values(const decode_t *D, int c0, int n, int *acc) {
     next[a] = inner[a];
     for (int64_t u = 0; u < step; ++u) next[a] = vlmc_vk_emit_fma(e, w[u], v[u][a], next[a]);
   }
-  vlmc_vk_emit_yield_f32(e, (int)D->acc, next);
-  vlmc_kernel_emit_line(e, "}");
-  int zero = vlmc_kernel_emit_f32(e, 0);
-  for (int64_t a = 0; a < D->acc; ++a) {
-    acc[a] = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%lld, " VLMC_SSA " : f32", acc[a], res,
-                          (long long)a, zero);
-  }
+  vlmc_vk_emit_close_f32_loop(e, res, (int)D->acc, next, acc);
 }
 
 /* One chunk of keys at c0, carrying state = [m, l, acc...] (in place). */
@@ -257,15 +246,9 @@ static void emit_unit(decode_t *D) {
   for (int a = 1; a < n; ++a) init[a] = vlmc_kernel_emit_f32(e, 0);
   int res = vlmc_vk_emit_open_f32_loop(e, D->start, D->end, idx(e, D->chunk), n, init, &c0, inner);
   emit_chunk(D, q, c0, inner);
-  vlmc_vk_emit_yield_f32(e, n, inner);
-  vlmc_kernel_emit_line(e, "}");
   int state[2 + MAX_ACC];
-  for (int a = 0; a < n; ++a) {
-    int v = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", v, res, a,
-                          vlmc_kernel_emit_f32(e, 0));
-    state[a] = vlmc_vk_emit_guard_empty(e, D->start, D->end, v, init[a], "f32");
-  }
+  vlmc_vk_emit_close_f32_loop(e, res, n, inner, state);
+  for (int a = 0; a < n; ++a) state[a] = vlmc_vk_emit_guard_empty(e, D->start, D->end, state[a], init[a], "f32");
   emit_store(D, state);
 }
 
@@ -301,10 +284,7 @@ vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
   D.red = vlmc_vk_emit_shared(e, "f32", D.threads);
   D.ps = vlmc_vk_emit_shared(e, "f32", D.group * D.chunk);
   D.ks = vlmc_vk_emit_shared(e, "f32", D.chunk * D.stride + 1);
-  int first, end;
-  vlmc_vk_emit_group_units(e, &first, &end);
-  /* Nothing to do past the work: uniform over the group. */
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end));
+  int first = vlmc_vk_emit_open_group_unit(e);
   D.i = vlmc_kernel_emit_index_op(e, "arith.divui", first, idx(e, D.kv_heads));
   D.g = vlmc_kernel_emit_index_op(e, "arith.remui", first, idx(e, D.kv_heads));
   emit_unit(&D);

@@ -123,22 +123,7 @@ static int open_state_loop(const lanes_attention_t *A, int from, int to, int ste
 
 /* Yields *next, closes the loop; *out gets its results. */
 static void close_state_loop(const lanes_attention_t *A, const state_t *next, int results, state_t *out) {
-  vlmc_kernel_emit_t *e = A->e;
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  for (int r = 0; r < state_count(A); ++r) vlmc_strbuf_printf(&line, "%s%%v%d", r ? ", " : "", next->v[r]);
-  vlmc_strbuf_puts(&line, " : ");
-  state_types(A, &line);
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_strbuf_deinit(&line);
-  int zero = vlmc_kernel_emit_f32(e, 0);
-  for (int r = 0; r < state_count(A); ++r) {
-    int value = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", value, results, r, zero);
-    out->v[r] = value;
-  }
+  vlmc_vk_emit_close_f32_loop(A->e, results, state_count(A), next->v, out->v);
 }
 
 /* ---- one chunk of keys ---- */

@@ -73,14 +73,6 @@ static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, in
   return vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
 }
 
-/* Result i of a multi-result op as an SSA usable by the helpers: %v = arith.addf %r#i, 0. */
-static int result_of(vlmc_kernel_emit_t *e, int results, int i) {
-  int v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", v, results, i,
-                        vlmc_kernel_emit_f32(e, 0));
-  return v;
-}
-
 /* y[row, col] = acc (+ b[col]) through the epilogue, when `ok`. */
 static void store_output(const linear_t *L, int ok, int row, int col, int acc) {
   vlmc_kernel_emit_t *e = L->e;
@@ -134,14 +126,10 @@ static void emit_tiled(const linear_t *L) {
       int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
       next[j] = vlmc_vk_emit_fma(e, xv, wv, sums[j]);
     }
-    vlmc_vk_emit_yield_f32(e, ROWS_PER_THREAD, next);
-    vlmc_kernel_emit_line(e, "}");
-    vlmc_vk_emit_barrier(e);
     int carried[ROWS_PER_THREAD];
-    for (int j = 0; j < ROWS_PER_THREAD; ++j) carried[j] = result_of(e, dots, j);
-    vlmc_vk_emit_yield_f32(e, ROWS_PER_THREAD, carried);
-    vlmc_kernel_emit_line(e, "}");
-    for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = result_of(e, results, j);
+    vlmc_vk_emit_close_f32_loop(e, dots, ROWS_PER_THREAD, next, carried);
+    vlmc_vk_emit_barrier(e);
+    vlmc_vk_emit_close_f32_loop(e, results, ROWS_PER_THREAD, carried, acc);
   }
   int col = add(e, L->n0, tx);
   int col_ok = vlmc_vk_emit_cmp(e, "slt", col, L->n_end);
@@ -154,24 +142,30 @@ static void emit_tiled(const linear_t *L) {
 
 /* ---- M == 1: the GEMV ---- */
 
-/* This invocation's partial dot products of the 4 features from n0 (a feature past N reads
- * row N - 1; its result is not stored): k = tid, tid + threads, ... one element at a time. */
+/* Where the weight rows of the 4 features from n0 start, in elements of `row_len` (a feature
+ * past N reads row N - 1; its result is not stored). */
+static void weight_rows(const linear_t *L, int n0, int row_len, int *w_row) {
+  vlmc_kernel_emit_t *e = L->e;
+  int last = idx(e, L->n - 1);
+  for (int j = 0; j < UNIT; ++j)
+    w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), row_len);
+}
+
+/* This invocation's partial dot products of the 4 features from n0: k = tid, tid + threads,
+ * ... one element at a time. */
 static void gemv_partials(const linear_t *L, int n0, int *partial) {
   vlmc_kernel_emit_t *e = L->e;
-  int zero = vlmc_kernel_emit_f32(e, 0), last = idx(e, L->n - 1);
+  int zero = vlmc_kernel_emit_f32(e, 0);
   int w_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], k;
-  for (int j = 0; j < UNIT; ++j) {
-    w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), idx(e, L->k));
-    init[j] = zero;
-  }
+  for (int j = 0; j < UNIT; ++j) init[j] = zero;
+  weight_rows(L, n0, idx(e, L->k), w_row);
   int results = vlmc_vk_emit_open_f32_loop(e, L->tid, idx(e, L->k), idx(e, L->threads), UNIT, init, &k, inner);
   int xv = vlmc_kernel_emit_load(e, L->x, k);
   for (int j = 0; j < UNIT; ++j)
     next[j] = vlmc_vk_emit_fma(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
-  vlmc_vk_emit_yield_f32(e, UNIT, next);
-  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_close_f32_loop(e, results, UNIT, next, partial);
   for (int j = 0; j < UNIT; ++j)
-    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, idx(e, L->k), result_of(e, results, j), zero, "f32");
+    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, idx(e, L->k), partial[j], zero, "f32");
 }
 
 /* The same with a bf16 weight read 16 bytes (8 elements) per load, for K a multiple of 8:
@@ -180,12 +174,10 @@ static void gemv_partials(const linear_t *L, int n0, int *partial) {
  * GEMV is bound by the loads in flight. */
 static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
   vlmc_kernel_emit_t *e = L->e;
-  int zero = vlmc_kernel_emit_f32(e, 0), last = idx(e, L->n - 1), words = idx(e, L->k / 8);
+  int zero = vlmc_kernel_emit_f32(e, 0), words = idx(e, L->k / 8);
   int w_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], k8;
-  for (int j = 0; j < UNIT; ++j) {
-    w_row[j] = mul(e, vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, n0, idx(e, j)), last), words);
-    init[j] = zero;
-  }
+  for (int j = 0; j < UNIT; ++j) init[j] = zero;
+  weight_rows(L, n0, words, w_row);
   int results = vlmc_vk_emit_open_f32_loop(e, L->tid, words, idx(e, 2 * L->threads), UNIT, init, &k8, inner);
   int at[2], ok[2], xv[2][8], wv[2][UNIT][8];
   at[0] = k8;
@@ -204,10 +196,9 @@ static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
     for (int c = 0; c < 8; ++c) both = vlmc_vk_emit_fma(e, xv[1][c], wv[1][j][c], both);
     next[j] = vlmc_vk_emit_select(e, ok[1], both, first, "f32"); /* the second word past the row: dropped */
   }
-  vlmc_vk_emit_yield_f32(e, UNIT, next);
-  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_close_f32_loop(e, results, UNIT, next, partial);
   for (int j = 0; j < UNIT; ++j)
-    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, words, result_of(e, results, j), zero, "f32");
+    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, words, partial[j], zero, "f32");
 }
 
 /* Per unit (4 features) of [first, end): the partials, 4 subgroup reductions, one partial per
@@ -335,13 +326,11 @@ vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e) {
   int kj = add(e, k0, j);
   int yv = load_or_zero(e, y, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
   int next = vlmc_vk_emit_fma(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
-  vlmc_vk_emit_yield_f32(e, 1, &next);
-  vlmc_kernel_emit_line(e, "}");
+  int carried, total;
+  vlmc_vk_emit_close_f32_loop(e, part, 1, &next, &carried);
   vlmc_vk_emit_barrier(e);
-  int carried = result_of(e, part, 0);
-  vlmc_vk_emit_yield_f32(e, 1, &carried);
-  vlmc_kernel_emit_line(e, "}");
-  int total = vlmc_vk_emit_guard_empty(e, idx(e, 0), kk, result_of(e, sum, 0), zero, "f32");
+  vlmc_vk_emit_close_f32_loop(e, sum, 1, &carried, &total);
+  total = vlmc_vk_emit_guard_empty(e, idx(e, 0), kk, total, zero, "f32");
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", n_ok);
   vlmc_kernel_emit_finish_element(e, total, add(e, mul(e, row, nn), n));
   vlmc_kernel_emit_line(e, "}");

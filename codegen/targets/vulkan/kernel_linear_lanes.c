@@ -74,13 +74,7 @@ static int open_acc_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int 
 
 /* Yields acc[], closes the loop, and makes acc[] its results (as plain SSA values). */
 static void close_acc_loop(vlmc_kernel_emit_t *e, int results, int n, int *acc) {
-  vlmc_vk_emit_yield_f32(e, n, acc);
-  vlmc_kernel_emit_line(e, "}");
-  int zero = vlmc_kernel_emit_f32(e, 0);
-  for (int a = 0; a < n; ++a) {
-    acc[a] = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : f32", acc[a], results, a, zero);
-  }
+  vlmc_vk_emit_close_f32_loop(e, results, n, acc, acc);
 }
 
 /* y[row, col] = acc (+ bias) through the epilogue, when `ok`. */

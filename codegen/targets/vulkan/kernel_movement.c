@@ -94,10 +94,7 @@ static int open_unit_loop(vlmc_kernel_emit_t *e) {
     return vlmc_vk_emit_open_unit(e);
   }
   vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
-  int first, end;
-  vlmc_vk_emit_group_units(e, &first, &end);
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", first, end, "index"));
-  return first;
+  return vlmc_vk_emit_open_group_unit(e);
 }
 
 /* Where this invocation starts a row and its step along it. */
@@ -415,8 +412,6 @@ vlmc_status_t vlmc_vk_kernel_transpose(vlmc_kernel_emit_t *e) {
   return NULL;
 }
 
-/* One work unit per row of the result: the cache's rows, then the new ones. The kernel copies
- * the whole cache (the runtime gives it a fresh output buffer). */
 /* kv_cache_append: units are the result's rows, new rows first: unit u < S writes row C + u
  * from rows[u], unit S + j copies the cache's row j. So a dispatch of only the first S units
  * appends the new rows to a cache grown in place (the vulkan backend does that when the

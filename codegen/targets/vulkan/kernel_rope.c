@@ -233,10 +233,7 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
     vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
     int freq, planes;
     emit_tables(&R, inv_freq, plane, &freq, &planes);
-    int t, end;
-    vlmc_vk_emit_group_units(e, &t, &end);
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", t, end));
-    emit_token(&R, t, freq, planes, plane[0]);
+    emit_token(&R, vlmc_vk_emit_open_group_unit(e), freq, planes, plane[0]);
     vlmc_kernel_emit_line(e, "}");
   }
   free(plane);
