@@ -336,6 +336,15 @@ uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region) {
   return region->num_ops - 1;
 }
 
+int vlmc_dispatch_append_cache_input(const vlmc_dispatch_region_t *region) {
+  const vlmc_op_t *anchor = region->ops[vlmc_dispatch_anchor_index(region)];
+  if (anchor != region->ops[region->num_ops - 1] || anchor->kind != VLMC_OP_KV_CACHE_APPEND)
+    return -1;
+  for (uint32_t i = 0; i < region->num_inputs; ++i)
+    if (region->inputs[i] == anchor->operands[0]) return (int)i;
+  return -1;
+}
+
 bool vlmc_type_count_dim(const vlmc_type_t *type, vlmc_dim_t *out) {
   vlmc_dim_t symbolic = vlmc_dim_static(1);
   int64_t fixed = 1;

@@ -71,6 +71,10 @@ int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *region, uint32_t an
 /* The index in region->ops of the anchor: the first member that is not a prologue op of an
  * input; the root when every member is one. Its kind picks the kernel template. */
 uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region);
+/* For a region that is a kv_cache_append without epilogue (the anchor is the root): the
+ * region input it reads its cache from directly (not through a prologue), which a backend
+ * may grow in place; -1 for any other region. */
+int vlmc_dispatch_append_cache_input(const vlmc_dispatch_region_t *region);
 /* The element count of a type as one dim expression (the symbolic dim times the static
  * rest); false when it has two symbolic dims. */
 bool vlmc_type_count_dim(const vlmc_type_t *type, vlmc_dim_t *out);

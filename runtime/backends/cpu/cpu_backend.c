@@ -151,9 +151,8 @@ static void place_dispatch(vlmc_cpu_backend_t *b, const vlmc_kernel_table_dispat
   const vlmc_dispatch_region_t *region = vlmc_dispatch_find(&t->regions, from->dispatch);
   dispatch_t *d = &t->by_id[from->dispatch];
   d->kernel = &b->kernels[from->kernel];
-  const vlmc_op_t *anchor = region->ops[0];
-  d->append_in_place = region->num_ops == 1 && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
-                       region->inputs[0] == anchor->operands[0] &&
+  /* the in-place path takes a region that is the append alone, its cache input 0 */
+  d->append_in_place = region->num_ops == 1 && vlmc_dispatch_append_cache_input(region) == 0 &&
                        !strcmp(d->kernel->template_name, "kv_cache_append");
   d->work = vlmc_kernel_table_work_dim(&from->work);
   d->scale = from->work.scale;

@@ -233,8 +233,6 @@ static void buffer_destroy(vk_backend_t *b, vlmc_buffer_t *buf) {
   memset(buf, 0, sizeof *buf);
 }
 
-/* One allocation per buffer (simple; a suballocator would cut vkAllocateMemory calls, which
- * matter on drivers with a low maxMemoryAllocationCount, not on lavapipe). */
 /* A kept buffer of at least `bytes` and at most twice that (plus a page), or NULL. */
 static vlmc_buffer_t *take_reusable(vk_backend_t *b, size_t bytes) {
   for (size_t i = 0; i < b->num_reuse; ++i) {
@@ -260,6 +258,9 @@ static void release_buffer(vk_backend_t *b, vlmc_buffer_t *buf) {
   free(buf);
 }
 
+/* One allocation per buffer (simple; a suballocator would cut vkAllocateMemory calls, which
+ * matter on drivers with a low maxMemoryAllocationCount, not on lavapipe), unless a freed one
+ * can be taken again. */
 static vlmc_status_t vk_buffer_alloc(vlmc_backend_t *base, size_t bytes, vlmc_buffer_t **out) {
   vk_backend_t *b = (vk_backend_t *)base;
   if ((*out = take_reusable(b, bytes)) != NULL) return NULL;
@@ -951,16 +952,11 @@ static vlmc_status_t place_dispatches(vk_backend_t *b, const vlmc_kernel_table_t
     d->kernel = &b->kernels[b->runs_as[from->kernel]];
     d->work = vlmc_kernel_table_work_dim(&from->work);
     d->scale = from->work.scale;
-    const vlmc_dispatch_region_t *region =
-        vlmc_dispatch_find(&b->funcs[from->func_index].regions, from->dispatch);
-    /* The anchor is the root (no epilogue) and reads the cache as a region input itself; the
-     * new rows may come through a prologue (an f16 program's cast to the cache's dtype). */
-    const vlmc_op_t *anchor = region->ops[vlmc_dispatch_anchor_index(region)];
-    d->cache_input = -1;
-    if (anchor == region->ops[region->num_ops - 1] && anchor->kind == VLMC_OP_KV_CACHE_APPEND &&
-        !strcmp(d->kernel->info.template_name, "kv_cache_append"))
-      for (uint32_t in = 0; in < region->num_inputs; ++in)
-        if (region->inputs[in] == anchor->operands[0]) d->cache_input = (int)in;
+    /* The new rows may come through a prologue (an f16 program's cast to the cache's dtype). */
+    d->cache_input = !strcmp(d->kernel->info.template_name, "kv_cache_append")
+                         ? vlmc_dispatch_append_cache_input(vlmc_dispatch_find(
+                               &b->funcs[from->func_index].regions, from->dispatch))
+                         : -1;
   }
   b->num_dispatches = table->num_dispatches;
   return NULL;
