@@ -3,6 +3,7 @@
  * here, below both the code generator that writes a table and the runtime that checks one,
  * so that the two compute them the same way: a table whose work count or storage differs
  * from what the program implies is refused, never run. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,12 +22,16 @@ vlmc_dtype_t vlmc_kernel_output_storage(const vlmc_value_t *v) {
   return vlmc_dtype_info(v->type.dtype)->is_float ? VLMC_DTYPE_F32 : VLMC_DTYPE_I64;
 }
 
+/* The templates that take each anchor kind: the first is the one every target knows
+ * (vlmc_kernel_template_for); a later one of the same kind splits the same region's work
+ * another way, for a target that asks for it by name. */
 static const struct {
   vlmc_op_kind_t kind;
   const char *name;
 } kTemplates[] = {
     {VLMC_OP_RESHAPE, "copy"},
     {VLMC_OP_LINEAR, "linear"},
+    {VLMC_OP_LINEAR, "linear_tiles"},
     {VLMC_OP_MATMUL, "matmul"},
     {VLMC_OP_RMS_NORM, "rms_norm"},
     {VLMC_OP_LAYER_NORM, "layer_norm"},
@@ -55,6 +60,19 @@ const char *vlmc_kernel_template_for(const vlmc_dispatch_region_t *region) {
   return NULL;
 }
 
+/* Whether template `name` may take the region: the default one, or another of the same
+ * anchor kind (elementwise anchors have "elementwise" only). */
+static bool template_takes(const vlmc_dispatch_region_t *region, const char *name) {
+  const char *first = vlmc_kernel_template_for(region);
+  if (!first) return false;
+  if (!strcmp(first, name)) return true;
+  vlmc_op_kind_t kind = anchor_of(region)->kind;
+  if (vlmc_op_info(kind)->flags & VLMC_OP_FLAG_ELEMENTWISE) return false;
+  for (size_t i = 0; i < sizeof kTemplates / sizeof kTemplates[0]; ++i)
+    if (kTemplates[i].kind == kind && !strcmp(kTemplates[i].name, name)) return true;
+  return false;
+}
+
 /* ---- work counts ---- */
 
 /* The element count of dims [from, to) of `type` minus dim `skip` (-1: none). */
@@ -76,6 +94,15 @@ static vlmc_status_t linear_work(const vlmc_op_t *op, vlmc_dim_t *units) {
   *units = vlmc_dim_static((w->dims[0].off + VLMC_KERNEL_LINEAR_UNIT - 1) /
                            VLMC_KERNEL_LINEAR_UNIT);
   return NULL;
+}
+
+/* linear_tiles: one unit per (row of x, block of VLMC_KERNEL_LINEAR_UNIT features), so that
+ * the work grows with the rows and a kernel can split both axes into tiles. */
+static vlmc_status_t linear_tiles_work(const vlmc_op_t *op, vlmc_dim_t *units, int64_t *scale) {
+  VLMC_RETURN_IF_ERROR(linear_work(op, units));
+  *scale = units->off;
+  const vlmc_type_t *x = &op->operands[0]->type;
+  return count_rows(x, x->rank ? x->rank - 1 : 0, -1, units);
 }
 
 /* One unit per (query row, kv head): a GQA group reads its cache rows once. */
@@ -105,6 +132,7 @@ static vlmc_status_t work_of(const char *t, const vlmc_op_t *op, vlmc_dim_t *uni
   if (!strcmp(t, "elementwise") || !strcmp(t, "copy") || !strcmp(t, "argmax"))
     return count_rows(out, out->rank, -1, units); /* one unit per output element */
   if (!strcmp(t, "linear")) return linear_work(op, units);
+  if (!strcmp(t, "linear_tiles")) return linear_tiles_work(op, units, scale);
   if (!strcmp(t, "attention")) return attention_work(op, units, scale);
   if (!strcmp(t, "softmax")) return softmax_work(op, units);
   if (!strcmp(t, "rms_norm") || !strcmp(t, "layer_norm")) /* one unit per row */
@@ -131,7 +159,7 @@ vlmc_status_t vlmc_kernel_work(const vlmc_dispatch_region_t *region, const char 
                                vlmc_dim_t *units, int64_t *scale) {
   const vlmc_op_t *anchor = anchor_of(region);
   const char *expected = vlmc_kernel_template_for(region);
-  if (!expected || strcmp(expected, template_name) != 0)
+  if (!expected || !template_takes(region, template_name))
     return vlmc_status_make(VLMC_PARSE_ERROR, "template '%s' does not take this region (its "
                             "anchor '%s' is written by %s%s%s)", template_name,
                             vlmc_op_info(anchor->kind)->mnemonic, expected ? "'" : "no template",

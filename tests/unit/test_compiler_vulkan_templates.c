@@ -1,5 +1,5 @@
 /* The vulkan target's hot templates keep their GPU structure (codegen/targets/vulkan/
- * kernel_linear.c, kernel_norm.c, kernel_attention.c, kernel_attention_decode.c): the workgroup shapes and units per
+ * kernel_linear.c, kernel_linear_tiles.c, kernel_norm.c, kernel_attention.c, kernel_attention_decode.c): the workgroup shapes and units per
  * group their comments promise, subgroup reductions where they reduce (the table's
  * subgroupArithmetic feature comes from the SPIR-V capabilities actually used), workgroup
  * memory where they tile, and at most the 16 KiB of workgroup memory every Vulkan device has,
@@ -18,8 +18,8 @@ static const char kProgram[] =
     "param @g : f32[300]\n"
     "func @k(%x: f32[S,300], %q: f32[S,16,80], %kk: f32[S,16,80], %v: f32[S,16,80],\n"
     "        %cu: i64[W], %dq: f32[1,16,128], %dk: f32[T,2,128], %dv: f32[T,2,128],\n"
-    "        %m: f32[S,7,9], %a: f32[S,5], %b: f32[5,6])\n"
-    "    -> (f32[S,40], f32[S,16,80], f32[1,16,128], f32[S,7,9], f32[S,6]) {\n"
+    "        %m: f32[S,7,9], %a: f32[S,5], %b: f32[5,6], %dx: f32[1,300])\n"
+    "    -> (f32[S,40], f32[S,16,80], f32[1,16,128], f32[S,7,9], f32[S,6], f32[1,40]) {\n"
     "  %0 = param @g : f32[300]\n"
     "  %1 = rms_norm %x, %0 {eps=1e-6} : f32[S,300]\n"
     "  %2 = param @w : bf16[40,300]\n"
@@ -29,7 +29,8 @@ static const char kProgram[] =
     "  %6 = attention %dq, %dk, %dv {causal=true} : f32[1,16,128]\n"
     "  %7 = softmax %m {axis=1} : f32[S,7,9]\n"
     "  %8 = matmul %a, %b : f32[S,6]\n"
-    "  return %4, %5, %6, %7, %8\n"
+    "  %9 = linear %dx, %3 : f32[1,40]\n"
+    "  return %4, %5, %6, %7, %8, %9\n"
     "}\n";
 
 static int64_t int_field(const vlmc_kernel_table_kernel_t *k, const char *key) {
@@ -92,8 +93,13 @@ static void test_hot_templates_keep_their_gpu_structure(void) {
     /* a row per 128-invocation workgroup; partials reduced by subgroup, then in memory */
     expect_shape(find(&t, "rms_norm", 2), "rms_norm", 128, 1, true, 0);
     expect_shape(find(&t, "softmax", 1), "softmax", 128, 1, true, 0);
-    /* 16 features per 256 invocations: x / W tiles and the GEMV's partials in memory */
-    expect_shape(find(&t, "linear", 2), "linear", 256, 4, true, 4 * (64 * 16 + 16 * 17));
+    /* 64 x 64 output tiles by 256 invocations, a quarter tile's units a group; the x and W
+     * tiles of 16 k (stride 65) in memory */
+    expect_shape(find(&t, "linear_tiles", 2), "linear_tiles", 256, 64 * 64 / 4 / 4, false,
+                 4 * 2 * 16 * 65 - 1);
+    /* the decode GEMV: a unit (4 features) per 128 invocations, the subgroups' partials in
+     * memory */
+    expect_shape(find(&t, "linear", 2), "decode linear", 128, 1, true, 4 * 2 * 4 * 128 - 1);
     /* vision: an invocation per (row, head) slot, 64 query rows share each K/V tile (24 keys
      * of 80 + 80), over the 16 kv heads in turn */
     expect_shape(find(&t, "attention", 4), "vision attention", 64, 64 * 16, false,

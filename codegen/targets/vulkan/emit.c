@@ -254,20 +254,40 @@ int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at) {
   return v;
 }
 
+/* The two bf16 halves of i32 word `word` widened to f32: the low half is the even element
+ * (little-endian), the high half the odd one. */
+static void unpack_bf16_word(vlmc_kernel_emit_t *e, int word, int out[2]) {
+  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : i32", lo, word, i32_constant(e, 16));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", hi, word,
+                        i32_constant(e, (int32_t)0xFFFF0000u));
+  out[0] = vlmc_kernel_emit_fresh(e);
+  out[1] = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[0], lo);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[1], hi);
+}
+
 void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]) {
-  int high = i32_constant(e, (int32_t)0xFFFF0000u), sixteen = i32_constant(e, 16);
   for (int w = 0; w < 4; ++w) {
-    int word = vlmc_kernel_emit_fresh(e), lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
+    int word = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : i32 from vector<4xi32>", word,
                           words, w);
-    /* element 2w is the low half (little-endian), 2w + 1 the high one */
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : i32", lo, word, sixteen);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", hi, word, high);
-    out[2 * w] = vlmc_kernel_emit_fresh(e);
-    out[2 * w + 1] = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[2 * w], lo);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", out[2 * w + 1], hi);
+    unpack_bf16_word(e, word, out + 2 * w);
   }
+}
+
+int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int out[2]) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (input < 0 || vlmc_kernel_emit_input_storage(e, (uint32_t)input) != VLMC_DTYPE_BF16 ||
+      (input < 32 && (vk->wide_inputs >> input) & 1)) {
+    vlmc_kernel_emit_fail(e, "word loads are for bf16 inputs read as 32-bit words (input %d)", input);
+    out[0] = out[1] = vlmc_kernel_emit_f32(e, 0);
+    return -1;
+  }
+  int word = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xi32>", word, input, word_at);
+  unpack_bf16_word(e, word, out);
+  return word;
 }
 
 /* ---- workgroup cooperation ---- */

@@ -94,6 +94,10 @@ int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at);
 /* The 8 bf16 elements of a vector<4xi32> from vlmc_vk_emit_load_words4, widened to f32. */
 void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]);
 
+/* The two bf16 elements of 32-bit word `word_at` of bf16 input `input` (elements 2 word_at
+ * and 2 word_at + 1), widened to f32 into out[]; returns the word (an i32 SSA). */
+int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int out[2]);
+
 /* ---- workgroup cooperation ---- */
 
 /* A workgroup-memory array of `count` elements of `type` ("f32", "i32", "i64"), declared

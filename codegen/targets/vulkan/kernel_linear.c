@@ -1,30 +1,18 @@
-/* linear: y[m, n] = sum_k x[m, k] W[n, k] (+ b[n]), then the epilogue; W is a static [N, K].
- * Work units are blocks of VLMC_KERNEL_LINEAR_UNIT (4) output features over all M rows, as on
- * the cpu; a workgroup of LIN_THREADS (256) invocations takes GROUP_UNITS (4) units, i.e. 16
- * features (N / 16 workgroups: 128 for a 2048-wide projection, enough to fill a large GPU),
- * and branches once, uniformly, on M at run time (a static M gets only its own path):
+/* linear with a single static row (a decode step's [1, K]): y[n] = sum_k x[k] W[n, k] (+ b[n]),
+ * then the epilogue; W is a static [N, K]. Any other x goes to kernel_linear_tiles.c (the
+ * "linear_tiles" template). Work units are blocks of VLMC_KERNEL_LINEAR_UNIT (4) output
+ * features, as on the cpu; a workgroup of GEMV_THREADS (128) per unit, N / 4 workgroups (16
+ * features per workgroup left a 2048-wide projection 128 workgroups, about one per SM of an
+ * H200, too few loads in flight: 0.6 TB/s against the lm_head's 1.9).
  *
- *  - M > 1 (prefill): a tiled matmul. Rows go in TILE_M (64) row tiles; per tile the K axis
- *    goes in TILE_K (16) steps, each staging a 64 x 16 tile of x and a 16 x 16 tile of W in
- *    workgroup memory (four x and one W element per invocation, coalesced along k), a
- *    barrier, 16 multiply-adds per accumulator out of workgroup memory, a barrier. Invocation
- *    (ty, tx) = (tid / 16, tid % 16) keeps the 4 accumulators of feature tx and rows ty,
- *    ty + 16, ty + 32, ty + 48 (the stores are coalesced along the features; the W tile has a
- *    padded stride of 17 against bank conflicts).
- *  - M == 1 (the decode GEMV, bound by the weight reads): per unit, every invocation takes
- *    k = tid, tid + 256, ... of the 4 weight rows (coalesced), or, with a bf16 weight and K a
- *    multiple of 8, 16-byte words of 8 elements (gemv_partials_wide), then 4 subgroup reductions, one
- *    partial per subgroup in workgroup memory, a barrier, and invocations 0..3 add up their
- *    feature's partials. The partials are double-buffered by unit parity, so one barrier per
- *    unit is enough (the next unit's writes go to the other buffer; the one after waits on the
- *    next barrier, which every reader of this one passes only after reading). A static M of 1
- *    (a decode step) gets a workgroup of GEMV_THREADS (128) per unit: N / 4 workgroups, where 16
- *    features per workgroup left a 2048-wide projection 128 workgroups, about one per SM of an
- *    H200, too few loads in flight (0.6 TB/s against the lm_head's 1.9).
- *
- * Out-of-range rows, k and features (the tile edges, N not a multiple of 16) are clamped to
- * element 0 and their value selected to 0 rather than branched around: no barrier or subgroup
- * operation ever sits under divergent control flow. Only the stores are guarded.
+ * The GEMV is bound by the weight reads: every invocation takes k = tid, tid + 128, ... of
+ * the 4 weight rows (coalesced), or, with a bf16 weight and K a multiple of 8, 16-byte words
+ * of 8 elements (gemv_partials_wide), then 4 subgroup reductions, one partial per subgroup in
+ * workgroup memory, a barrier, and invocations 0..3 add up their feature's partials. The
+ * partials are double-buffered by unit parity, so one barrier per unit is enough (the next
+ * unit's writes go to the other buffer; the one after waits on the next barrier, which every
+ * reader of this one passes only after reading). A feature past N reads row N - 1 and is not
+ * stored; no barrier or subgroup operation ever sits under divergent control flow.
  *
  * matmul: x [..., M, K] @ y [..., K, N] with equal batch dims, one work unit per output row;
  * a workgroup of MM_THREADS (64) per row: the x row is staged in chunks of 64 in workgroup
@@ -34,22 +22,14 @@
 
 enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
-  LIN_THREADS = 256,
-  GROUP_UNITS = 4,
-  GROUP_FEATURES = GROUP_UNITS * UNIT, /* 16: the W tile's rows and the invocations' tx */
-  TILE_M = 64,                          /* rows of the x tile */
-  TILE_K = 16,
-  PADDED_K = TILE_K + 1,                /* the W tile's row stride: no bank conflicts */
-  ROWS_PER_THREAD = TILE_M / (LIN_THREADS / GROUP_FEATURES), /* 4: rows ty + 16 j */
   MM_THREADS = 64,
-  GEMV_THREADS = 128, /* a static M of 1: one unit (4 features) per workgroup */
+  GEMV_THREADS = 128, /* one unit (4 features) per workgroup */
 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
   const vlmc_value_t *x, *w, *b;
   int64_t k, n;
-  int m;       /* index SSA: rows of x (the product of its leading dims) */
   int tid;     /* invocation index in the workgroup */
   int n0;      /* first feature of the group */
   int n_end;   /* one past the group's last feature: min(units end * 4, N) */
@@ -63,84 +43,13 @@ static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index
 static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
 
-
-
-
-
 /* Element `flat` of v when `ok`, else 0 (the index clamped to 0 so the load stays in bounds). */
 static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, int flat) {
   int at = vlmc_vk_emit_select(e, ok, flat, idx(e, 0), "index");
   return vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
 }
 
-/* y[row, col] = acc (+ b[col]) through the epilogue, when `ok`. */
-static void store_output(const linear_t *L, int ok, int row, int col, int acc) {
-  vlmc_kernel_emit_t *e = L->e;
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
-  if (L->b) acc = vlmc_kernel_emit_float_op(e, "arith.addf", acc, vlmc_kernel_emit_load(e, L->b, col), 0);
-  vlmc_kernel_emit_finish_element(e, acc, add(e, mul(e, row, idx(e, L->n)), col));
-  vlmc_kernel_emit_line(e, "}");
-}
-
-/* ---- M > 1: the tiled matmul ---- */
-
-/* Stages x[m0 .. m0+64, k0 .. k0+16] and W[n0 .. n0+16, k0 .. k0+16] (zeros outside). */
-static void stage_tiles(const linear_t *L, int xs, int ws, int m0, int ty, int tx, int k0) {
-  vlmc_kernel_emit_t *e = L->e;
-  int k = add(e, k0, tx);
-  int k_ok = vlmc_vk_emit_cmp(e, "slt", k, idx(e, L->k));
-  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
-    int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))); /* x tile row */
-    int row = add(e, m0, r);
-    int x_ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", row, L->m), k_ok);
-    int xv = load_or_zero(e, L->x, x_ok, add(e, mul(e, row, idx(e, L->k)), k));
-    vlmc_vk_emit_shared_store(e, xs, xv, add(e, mul(e, r, idx(e, TILE_K)), tx));
-  }
-  int feature = add(e, L->n0, ty);
-  int w_ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", feature, L->n_end), k_ok);
-  int wv = load_or_zero(e, L->w, w_ok, add(e, mul(e, feature, idx(e, L->k)), k));
-  vlmc_vk_emit_shared_store(e, ws, wv, add(e, mul(e, ty, idx(e, PADDED_K)), tx));
-}
-
-static void emit_tiled(const linear_t *L) {
-  vlmc_kernel_emit_t *e = L->e;
-  int xs = vlmc_vk_emit_shared(e, "f32", TILE_M * TILE_K);
-  int ws = vlmc_vk_emit_shared(e, "f32", GROUP_FEATURES * PADDED_K);
-  int ty = vlmc_kernel_emit_index_op(e, "arith.divui", L->tid, idx(e, GROUP_FEATURES));
-  int tx = vlmc_kernel_emit_index_op(e, "arith.remui", L->tid, idx(e, GROUP_FEATURES));
-  int m0 = vlmc_kernel_emit_for(e, idx(e, 0), L->m, idx(e, TILE_M));
-  int zero = vlmc_kernel_emit_f32(e, 0);
-  int acc[ROWS_PER_THREAD], init[ROWS_PER_THREAD], inner[ROWS_PER_THREAD];
-  for (int j = 0; j < ROWS_PER_THREAD; ++j) acc[j] = init[j] = zero;
-  if (L->k > 0) { /* static K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
-    int k0;
-    int results = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, L->k), idx(e, TILE_K), ROWS_PER_THREAD, init,
-                                &k0, inner);
-    stage_tiles(L, xs, ws, m0, ty, tx, k0);
-    vlmc_vk_emit_barrier(e);
-    int kk, sums[ROWS_PER_THREAD], next[ROWS_PER_THREAD];
-    int dots = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, TILE_K), idx(e, 1), ROWS_PER_THREAD, inner, &kk, sums);
-    int wv = vlmc_vk_emit_shared_load(e, ws, add(e, mul(e, tx, idx(e, PADDED_K)), kk));
-    for (int j = 0; j < ROWS_PER_THREAD; ++j) {
-      int r = add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD)));
-      int xv = vlmc_vk_emit_shared_load(e, xs, add(e, mul(e, r, idx(e, TILE_K)), kk));
-      next[j] = vlmc_vk_emit_fma(e, xv, wv, sums[j]);
-    }
-    int carried[ROWS_PER_THREAD];
-    vlmc_vk_emit_close_f32_loop(e, dots, ROWS_PER_THREAD, next, carried);
-    vlmc_vk_emit_barrier(e);
-    vlmc_vk_emit_close_f32_loop(e, results, ROWS_PER_THREAD, carried, acc);
-  }
-  int col = add(e, L->n0, tx);
-  int col_ok = vlmc_vk_emit_cmp(e, "slt", col, L->n_end);
-  for (int j = 0; j < ROWS_PER_THREAD; ++j) {
-    int row = add(e, m0, add(e, ty, idx(e, j * (TILE_M / ROWS_PER_THREAD))));
-    store_output(L, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", row, L->m), col_ok), row, col, acc[j]);
-  }
-  vlmc_kernel_emit_line(e, "}");
-}
-
-/* ---- M == 1: the GEMV ---- */
+/* ---- the GEMV ---- */
 
 /* Where the weight rows of the 4 features from n0 start, in elements of `row_len` (a feature
  * past N reads row N - 1; its result is not stored). */
@@ -248,8 +157,9 @@ static void emit_gemv(const linear_t *L, int first, int end) {
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                0, 0, -1, -1, -1, -1, LIN_THREADS, -1};
+                0, 0, -1, -1, -1, GEMV_THREADS, -1};
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
+  if (vlmc_vk_static_rows(xt) != 1) return vlmc_vk_kernel_linear_tiles(e); /* prefill, vision */
   if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
       wt->dims[0].off < 1) {
     vlmc_kernel_emit_fail(e, "linear: the vulkan kernel needs a static [N, K] weight with N >= 1");
@@ -259,34 +169,16 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.k = wt->dims[1].off;
   e->template_name = "linear";
   e->cost = 2 * L.k * UNIT * 64;
-  int64_t rows = vlmc_vk_static_rows(xt);
-  if (rows == 1) { /* a decode GEMV: a unit per workgroup, N / 4 workgroups to fill the GPU */
-    L.threads = GEMV_THREADS;
-    int w = vlmc_kernel_emit_source_input(e, L.w);
-    if (L.k % 8 == 0 && w >= 0 && w < 32 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16)
-      L.w_input = w;
-  }
-  vlmc_vk_emit_set_workgroup(e, (int)L.threads, 1, 1, rows == 1 ? 1 : GROUP_UNITS);
+  int w = vlmc_kernel_emit_source_input(e, L.w);
+  if (L.k % 8 == 0 && w >= 0 && w < 32 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16)
+    L.w_input = w;
+  vlmc_vk_emit_set_workgroup(e, (int)L.threads, 1, 1, 1);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
-  L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   L.n0 = mul(e, first, idx(e, UNIT));
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
-  /* A static M (a decode step's [1, K], a fixed-size input) needs one path only; otherwise
-   * both are written, and the workgroup memory of both declared at the kernel's top. */
-  if (rows == 1) {
-    emit_gemv(&L, first, end);
-  } else if (rows > 1) {
-    emit_tiled(&L);
-  } else {
-    int decode = vlmc_vk_emit_cmp(e, "eq", L.m, idx(e, 1));
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", decode);
-    emit_gemv(&L, first, end);
-    vlmc_kernel_emit_line(e, "} else {");
-    emit_tiled(&L);
-    vlmc_kernel_emit_line(e, "}");
-  }
+  emit_gemv(&L, first, end);
   return NULL;
 }
 

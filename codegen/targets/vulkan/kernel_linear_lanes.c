@@ -1,6 +1,6 @@
 /* linear for CPU devices (lavapipe): y[m, n] = sum_k x[m, k] W[n, k] (+ b[n]), then the
- * epilogue, with the same template name, work units (blocks of VLMC_KERNEL_LINEAR_UNIT = 4
- * output features over all M rows), inputs and rounding as vlmc_vk_kernel_linear, but shaped
+ * epilogue, with the same template names ("linear" for a static single row, else
+ * "linear_tiles"), work units, inputs and rounding as vlmc_vk_kernel_linear, but shaped
  * for llvmpipe rather than a GPU: no workgroup memory, no barriers, no subgroup operations.
  *
  * Why: llvmpipe (Mesa 22.3) runs a workgroup on one CPU thread, its invocations in SIMD
@@ -9,16 +9,17 @@
  * address made of constants and push constants only, outside all control flow). So what
  * counts is loads per FMA, and each invocation register-blocks (README.md, "Lanes variants"):
  *
- *  - M > 1: a workgroup of LANES (32) invocations takes UNITS (2) units, i.e. FEATURES (8)
- *    output features, and walks all M rows in steps of LANES * ROWS (128); invocation t
- *    keeps ROWS (4) x FEATURES accumulators, rows m0 + t + LANES * r. Per k it loads ROWS x
- *    values and FEATURES weights (the same addresses in every invocation, which a GPU
- *    broadcasts): 32 FMAs for 12 loads. The k loop is unrolled by K_UNROLL (8; the loop's
- *    mask bookkeeping is paid once per step), the K % K_UNROLL remainder written out (K is
- *    static).
- *  - M == 1 (the decode GEMV): invocation t takes GEMV_FEATURES (4) features n0 + t + LANES j
- *    (a static M of 1: 128 features, GEMV_UNITS units, a workgroup); x[k] is loaded once for
- *    the 4 (each W element feeds one FMA: a GEMV has nothing else to reuse), k unrolled alike.
+ *  - linear_tiles (any x but a single static row): tiles of TILE_ROWS (128) rows x FEATURES
+ *    (8) features, taken as in kernel_linear_tiles.c (workgroup g of G takes tiles g, g + G,
+ *    ...); a workgroup of LANES (32) invocations, invocation t keeps ROWS (4) x FEATURES
+ *    accumulators, rows m0 + t + LANES * r. Per k it loads ROWS x values and FEATURES
+ *    weights (the same addresses in every invocation, which a GPU broadcasts): 32 FMAs for 12
+ *    loads. The k loop is unrolled by K_UNROLL (8; the loop's mask bookkeeping is paid once
+ *    per step), the K % K_UNROLL remainder written out (K is static).
+ *  - linear with a static M of 1 (the decode GEMV): invocation t takes GEMV_FEATURES (4)
+ *    features n0 + t + LANES j (128 features, GEMV_UNITS units, a workgroup); x[k] is loaded
+ *    once for the 4 (each W element feeds one FMA: a GEMV has nothing else to reuse), k
+ *    unrolled alike.
  *
  * Rows past M and features past N are clamped to the last one (their loads stay in bounds and
  * the lanes in lockstep), and only the stores are guarded. Accumulation is f32 FMAs in k
@@ -35,9 +36,10 @@ enum {
    * under the limit up to M * K of about 6.7e7 (a 16384-patch image through a K = 3420 MLP
    * is 5.6e7); kernel-test's linear_tall (M = 120000) checks that no row is lost. */
   LANES = 32,
-  UNITS = 2,                 /* work units per workgroup, M > 1 (or a symbolic M) */
-  FEATURES = UNITS * UNIT,   /* 8 output features per workgroup, M > 1 */
-  ROWS = 4,                  /* rows per invocation on the M > 1 path */
+  FEATURES = 2 * UNIT,       /* 8 output features per tile (linear_tiles) */
+  ROWS = 4,                  /* rows per invocation of a tile */
+  TILE_ROWS = LANES * ROWS,  /* 128 */
+  TILES_UNITS_PER_GROUP = TILE_ROWS * FEATURES / UNIT / 2, /* half a tile's units */
   GEMV_FEATURES = 4,         /* features per invocation, M == 1 */
   GEMV_UNITS = LANES * GEMV_FEATURES / UNIT, /* a static M == 1 */
   K_UNROLL = 8,
@@ -124,19 +126,19 @@ static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, cons
   }
 }
 
-/* ---- M > 1: lanes over rows, the weights uniform ---- */
+/* ---- linear_tiles: lanes over rows, the weights uniform ---- */
 
-static void emit_rows(const lanes_linear_t *L) {
+/* The tile of rows m0 .. m0 + 128 and features n0 .. n_end (at most FEATURES). */
+static void emit_rows(const lanes_linear_t *L, int m0) {
   vlmc_kernel_emit_t *e = L->e;
   int last_col = vlmc_kernel_emit_index_op(e, "arith.subi", L->n_end, idx(e, 1));
   int w_base[FEATURES], col[FEATURES], bias[FEATURES];
-  for (int f = 0; f < FEATURES; ++f) { /* uniform: the workgroup's features */
+  for (int f = 0; f < FEATURES; ++f) { /* uniform: the tile's features */
     col[f] = min_si(e, add(e, L->n0, idx(e, f)), last_col);
     w_base[f] = mul(e, col[f], idx(e, L->k));
     bias[f] = load_bias(L, col[f]);
   }
   int last_row = vlmc_kernel_emit_index_op(e, "arith.subi", L->m, idx(e, 1));
-  int m0 = vlmc_kernel_emit_for(e, idx(e, 0), L->m, idx(e, LANES * ROWS));
   int row[ROWS], x_base[ROWS], acc[ACCS];
   for (int r = 0; r < ROWS; ++r) {
     row[r] = add(e, add(e, m0, L->tid), idx(e, LANES * r));
@@ -152,15 +154,33 @@ static void emit_rows(const lanes_linear_t *L) {
                    acc[r * FEATURES + f], bias[f]);
     }
   }
+}
+
+/* Tiles of TILE_ROWS rows x FEATURES features, row tile major; the group g of the G the
+ * dispatch has takes tiles g, g + G, ... (kernel_linear_tiles.c: the same rule; its units
+ * per group are half a tile's, so G is about twice the tile count). */
+static void emit_tiles(lanes_linear_t *L) {
+  vlmc_kernel_emit_t *e = L->e;
+  int64_t col_tiles = (L->n + FEATURES - 1) / FEATURES;
+  int row_tiles = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, L->m, idx(e, TILE_ROWS - 1)), idx(e, TILE_ROWS));
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  int per = idx(e, TILES_UNITS_PER_GROUP);
+  int group = vlmc_kernel_emit_index_op(e, "arith.divui", first, per);
+  int groups = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, vlmc_vk_emit_work(e), idx(e, TILES_UNITS_PER_GROUP - 1)), per);
+  int t = vlmc_kernel_emit_for(e, group, mul(e, row_tiles, idx(e, col_tiles)), groups);
+  int m0 = mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", t, idx(e, col_tiles)), idx(e, TILE_ROWS));
+  L->n0 = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", t, idx(e, col_tiles)), idx(e, FEATURES));
+  L->n_end = min_si(e, add(e, L->n0, idx(e, FEATURES)), idx(e, L->n));
+  emit_rows(L, m0);
   vlmc_kernel_emit_line(e, "}");
 }
 
-/* ---- M == 1: lanes over features, x uniform ---- */
+/* ---- linear, a static M of 1: lanes over features, x uniform ---- */
 
 static void emit_gemv(const lanes_linear_t *L) {
   vlmc_kernel_emit_t *e = L->e;
-  /* features n0 + t + LANES * j of invocation t; with a symbolic M the workgroup has the
-   * M > 1 path's FEATURES only, and invocations past them compute copies of the last */
+  /* features n0 + t + LANES * j of invocation t (past n_end: copies of the last) */
   int last_col = vlmc_kernel_emit_index_op(e, "arith.subi", L->n_end, idx(e, 1));
   int feature[GEMV_FEATURES], col[GEMV_FEATURES], w_base[GEMV_FEATURES], acc[GEMV_FEATURES];
   for (int j = 0; j < GEMV_FEATURES; ++j) {
@@ -189,29 +209,23 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   }
   L.n = wt->dims[0].off;
   L.k = wt->dims[1].off;
-  e->template_name = "linear";
   e->cost = 2 * L.k * UNIT * 64;
-  int64_t rows = vlmc_vk_static_rows(xt);
-  vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, rows == 1 ? GEMV_UNITS : UNITS);
+  bool gemv = vlmc_vk_static_rows(xt) == 1; /* as vlmc_vk_kernel_linear chooses */
+  e->template_name = gemv ? "linear" : "linear_tiles";
+  vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, gemv ? GEMV_UNITS : TILES_UNITS_PER_GROUP);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  if (!gemv) {
+    emit_tiles(&L);
+    return NULL;
+  }
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   L.n0 = mul(e, first, idx(e, UNIT));
   L.n_end = min_si(e, mul(e, end, idx(e, UNIT)), idx(e, L.n));
   /* A group of the 2-D grid's last row may lie past the work: nothing to do (uniform). */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", L.n0, L.n_end));
-  if (rows == 1) {
-    emit_gemv(&L);
-  } else if (rows > 1) {
-    emit_rows(&L);
-  } else {
-    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "eq", L.m, idx(e, 1)));
-    emit_gemv(&L);
-    vlmc_kernel_emit_line(e, "} else {");
-    emit_rows(&L);
-    vlmc_kernel_emit_line(e, "}");
-  }
+  emit_gemv(&L);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }

@@ -10,8 +10,11 @@
 /* kernel_elementwise.c: a chain of elementwise ops, cast, reshape; one invocation per output
  * element. */
 vlmc_status_t vlmc_vk_kernel_elementwise(vlmc_kernel_emit_t *e);
-/* kernel_linear.c: linear (x W^T + b); matmul. */
+/* kernel_linear.c: linear (x W^T + b) of a single static row, the decode GEMV (any other x
+ * goes to kernel_linear_tiles.c); matmul. */
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e);
+/* kernel_linear_tiles.c: linear as 64 x 64 output tiles, the "linear_tiles" template. */
+vlmc_status_t vlmc_vk_kernel_linear_tiles(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e);
 /* kernel_norm.c: rms_norm, layer_norm and softmax. */
 vlmc_status_t vlmc_vk_kernel_rms_norm(vlmc_kernel_emit_t *e);
