@@ -36,7 +36,9 @@
 enum {
   MAX_THREADS = 256,
   MAX_DIM = 256,     /* D and Dv: q in registers */
-  MAX_ROWS = 16,     /* the largest static S this kernel is chosen for */
+  MAX_ROWS = 16,     /* the largest static S this kernel is always chosen for */
+  MIN_SHARED_GROUP = 4, /* G from which it takes any S without segments (below: few K reads
+                           shared, the general kernel's tiles share more) */
   MAX_ACC = 64,      /* A, accumulators per invocation */
   MAX_LANES = 64,    /* R, and so C, the keys of a chunk */
   STAGE_FLOATS = 2048, /* a K part in workgroup memory: C rows of part floats (8 KiB) */
@@ -80,13 +82,16 @@ static int64_t lanes_for(int64_t group) {
 bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
   const vlmc_type_t *qt = &op->operands[0]->type, *kt = &op->operands[1]->type,
                     *vt = &op->operands[2]->type;
-  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_dim_is_static(qt->dims[0]) ||
-      qt->dims[0].off > MAX_ROWS || !vlmc_kernel_emit_static_dims(qt, 1) ||
+  bool few_rows = vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off <= MAX_ROWS;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_kernel_emit_static_dims(qt, 1) ||
       !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1))
     return false;
   int64_t hq = qt->dims[1].off, hkv = kt->dims[1].off, d = qt->dims[2].off, dv = vt->dims[2].off;
   if (hkv <= 0 || hq % hkv || hq / hkv > MAX_THREADS || d < 1 || d > MAX_DIM || dv < 1 || dv > MAX_DIM)
     return false;
+  /* Any rows without segments when G query heads share each kv head: a text prefill, whose
+   * (row, kv head) units, each walking its own keys, are enough to fill a GPU */
+  if (!few_rows && (op->num_operands > 3 || hq / hkv < MIN_SHARED_GROUP)) return false;
   int64_t lanes = lanes_for(hq / hkv);
   return (dv + lanes - 1) / lanes <= MAX_ACC;
 }
