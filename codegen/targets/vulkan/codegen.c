@@ -140,6 +140,7 @@ static vlmc_status_t add_variants(codegen_t *g, const vlmc_func_t *func,
   size_t count = 0;
   const vlmc_vk_variant_t *variants = vlmc_vk_variants_for(anchor->kind, &count);
   for (size_t i = 0; i < count; ++i) {
+    if (variants[i].applies && !variants[i].applies(anchor)) continue;
     vlmc_kernel_set_kernel_t k;
     vk_kernel_t info;
     vlmc_dim_t work = vlmc_dim_static(1);

@@ -25,6 +25,14 @@ static const char kTargetEnv[] =
     "GroupNonUniform, GroupNonUniformArithmetic], [SPV_KHR_storage_buffer_storage_class, "
     "SPV_KHR_16bit_storage]>, #spirv.resource_limits<>>";
 
+/* The same for a kernel that uses cooperative matrices (vlmc_vk_emit_mma_*): MLIR 19 lowers
+ * them to the KHR ops only, and only for SPIR-V 1.6 (MLIR_GPU.md, "Cooperative matrix"). */
+static const char kCoopTargetEnv[] =
+    "#spirv.target_env<#spirv.vce<v1.6, [Shader, Int64, Float16, StorageBuffer16BitAccess, "
+    "GroupNonUniform, GroupNonUniformArithmetic, CooperativeMatrixKHR], "
+    "[SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage, SPV_KHR_cooperative_matrix]>, "
+    "#spirv.resource_limits<subgroup_size = 32>>";
+
 vlmc_vk_emit_t *vlmc_vk_emit_state(vlmc_kernel_emit_t *e) { return e->target; }
 
 static int i32_constant(vlmc_kernel_emit_t *e, int32_t value) {
@@ -98,7 +106,7 @@ static vlmc_status_t write_function(vlmc_kernel_emit_t *e, const char *name,
   vlmc_strbuf_printf(out, "!vk_push = memref<%uxi32, #spirv.storage_class<PushConstant>>\n",
                      1 + e->num_syms);
   vlmc_strbuf_printf(out, "module attributes {gpu.container_module, spirv.target_env = %s} {\n",
-                     kTargetEnv);
+                     vk->coop_matrix ? kCoopTargetEnv : kTargetEnv);
   vlmc_strbuf_printf(out, "  gpu.module @kernels {\n    gpu.func @%s(", name);
   for (uint32_t i = 0; i < n; ++i)
     vlmc_strbuf_printf(out, "%%b%u: memref<?x%s> {spirv.interface_var_abi = "
@@ -348,6 +356,50 @@ void vlmc_vk_emit_shared_store(vlmc_kernel_emit_t *e, int shared, int value, int
 }
 
 void vlmc_vk_emit_barrier(vlmc_kernel_emit_t *e) { vlmc_kernel_emit_line(e, "gpu.barrier"); }
+
+/* ---- cooperative matrices ---- */
+
+static const char kAcc[] = "!gpu.mma_matrix<16x16xf32, \"COp\">";
+
+const char *vlmc_vk_mma_acc_type(void) { return kAcc; }
+
+int vlmc_vk_emit_mma_zero(vlmc_kernel_emit_t *e) {
+  vlmc_vk_emit_t *vk = e->target;
+  vk->coop_matrix = true;
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_mma_constant_matrix " VLMC_SSA " : %s", v,
+                        vlmc_kernel_emit_f32(e, 0), kAcc);
+  return v;
+}
+
+int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand) {
+  vlmc_vk_emit_t *vk = e->target;
+  vk->coop_matrix = true;
+  int64_t count;
+  const char *type = shared_type(e, shared, &count);
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_mma_load_matrix " VLMC_SSA "[" VLMC_SSA "] {leadDimension = "
+                        "%lld : index%s} : memref<%lldx%s, #spirv.storage_class<Workgroup>> -> "
+                        "!gpu.mma_matrix<16x16x%s, \"%s\">", v, shared, index, (long long)lead,
+                        b_operand ? ", transpose" : "", (long long)count, type, type, b_operand ? "BOp" : "AOp");
+  return v;
+}
+
+int vlmc_vk_emit_mma(vlmc_kernel_emit_t *e, int a, int b, int c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_mma_compute " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA
+                        " : !gpu.mma_matrix<16x16xf16, \"AOp\">, !gpu.mma_matrix<16x16xf16, \"BOp\"> -> %s",
+                        v, a, b, c, kAcc);
+  return v;
+}
+
+void vlmc_vk_emit_mma_store(vlmc_kernel_emit_t *e, int c, int shared, int index, int64_t lead) {
+  int64_t count;
+  const char *type = shared_type(e, shared, &count);
+  vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] {leadDimension = "
+                        "%lld : index} : %s, memref<%lldx%s, #spirv.storage_class<Workgroup>>", c, shared, index,
+                        (long long)lead, kAcc, (long long)count, type);
+}
 
 int vlmc_vk_emit_subgroup_reduce(vlmc_kernel_emit_t *e, const char *op, int value,
                                  const char *type) {

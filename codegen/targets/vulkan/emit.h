@@ -45,6 +45,7 @@ typedef struct {
                              row together (0 or 1: one invocation per row) */
   uint32_t wide_inputs;   /* bit i: binding i is declared memref<?xvector<4xi32>> (16-byte
                              loads, vlmc_vk_emit_load_words4); only read that way */
+  bool coop_matrix;       /* uses cooperative matrices: a SPIR-V 1.6 module (the mma helpers) */
   int num_shared;
   struct { int ssa; const char *type; int64_t count; } shared[VLMC_VK_MAX_SHARED];
 } vlmc_vk_emit_t;
@@ -148,6 +149,23 @@ void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const 
 void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                                  const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,
                                  int *start, int *end);
+/* ---- cooperative matrices (VK_KHR_cooperative_matrix through MLIR 19's gpu.subgroup_mma_*:
+ * 16 x 16 tiles at subgroup scope, f16 operands, f32 accumulators; a kernel that uses them is
+ * a SPIR-V 1.6 module needing the device feature "cooperativeMatrix") ---- */
+
+/* The MLIR type of an accumulator: !gpu.mma_matrix<16x16xf32, "COp">. */
+const char *vlmc_vk_mma_acc_type(void);
+/* A zero accumulator. */
+int vlmc_vk_emit_mma_zero(vlmc_kernel_emit_t *e);
+/* The 16 x 16 f16 operand at element `index` of workgroup array `shared` (f16), rows `lead`
+ * elements apart: an A operand (row-major), or with b_operand a B operand read transposed
+ * (the array holds B's columns as rows: W [N, K] as it is). */
+int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand);
+/* a * b + c. */
+int vlmc_vk_emit_mma(vlmc_kernel_emit_t *e, int a, int b, int c);
+/* Accumulator c into workgroup array `shared` (f32) at `index`, rows `lead` apart. */
+void vlmc_vk_emit_mma_store(vlmc_kernel_emit_t *e, int c, int shared, int index, int64_t lead);
+
 /* "%r:n = scf.for %iv = from to to step step iter_args(%a0 = init[0], ...) -> (f32, ...) {"
  * with n (<= VLMC_VK_MAX_LOOP_VALUES) carried f32 values: fills *iv and inner[] (the names
  * inside the loop); returns %r (its results are %r#i). */
@@ -179,8 +197,9 @@ vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind);
 /* Templates written for other device classes than the main one's (artifact/kernel_table.h,
  * "Variants"; docs/vulkan.md): each region whose anchor has some gets those kernels too. */
 typedef struct {
-  const char *for_devices; /* "cpu": Vulkan devices that are CPUs (lavapipe) */
+  const char *for_devices; /* "cpu": Vulkan devices that are CPUs (lavapipe); "gpu": others */
   vlmc_vk_template_fn fn;
+  bool (*applies)(const vlmc_op_t *anchor); /* NULL: every region of the anchor kind */
 } vlmc_vk_variant_t;
 /* The anchor kind's variants, *out_count of them (0: none). */
 const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_count);

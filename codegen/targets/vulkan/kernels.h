@@ -47,4 +47,9 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e);
  * all on one kv head, so each k and v load feeds them all. */
 vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e);
 
+/* Variants for GPUs with cooperative matrices (feature "cooperativeMatrix"). */
+/* kernel_linear_coop.c: linear_tiles on 16 x 16 f16 -> f32 cooperative matrices, for an f16 x. */
+vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e);
+bool vlmc_vk_linear_coop_applies(const vlmc_op_t *op);
+
 #endif

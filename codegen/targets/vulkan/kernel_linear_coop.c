@@ -1,0 +1,225 @@
+/* linear_tiles on cooperative matrices: the variant of kernel_linear_tiles.c for GPUs with
+ * VK_KHR_cooperative_matrix (tensor cores), for a linear whose x holds f16 values (the f16
+ * policy's activations). Same template, work units and tile order as the main kernel: output
+ * tiles of TILE_M x TILE_N (64 x 64), row tile major, workgroup g of the G the dispatch has
+ * taking tiles g, g + G, ... (units per group a quarter of a tile's).
+ *
+ * Per tile, 128 invocations (4 subgroups of 32: the device feature "cooperativeMatrix" holds
+ * only at subgroup size 32), the K axis in TILE_K (32) steps:
+ *   1. the 64 x 32 x tile and the 64 x 32 W tile go to workgroup memory as f16, rows of
+ *      STRIDE (40) halves (x along k, coalesced; a bf16 W two elements per 32-bit load);
+ *   2. barrier; subgroup s owns the 32 x 32 quarter (s / 2, s % 2) of the tile: 2 x 2
+ *      accumulators of 16 x 16, each step 2 A and 2 B operands per 16 k (W's rows read as B's
+ *      columns: a transposed load), 8 multiply-adds; barrier.
+ * Then, per accumulator (i, j), every subgroup stores its own into a 16 x 16 scratch, a
+ * barrier, and the whole workgroup runs the 4 scratches' 1024 elements through the bias and
+ * the epilogue (8 each, guarded at the edges); a barrier. No invocation needs its lane number
+ * (gpu.lane_id has no SPIR-V lowering; subgroups need not be invocation ranges).
+ *
+ * Arithmetic: the products of f16 operands are exact in the f32 accumulators, so against the
+ * f32 kernel only the order of the sums differs, as long as the operands are exactly f16:
+ * x is (the policy rounded it), a bf16 weight is when 2^-14 <= |w| <= 65504 (below, f16's
+ * subnormals keep fewer bits: an error under 2^-24 |x| a product; above, inf: no real
+ * checkpoint has such weights). Out-of-range rows, features and k read element 0 and use 0. */
+#include "artifact/kernel_table.h"
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  UNIT = VLMC_KERNEL_LINEAR_UNIT,
+  THREADS = 128,
+  SUBGROUP = 32,
+  FRAG = 16,           /* a cooperative matrix is FRAG x FRAG */
+  TILE_M = 64,
+  TILE_N = 64,
+  TILE_K = 32,
+  STRIDE = TILE_K + 8, /* halves between rows of a staged tile: 80 bytes, 16-byte aligned */
+  QUARTER = 32,        /* a subgroup's rows and features */
+  SCRATCH_STRIDE = FRAG + 4,
+  SCRATCH = FRAG * SCRATCH_STRIDE, /* floats of one subgroup's scratch */
+  UNITS_PER_GROUP = TILE_M * TILE_N / UNIT / 4, /* as kernel_linear_tiles.c */
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *x, *w, *b;
+  int64_t k, n;
+  int m, tid, sg;
+  int w_words;    /* the bf16 weight's input read as 32-bit words; -1: element loads */
+  int xs, ws, cs; /* workgroup memory: x [64][STRIDE], W [64][STRIDE] (f16), scratch (f32) */
+} coop_t;
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+static int divu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, b)); }
+static int remu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, b)); }
+static int lt(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_vk_emit_cmp(e, "slt", a, b); }
+
+/* v (an f32 SSA) when ok, else 0, as f16. */
+static int half_or_zero(vlmc_kernel_emit_t *e, int ok, int v) {
+  int f = vlmc_vk_emit_select(e, ok, v, vlmc_kernel_emit_f32(e, 0), "f32"), h = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", h, f);
+  return h;
+}
+
+static int clamp0(vlmc_kernel_emit_t *e, int ok, int at) { return vlmc_vk_emit_select(e, ok, at, idx(e, 0), "index"); }
+
+/* x[m0 .. m0 + 64, k0 .. k0 + 32] into xs[row][k]; all loads first, then the stores. */
+static void stage_x(const coop_t *C, int m0, int k0) {
+  vlmc_kernel_emit_t *e = C->e;
+  enum { ROUNDS = TILE_M * TILE_K / THREADS };
+  int value[ROUNDS], slot[ROUNDS];
+  for (int i = 0; i < ROUNDS; ++i) {
+    int at = add(e, C->tid, idx(e, i * THREADS));
+    int r = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
+    int row = add(e, m0, r), k = add(e, k0, c);
+    int ok = vlmc_vk_emit_and(e, lt(e, row, C->m), lt(e, k, idx(e, C->k)));
+    value[i] = half_or_zero(e, ok, vlmc_kernel_emit_load(e, C->x, clamp0(e, ok, add(e, mul(e, row, idx(e, C->k)), k))));
+    slot[i] = add(e, mul(e, r, idx(e, STRIDE)), c);
+  }
+  for (int i = 0; i < ROUNDS; ++i) vlmc_vk_emit_shared_store(e, C->xs, value[i], slot[i]);
+}
+
+/* W[n0 .. n0 + 64, k0 .. k0 + 32] into ws[feature][k]. */
+static void stage_w(const coop_t *C, int n0, int k0) {
+  vlmc_kernel_emit_t *e = C->e;
+  int n = idx(e, C->n), kk = idx(e, C->k);
+  if (C->w_words >= 0) { /* K even: a word is two elements of one row */
+    enum { ROUNDS = TILE_N * TILE_K / 2 / THREADS };
+    int value[ROUNDS][2], slot[ROUNDS];
+    for (int i = 0; i < ROUNDS; ++i) {
+      int at = add(e, C->tid, idx(e, i * THREADS));
+      int f = divu(e, at, TILE_K / 2), c = mul(e, remu(e, at, TILE_K / 2), idx(e, 2));
+      int feature = add(e, n0, f), k = add(e, k0, c);
+      int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), pair[2];
+      vlmc_vk_emit_load_bf16x2(e, C->w_words, clamp0(e, ok, divu(e, add(e, mul(e, feature, kk), k), 2)), pair);
+      for (int h = 0; h < 2; ++h) value[i][h] = half_or_zero(e, ok, pair[h]);
+      slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
+    }
+    for (int i = 0; i < ROUNDS; ++i)
+      for (int h = 0; h < 2; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
+    return;
+  }
+  enum { ROUNDS = TILE_N * TILE_K / THREADS };
+  int value[ROUNDS], slot[ROUNDS];
+  for (int i = 0; i < ROUNDS; ++i) {
+    int at = add(e, C->tid, idx(e, i * THREADS));
+    int f = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
+    int feature = add(e, n0, f), k = add(e, k0, c);
+    int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk));
+    value[i] = half_or_zero(e, ok, vlmc_kernel_emit_load(e, C->w, clamp0(e, ok, add(e, mul(e, feature, kk), k))));
+    slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
+  }
+  for (int i = 0; i < ROUNDS; ++i) vlmc_vk_emit_shared_store(e, C->ws, value[i], slot[i]);
+}
+
+/* The K loop: returns the loop's results SSA (its 4 accumulators are %r#(2 i + j)). */
+static int accumulate(const coop_t *C, int m0, int n0) {
+  vlmc_kernel_emit_t *e = C->e;
+  const char *acc_type = vlmc_vk_mma_acc_type();
+  int zero = vlmc_vk_emit_mma_zero(e), results = vlmc_kernel_emit_fresh(e), k0 = vlmc_kernel_emit_fresh(e);
+  int acc[4];
+  for (int a = 0; a < 4; ++a) acc[a] = vlmc_kernel_emit_fresh(e);
+  /* K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
+  vlmc_kernel_emit_line(e, "%%v%d:4 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
+                        " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
+                        ", " VLMC_SSA " = " VLMC_SSA ") -> (%s, %s, %s, %s) {",
+                        results, k0, idx(e, 0), idx(e, C->k), idx(e, TILE_K), acc[0], zero, acc[1], zero, acc[2],
+                        zero, acc[3], zero, acc_type, acc_type, acc_type, acc_type);
+  stage_x(C, m0, k0);
+  stage_w(C, n0, k0);
+  vlmc_vk_emit_barrier(e);
+  int row0 = mul(e, divu(e, C->sg, 2), idx(e, QUARTER)), col0 = mul(e, remu(e, C->sg, 2), idx(e, QUARTER));
+  for (int kk = 0; kk < TILE_K; kk += FRAG) {
+    int a[2], b[2];
+    for (int i = 0; i < 2; ++i)
+      a[i] = vlmc_vk_emit_mma_load(e, C->xs, add(e, mul(e, add(e, row0, idx(e, FRAG * i)), idx(e, STRIDE)), idx(e, kk)),
+                                   STRIDE, false);
+    for (int j = 0; j < 2; ++j)
+      b[j] = vlmc_vk_emit_mma_load(e, C->ws, add(e, mul(e, add(e, col0, idx(e, FRAG * j)), idx(e, STRIDE)), idx(e, kk)),
+                                   STRIDE, true);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) acc[2 * i + j] = vlmc_vk_emit_mma(e, a[i], b[j], acc[2 * i + j]);
+  }
+  vlmc_vk_emit_barrier(e);
+  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s, %s, %s, %s", acc[0],
+                        acc[1], acc[2], acc[3], acc_type, acc_type, acc_type, acc_type);
+  vlmc_kernel_emit_line(e, "}");
+  return results;
+}
+
+/* Accumulator (i, j) of every subgroup through the scratch to the output. */
+static void store_fragment(const coop_t *C, int results, int i, int j, int m0, int n0) {
+  vlmc_kernel_emit_t *e = C->e;
+  vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%d, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
+                        "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>",
+                        results, 2 * i + j, C->cs, mul(e, C->sg, idx(e, SCRATCH)), SCRATCH_STRIDE,
+                        vlmc_vk_mma_acc_type(), 4 * SCRATCH);
+  vlmc_vk_emit_barrier(e);
+  for (int q = 0; q < 4 * FRAG * FRAG / THREADS; ++q) {
+    int at = add(e, C->tid, idx(e, q * THREADS));
+    int s = divu(e, at, FRAG * FRAG), rc = remu(e, at, FRAG * FRAG);
+    int rr = divu(e, rc, FRAG), cc = remu(e, rc, FRAG);
+    int row = add(e, add(e, m0, mul(e, divu(e, s, 2), idx(e, QUARTER))), add(e, idx(e, FRAG * i), rr));
+    int col = add(e, add(e, n0, mul(e, remu(e, s, 2), idx(e, QUARTER))), add(e, idx(e, FRAG * j), cc));
+    int ok = vlmc_vk_emit_and(e, lt(e, row, C->m), lt(e, col, idx(e, C->n)));
+    vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
+    int v = vlmc_vk_emit_shared_load(e, C->cs, add(e, mul(e, s, idx(e, SCRATCH)), add(e, mul(e, rr, idx(e, SCRATCH_STRIDE)), cc)));
+    if (C->b) v = vlmc_kernel_emit_float_op(e, "arith.addf", v, vlmc_kernel_emit_load(e, C->b, col), 0);
+    vlmc_kernel_emit_finish_element(e, v, add(e, mul(e, row, idx(e, C->n)), col));
+    vlmc_kernel_emit_line(e, "}");
+  }
+  vlmc_vk_emit_barrier(e);
+}
+
+/* Whether v holds f16 values: f16 itself, or widened from f16 by casts. */
+static bool holds_f16(const vlmc_value_t *v) {
+  while (v->type.dtype == VLMC_DTYPE_F32 && v->def && v->def->kind == VLMC_OP_CAST)
+    v = v->def->operands[0];
+  return v->type.dtype == VLMC_DTYPE_F16;
+}
+
+bool vlmc_vk_linear_coop_applies(const vlmc_op_t *op) {
+  const vlmc_type_t *wt = &op->operands[1]->type;
+  return op->kind == VLMC_OP_LINEAR && vlmc_vk_static_rows(&op->operands[0]->type) != 1 &&
+         holds_f16(op->operands[0]) && wt->rank == 2 && vlmc_dim_is_static(wt->dims[0]) &&
+         vlmc_dim_is_static(wt->dims[1]) && wt->dims[0].off >= 1 && wt->dims[1].off >= 1;
+}
+
+vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  if (!vlmc_vk_linear_coop_applies(op)) {
+    vlmc_kernel_emit_fail(e, "linear: the cooperative-matrix kernel takes an f16 x of any rows but one "
+                          "static row and a static [N, K] weight");
+    return NULL;
+  }
+  coop_t C = {.e = e, .x = op->operands[0], .w = op->operands[1], .b = op->num_operands > 2 ? op->operands[2] : NULL};
+  const vlmc_type_t *xt = &C.x->type;
+  C.n = C.w->type.dims[0].off;
+  C.k = C.w->type.dims[1].off;
+  e->template_name = "linear_tiles";
+  e->cost = 2 * C.k * TILE_M * TILE_N;
+  vlmc_vk_emit_set_workgroup(e, THREADS, 1, 1, UNITS_PER_GROUP);
+  int w = vlmc_kernel_emit_source_input(e, C.w);
+  C.w_words = C.k % 2 == 0 && w >= 0 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16 ? w : -1;
+  C.xs = vlmc_vk_emit_shared(e, "f16", TILE_M * STRIDE);
+  C.ws = vlmc_vk_emit_shared(e, "f16", TILE_N * STRIDE);
+  C.cs = vlmc_vk_emit_shared(e, "f32", 4 * SCRATCH);
+  C.tid = vlmc_vk_emit_thread_id(e, 0);
+  C.sg = vlmc_vk_emit_subgroup_id(e);
+  C.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  int64_t col_tiles = (C.n + TILE_N - 1) / TILE_N;
+  int tiles = mul(e, divu(e, add(e, C.m, idx(e, TILE_M - 1)), TILE_M), idx(e, col_tiles));
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  int group = divu(e, first, UNITS_PER_GROUP);
+  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, UNITS_PER_GROUP - 1)), UNITS_PER_GROUP);
+  int t = vlmc_kernel_emit_for(e, group, tiles, groups);
+  int m0 = mul(e, divu(e, t, col_tiles), idx(e, TILE_M));
+  int n0 = mul(e, remu(e, t, col_tiles), idx(e, TILE_N));
+  int results = accumulate(&C, m0, n0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) store_fragment(&C, results, i, j, m0, n0);
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
