@@ -101,8 +101,8 @@ static void test_hot_templates_keep_their_gpu_structure(void) {
      * memory */
     expect_shape(find(&t, "linear", 2), "decode linear", 128, 1, true, 4 * 2 * 4 * 128 - 1);
     /* vision: an invocation per (row, head) slot, 64 query rows share each K/V tile (24 keys
-     * of 80 + 80), over the 16 kv heads in turn */
-    expect_shape(find(&t, "attention", 4), "vision attention", 64, 64 * 16, false,
+     * of 80 + 80) of one kv head: 64 units a workgroup */
+    expect_shape(find(&t, "attention", 4), "vision attention", 64, 64, false,
                  4 * 16 * (80 + 80));
     /* decode (kernel_attention_decode.c): one (row, kv head) unit per workgroup of 8 query
      * heads x 32 invocations; the max partials and the weights of a chunk of 32 keys, and its

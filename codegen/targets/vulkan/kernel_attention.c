@@ -12,9 +12,9 @@
  * (on lavapipe the reads, not the FMAs, are the cost). A workgroup holds the `slots` = rows *
  * G slots (G = Hq / Hkv query heads per kv head; rows about TARGET_SLOTS / G, at most S when
  * S is static) of `rows` consecutive query rows on one kv head, which share every key tile,
- * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu:
- * a workgroup takes its rows on every kv head in turn (rows * Hkv units); a block of one row (a decode step)
- * takes one unit, so the kv heads spread over workgroups.
+ * in ceil(slots / P) invocations. Work units are (query row, kv head) pairs, as on the cpu;
+ * a workgroup has `rows` units' worth and takes whole blocks (rows, kv head) by number, so
+ * the kv heads of a block of rows spread over workgroups (see the template below).
  *
  * The keys go in tiles of TK rows (TK * (D + Dv) floats fill at most the 16 KiB of workgroup
  * memory every Vulkan device has: 64 keys at D = Dv = 32, 16 at 128). The tiles cover the
@@ -363,29 +363,27 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   A.causal = causal && causal->v.b;
   e->template_name = "attention";
   e->cost = 256 * A.group * (2 * A.d + 2 * A.dv + 16);
-  /* A block of one row takes one (row, kv head) unit; a block of several rows takes those
-   * rows on every kv head, in turn (the units of a row are its kv heads, consecutive). */
-  int64_t units = A.rows == 1 ? 1 : A.rows * A.kv_heads;
-  vlmc_vk_emit_set_workgroup(e, (int)A.threads, 1, 1, (int)units);
+  /* A workgroup takes blocks of `rows` query rows on one kv head: B = ceil(S / rows) * Hkv of
+   * them, block b on rows (b / Hkv) * rows .. and kv head b % Hkv; groups of `rows` units
+   * (their count G = ceil(S * Hkv / rows), about B) take blocks g, g + G, ..., so that every kv
+   * head's blocks spread over workgroups (the vision's 16 heads made a workgroup's 16 passes
+   * over the keys 16 times too few workgroups: 168 for 10,764 patches). */
+  vlmc_vk_emit_set_workgroup(e, (int)A.threads, 1, 1, (int)A.rows);
   A.tid = vlmc_vk_emit_thread_id(e, 0);
   A.ks = vlmc_vk_emit_shared(e, "f32", A.tile * A.d);
   A.vs = vlmc_vk_emit_shared(e, "f32", A.tile * A.dv);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
-  /* Nothing to do past the work (a group of the 2-D grid's last row): uniform over the group. */
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end));
-  int i0 = divu(e, first, A.kv_heads);
-  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, qt->dims[0]), idx(e, 1));
+  int s_rows = vlmc_kernel_emit_dim(e, qt->dims[0]);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", s_rows, idx(e, 1));
+  int blocks = mul(e, divu(e, add(e, s_rows, idx(e, A.rows - 1)), A.rows), idx(e, A.kv_heads));
+  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, A.rows - 1)), A.rows);
+  int b = vlmc_kernel_emit_for(e, divu(e, first, A.rows), blocks, groups); /* uniform */
+  int i0 = mul(e, divu(e, b, A.kv_heads), idx(e, A.rows)), kvh = remu(e, b, A.kv_heads);
   for (int64_t p = 0; p < A.per; ++p) emit_slot(&A, p, i0, last);
   int start, stop;
   emit_block_range(&A, i0, last, &start, &stop);
-  if (A.rows == 1) {
-    emit_block(&A, i0, remu(e, first, A.kv_heads), start, stop);
-  } else {
-    int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
-    emit_block(&A, i0, kvh, start, stop);
-    vlmc_kernel_emit_line(e, "}");
-  }
+  emit_block(&A, i0, kvh, start, stop);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }
