@@ -46,6 +46,7 @@ typedef enum {
   ZERO_BOUND,
   CAP_KERNEL,
   CAP_FLOAT16,
+  CAP_COOP_MATRIX, /* CooperativeMatrixKHR with its extension, as kernel_linear_coop.c's */
   EXT_OTHER,
   IMPORT_OPENCL,
   ENTRY_VERTEX,
@@ -69,6 +70,8 @@ static void build(words_t *m, defect_t d) {
   inst(m, 17, (uint32_t[]){1}, 1, NULL, NULL, 0); /* OpCapability Shader */
   if (d == CAP_KERNEL) inst(m, 17, (uint32_t[]){6}, 1, NULL, NULL, 0);
   if (d == CAP_FLOAT16) inst(m, 17, (uint32_t[]){9}, 1, NULL, NULL, 0);
+  if (d == CAP_COOP_MATRIX) inst(m, 17, (uint32_t[]){6022}, 1, NULL, NULL, 0);
+  if (d == CAP_COOP_MATRIX) inst(m, 10, NULL, 0, "SPV_KHR_cooperative_matrix", NULL, 0);
   inst(m, 10, NULL, 0, d == EXT_OTHER ? "SPV_KHR_variable_pointers"
                                       : "SPV_KHR_storage_buffer_storage_class", NULL, 0);
   inst(m, 11, (uint32_t[]){1}, 1, d == IMPORT_OPENCL ? "OpenCL.std" : "GLSL.std.450", NULL, 0);
@@ -110,6 +113,11 @@ static void test_valid_module(void) {
   vlmc_spirv_expect_t with_f16 = kExpect;
   with_f16.features = VLMC_VK_FEATURE_FLOAT16;
   EXPECT_OK(vlmc_spirv_check("m", m.w, 4 * m.n, &with_f16, NULL));
+  /* So is CooperativeMatrixKHR (and its extension) when it lists cooperativeMatrix. */
+  build(&m, CAP_COOP_MATRIX);
+  vlmc_spirv_expect_t with_coop = kExpect;
+  with_coop.features = VLMC_VK_FEATURE_COOP_MATRIX;
+  EXPECT_OK(vlmc_spirv_check("m", m.w, 4 * m.n, &with_coop, NULL));
 }
 
 static void test_malformed_modules(void) {
@@ -119,6 +127,8 @@ static void test_malformed_modules(void) {
   EXPECT_ERROR(check(ZERO_BOUND), "id bound 0");
   EXPECT_ERROR(check(CAP_KERNEL), "capability 6 is not one a vlmc kernel uses");
   EXPECT_ERROR(check(CAP_FLOAT16), "capability Float16, which needs device feature shaderFloat16");
+  EXPECT_ERROR(check(CAP_COOP_MATRIX), "capability CooperativeMatrixKHR, which needs device "
+               "feature cooperativeMatrix");
   EXPECT_ERROR(check(EXT_OTHER), "extension 'SPV_KHR_variable_pointers' is not allowed");
   EXPECT_ERROR(check(IMPORT_OPENCL), "extended instruction set 'OpenCL.std'");
   EXPECT_ERROR(check(ENTRY_VERTEX), "execution model 0, expected GLCompute");
@@ -217,7 +227,9 @@ static void test_table_fields(void) {
   EXPECT_ERROR(with_field("push_words", "1"), "push_words 1, expected 1 + 1 syms");
   EXPECT_ERROR(with_field("push_words", "33"), "target.push_words = 33");
   EXPECT_ERROR(with_field("shared_bytes", "-1"), "target.shared_bytes = -1");
-  EXPECT_ERROR(with_field("features", "\"shaderFloat64\""), "unknown feature 'shaderFloat64'");
+  EXPECT_ERROR(with_field("features", "\"shaderFloat64\""), "unknown feature 'shaderFloat64' "
+               "(known: shaderFloat16, shaderInt64, shaderInt16, storageBuffer16BitAccess, "
+               "subgroupArithmetic, cooperativeMatrix)");
   EXPECT_ERROR(with_field("features", "7"), "target.features: expected a string");
   EXPECT_ERROR(with_field("workgroup_x", "32"), "LocalSize 64 x 1 x 1, the table says 32");
   EXPECT_ERROR(read_fields("cpu-sysv-1", "\"entry\": \"vk0\""), "abi 'cpu-sysv-1'");

@@ -7,6 +7,32 @@
 
 #include "runtime/backends/vulkan/kernels.h"
 
+/* VK_KHR_cooperative_matrix, spelled here: Debian 12's Vulkan headers (1.3.239) predate it.
+ * The values and layouts are the Vulkan registry's. */
+enum {
+  STYPE_COOP_MATRIX_FEATURES = 1000506000,
+  STYPE_COOP_MATRIX_PROPERTIES = 1000506001,
+  COMPONENT_FLOAT16 = 0,
+  COMPONENT_FLOAT32 = 1,
+  SCOPE_SUBGROUP = 3,
+  COOP_SUBGROUP_SIZE = 32, /* kernel_linear_coop.c lays 4 subgroups of 32 over a tile */
+};
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} coop_matrix_features_t;
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+  VkBool32 saturatingAccumulation;
+  int32_t scope; /* VkScopeKHR */
+} coop_matrix_properties_t;
+typedef VkResult(VKAPI_PTR *coop_matrix_properties_fn)(VkPhysicalDevice, uint32_t *,
+                                                       coop_matrix_properties_t *);
+
 vlmc_status_t vlmc_vk_instance_create(vlmc_vk_t *vk, VkInstance *out) {
   uint32_t version = VK_API_VERSION_1_0;
   if (vk->vkEnumerateInstanceVersion) vk->vkEnumerateInstanceVersion(&version);
@@ -96,6 +122,40 @@ static void read_features(vlmc_vk_t *vk, vlmc_vk_device_info_t *d) {
   d->robust_buffer_access = f2.features.robustBufferAccess;
 }
 
+/* Whether the device lists the one configuration vlmc's cooperative-matrix kernels use:
+ * 16 x 16 x 16, f16 A and B, f32 C and result, not saturating, at subgroup scope. */
+static bool lists_f16_16x16x16(vlmc_vk_t *vk, VkInstance instance, VkPhysicalDevice device) {
+  coop_matrix_properties_fn list = (coop_matrix_properties_fn)vk->vkGetInstanceProcAddr(
+      instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+  uint32_t n = 0;
+  if (!list || list(device, &n, NULL) != VK_SUCCESS || n == 0 || n > 4096) return false;
+  coop_matrix_properties_t *p = calloc(n, sizeof *p);
+  if (!p) return false;
+  for (uint32_t i = 0; i < n; ++i) p[i].sType = (VkStructureType)STYPE_COOP_MATRIX_PROPERTIES;
+  bool found = false;
+  VkResult r = list(device, &n, p);
+  for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n && !found; ++i)
+    found = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+            p[i].AType == COMPONENT_FLOAT16 && p[i].BType == COMPONENT_FLOAT16 &&
+            p[i].CType == COMPONENT_FLOAT32 && p[i].ResultType == COMPONENT_FLOAT32 &&
+            !p[i].saturatingAccumulation && p[i].scope == SCOPE_SUBGROUP;
+  free(p);
+  return found;
+}
+
+/* The feature cooperativeMatrix (kernels.h): the extension, its feature, the configuration
+ * and subgroups of 32. */
+static void read_coop_matrix(vlmc_vk_t *vk, VkInstance instance, vlmc_vk_device_info_t *d) {
+  if (!d->coop_matrix || d->subgroup_size != COOP_SUBGROUP_SIZE) return;
+  coop_matrix_features_t coop = {.sType = (VkStructureType)STYPE_COOP_MATRIX_FEATURES};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                  .pNext = &coop};
+  vk->vkGetPhysicalDeviceFeatures2(d->handle, &f2);
+  d->coop_matrix_robust = coop.cooperativeMatrixRobustBufferAccess;
+  if (coop.cooperativeMatrix && lists_f16_16x16x16(vk, instance, d->handle))
+    d->features |= VLMC_VK_FEATURE_COOP_MATRIX;
+}
+
 static void read_queues(vlmc_vk_t *vk, vlmc_vk_device_info_t *d) {
   uint32_t n = 0;
   vk->vkGetPhysicalDeviceQueueFamilyProperties(d->handle, &n, NULL);
@@ -136,6 +196,7 @@ vlmc_status_t vlmc_vk_devices(vlmc_vk_t *vk, VkInstance instance, vlmc_vk_device
     read_properties(vk, d);
     read_extensions(vk, d);
     read_features(vk, d);
+    read_coop_matrix(vk, instance, d);
     read_queues(vk, d);
   }
   free(handles);
@@ -145,6 +206,11 @@ vlmc_status_t vlmc_vk_devices(vlmc_vk_t *vk, VkInstance instance, vlmc_vk_device
 }
 
 static const char *yes_no(bool b) { return b ? "yes" : "no"; }
+
+static const char *coop_matrix_state(const vlmc_vk_device_info_t *d) {
+  if (d->features & VLMC_VK_FEATURE_COOP_MATRIX) return "yes (16x16x16 f16, subgroup 32)";
+  return d->coop_matrix ? "extension only (no 16x16x16 f16 at subgroup 32: not used)" : "no";
+}
 
 void vlmc_vk_device_describe(const vlmc_vk_device_info_t *d, uint32_t i, vlmc_strbuf_t *o) {
   const VkPhysicalDeviceLimits *l = &d->props.limits;
@@ -164,7 +230,7 @@ void vlmc_vk_device_describe(const vlmc_vk_device_info_t *d, uint32_t i, vlmc_st
                      yes_no(d->features & VLMC_VK_FEATURE_INT16),
                      yes_no(d->features & VLMC_VK_FEATURE_INT64),
                      yes_no(d->features & VLMC_VK_FEATURE_STORAGE16),
-                     yes_no(d->features & VLMC_VK_FEATURE_SUBGROUP_ARITH), yes_no(d->coop_matrix),
+                     yes_no(d->features & VLMC_VK_FEATURE_SUBGROUP_ARITH), coop_matrix_state(d),
                      yes_no(d->push_descriptor), d->has_compute_queue ? "" : ", NO compute queue");
 }
 
@@ -188,8 +254,16 @@ vlmc_status_t vlmc_vk_device_create(vlmc_vk_t *vk, const vlmc_vk_device_info_t *
   f2.features.robustBufferAccess = d->robust_buffer_access;
   f2.features.shaderInt64 = (features & VLMC_VK_FEATURE_INT64) != 0;
   f2.features.shaderInt16 = (features & VLMC_VK_FEATURE_INT16) != 0;
+  coop_matrix_features_t coop = {.sType = (VkStructureType)STYPE_COOP_MATRIX_FEATURES,
+                                 .pNext = f2.pNext,
+                                 .cooperativeMatrix = VK_TRUE,
+                                 .cooperativeMatrixRobustBufferAccess =
+                                     d->robust_buffer_access && d->coop_matrix_robust};
+  bool chain_coop = (features & VLMC_VK_FEATURE_COOP_MATRIX) != 0;
+  if (chain_coop) f2.pNext = &coop;
   const char *extensions[4];
   uint32_t num_extensions = 0;
+  if (chain_coop) extensions[num_extensions++] = "VK_KHR_cooperative_matrix";
   if (d->push_descriptor) extensions[num_extensions++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   if (chain_f16 && d->props.apiVersion < VK_API_VERSION_1_2)
     extensions[num_extensions++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;

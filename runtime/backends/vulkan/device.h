@@ -19,6 +19,7 @@ typedef struct {
   uint32_t features;                  /* vlmc_vk_feature_t bits the device offers */
   bool int8, robust_buffer_access;
   bool coop_matrix, push_descriptor;  /* extensions present */
+  bool coop_matrix_robust;            /* cooperativeMatrixRobustBufferAccess */
   bool ext_float16_int8, ext_16bit_storage; /* promoted extensions to enable on 1.1 */
   bool has_compute_queue;
   uint32_t queue_family, timestamp_bits;
@@ -36,8 +37,8 @@ void vlmc_vk_device_describe(const vlmc_vk_device_info_t *d, uint32_t index, vlm
 const char *vlmc_vk_device_type_name(VkPhysicalDeviceType type);
 
 /* The logical device with one compute queue, `features` (vlmc_vk_feature_t bits, all
- * offered: the caller checked) enabled, plus robustBufferAccess and VK_KHR_push_descriptor
- * when offered. */
+ * offered: the caller checked) enabled (cooperativeMatrix with its extension), plus
+ * robustBufferAccess and VK_KHR_push_descriptor when offered. */
 vlmc_status_t vlmc_vk_device_create(vlmc_vk_t *vk, const vlmc_vk_device_info_t *d,
                                     uint32_t features, VkDevice *out);
 

@@ -9,10 +9,20 @@
 
 static const char *const kFeatureNames[VLMC_VK_NUM_FEATURES] = {
     "shaderFloat16", "shaderInt64", "shaderInt16", "storageBuffer16BitAccess",
-    "subgroupArithmetic"};
+    "subgroupArithmetic", "cooperativeMatrix"};
 
 const char *vlmc_vk_feature_name(unsigned bit) {
   return bit < VLMC_VK_NUM_FEATURES ? kFeatureNames[bit] : "?";
+}
+
+void vlmc_vk_feature_names(char *out, size_t size) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (unsigned bit = 0; bit < VLMC_VK_NUM_FEATURES && used < size; ++bit) {
+    int n = snprintf(out + used, size - used, "%s%s", bit ? ", " : "", kFeatureNames[bit]);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
 }
 
 typedef struct {
@@ -58,11 +68,13 @@ static vlmc_status_t parse_features(const field_ctx_t *c, const char *text, uint
     while (bit < VLMC_VK_NUM_FEATURES &&
            !(strlen(kFeatureNames[bit]) == len && !strncmp(kFeatureNames[bit], p, len)))
       ++bit;
-    if (bit == VLMC_VK_NUM_FEATURES)
+    if (bit == VLMC_VK_NUM_FEATURES) {
+      char known[256];
+      vlmc_vk_feature_names(known, sizeof known);
       return vlmc_status_make(VLMC_PARSE_ERROR, "%s: target.features: unknown feature "
-                              "'%.*s' (known: shaderFloat16, shaderInt64, shaderInt16, "
-                              "storageBuffer16BitAccess, subgroupArithmetic)", c->where,
-                              (int)(len > 64 ? 64 : len), p);
+                              "'%.*s' (known: %s)", c->where, (int)(len > 64 ? 64 : len), p,
+                              known);
+    }
     *out |= 1u << bit;
     if (!end) break;
     p = end + 1;

@@ -29,8 +29,8 @@ enum {
 
 /* The capabilities a vlmc kernel may declare, each with the device feature it needs (0: none
  * beyond Vulkan 1.1 compute) and why it is here. Anything else (Kernel, Addresses, Int8,
- * Float64, VariablePointers, cooperative matrices, ...) was never asked of the target and is
- * refused before the driver sees it. */
+ * Float64, VariablePointers, ...) was never asked of the target and is refused before the
+ * driver sees it. */
 typedef struct {
   uint32_t id;
   const char *name;
@@ -48,11 +48,13 @@ static const capability_t kCapabilities[] = {
     {63, "GroupNonUniformArithmetic", VLMC_VK_FEATURE_SUBGROUP_ARITH}, /* subgroup_reduce */
     {64, "GroupNonUniformBallot", 0},         /* broadcast of a subgroup's first lane */
     {4433, "StorageBuffer16BitAccess", VLMC_VK_FEATURE_STORAGE16}, /* bf16/f16 buffers */
+    {6022, "CooperativeMatrixKHR", VLMC_VK_FEATURE_COOP_MATRIX}, /* kernel_linear_coop.c */
 };
 
 /* Extensions the capabilities above come with. */
 static const char *const kExtensions[] = {"SPV_KHR_storage_buffer_storage_class",
-                                          "SPV_KHR_16bit_storage"};
+                                          "SPV_KHR_16bit_storage",
+                                          "SPV_KHR_cooperative_matrix"};
 
 typedef struct {
   const char *origin;
@@ -139,7 +141,7 @@ static vlmc_status_t on_capability(const module_t *m, size_t at, uint32_t count,
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V capability %u is not one a vlmc "
                             "kernel uses (allowed: Shader, Float16, Int64, Int16, "
                             "StorageBuffer16BitAccess, GroupNonUniform, Vote, Arithmetic, "
-                            "Ballot)", m->origin, id);
+                            "Ballot, CooperativeMatrixKHR)", m->origin, id);
   if (cap->feature & ~expect->features) {
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: declares capability %s, which needs "
                             "device feature %s, but the kernel's features do not list it",
@@ -166,8 +168,8 @@ static vlmc_status_t on_named(const module_t *m, size_t at, uint32_t count, uint
   for (size_t i = 0; i < sizeof kExtensions / sizeof kExtensions[0]; ++i)
     if (!strcmp(name, kExtensions[i])) return NULL;
   return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V extension '%s' is not allowed (only "
-                          "SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage)",
-                          m->origin, name);
+                          "SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage, "
+                          "SPV_KHR_cooperative_matrix)", m->origin, name);
 }
 
 static vlmc_status_t on_entry_point(const module_t *m, size_t at, uint32_t count,
