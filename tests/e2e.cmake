@@ -32,6 +32,15 @@ if(VLMC_COMPILER)
   endforeach()
 endif()
 
+# Saved kernel-test cases run by the runtime-only vlmc-kernel-check (cpu and vulkan), and its
+# refusals of what is not a saved case.
+if(VLMC_COMPILER)
+  add_test(NAME e2e.kernel_check
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/kernel_check.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-kernel-check>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # Generated cpu and vulkan kernels against the reference executor, one test per
 # tests/kernels/*.vir and target (each at sizes 3420, 176, 172, 1, 37 unless the file says
 # otherwise).
