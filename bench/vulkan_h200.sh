@@ -5,7 +5,10 @@
 # decode tok/s (32 tokens after a 64-token prompt and after 1,024), prefill 512 tok/s, image
 # encode ms at 448x448 and 1920x1080, peak device memory, the greedy tokens of one image prompt
 # (vlmc f32 and f16 against transformers f32), vlmc/transformers and vlmc/roofline, and the
-# per-kernel GPU time of vlmc's decode, prefill and 1080p encode (VLMC_VULKAN_PROFILE=1).
+# per-kernel GPU time of vlmc's decode, prefill and 1080p encode (VLMC_VULKAN_PROFILE=1). It
+# also prepares the kernel conformance suite for the GPU (bench/vulkan_h200_kernels.sh, a
+# device call of its own: vlmc-kernel-check runs every tests/kernels case there with the main
+# kernels and each variant class, the cooperative-matrix ones included).
 #
 # The GPU machine has no LLVM/MLIR and no Vulkan loader, and at most 64 MiB travel to it, so
 # the work is split:
@@ -14,7 +17,8 @@
 #          `vlmc random-checkpoint --seed 1` unless given) for --target vulkan at f16 and f32
 #          with --params external (program and kernels only: ~3 MB each), and fills .h200/
 #          (git-ignored through .git/info/exclude) with them, vlmc-run with the shared
-#          libraries it links and the Vulkan loader, the checkpoint's skeleton
+#          libraries it links and the Vulkan loader, every tests/kernels case compiled for
+#          vulkan and saved for vlmc-kernel-check (kernel-test --save), the checkpoint's skeleton
 #          (bench/random_checkpoint.py: the GPU machine rewrites the same 7.5 GB, byte for
 #          byte, so that the artifacts' parameter checksums hold) and a 1920x1080 image;
 #   there: bench/vulkan_h200_device.sh [--reps N]   (through the device tool, carrying .h200 and .gl)
@@ -37,9 +41,9 @@ while [ $# -gt 0 ]; do
 done
 step() { echo "== $*" >&2; }
 
-step "build ($BUILD, Release: vlmc vlmc-run)"
+step "build ($BUILD, Release: vlmc vlmc-run vlmc-kernel-check)"
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target vlmc vlmc-run >/dev/null
+cmake --build "$BUILD" --target vlmc vlmc-run vlmc-kernel-check >/dev/null
 
 rm -rf "$H"
 mkdir -p "$H/lib"
@@ -58,8 +62,11 @@ done
 step "skeleton of the checkpoint (bench/random_checkpoint.py)"
 $PY bench/random_checkpoint.py skeleton "$CKPT" "$H/skel-3b.json" >&2
 
-step "vlmc-run, its libraries and the Vulkan loader"
-cp "$BUILD/tools/vlmc-run" "$H/"
+step "the kernel conformance suite for vulkan, saved for vlmc-kernel-check (no run here)"
+"$BUILD/tools/vlmc" kernel-test --target vulkan --save "$H/kcases" --no-run tests/kernels/*.vir | tail -1 >&2
+
+step "vlmc-run and vlmc-kernel-check, their libraries and the Vulkan loader"
+cp "$BUILD/tools/vlmc-run" "$BUILD/tools/vlmc-kernel-check" "$H/"
 ldd "$BUILD/tools/vlmc-run" | awk '/=> \// { print $3 }' |
   grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$H/lib/"; done
@@ -90,6 +97,7 @@ EOF
 du -sh "$H" >&2
 cat >&2 <<EOF
 Ready. On the GPU machine (device tool run, carry [".h200", ".gl"], nvidia-h200), from the repo root:
+  bash bench/vulkan_h200_kernels.sh 2>&1 | tail -60     (the kernel conformance suite)
   bash bench/vulkan_h200_device.sh --reps 3 2>&1 | tail -60
 then copy \$OUT/vulkan_h200.json to bench/results/ (it names the date inside).
 EOF
