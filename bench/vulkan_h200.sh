@@ -18,7 +18,8 @@
 #          with --params external (program and kernels only: ~3 MB each), and fills .h200/
 #          (git-ignored through .git/info/exclude) with them, vlmc-run with the shared
 #          libraries it links and the Vulkan loader, every tests/kernels case compiled for
-#          vulkan and saved for vlmc-kernel-check (kernel-test --save), the checkpoint's skeleton
+#          vulkan and saved for vlmc-kernel-check (kernel-test --save, as kcases.tar.xz), the
+#          checkpoint's skeleton
 #          (bench/random_checkpoint.py: the GPU machine rewrites the same 7.5 GB, byte for
 #          byte, so that the artifacts' parameter checksums hold) and a 1920x1080 image;
 #   there: bench/vulkan_h200_device.sh [--reps N]   (through the device tool, carrying .h200 and .gl)
@@ -63,7 +64,9 @@ step "skeleton of the checkpoint (bench/random_checkpoint.py)"
 $PY bench/random_checkpoint.py skeleton "$CKPT" "$H/skel-3b.json" >&2
 
 step "the kernel conformance suite for vulkan, saved for vlmc-kernel-check (no run here)"
+# (16 MB of folders, 0.4 MB as .tar.xz: what travels to the GPU machine is capped)
 "$BUILD/tools/vlmc" kernel-test --target vulkan --save "$H/kcases" --no-run tests/kernels/*.vir | tail -1 >&2
+tar -C "$H" -cJf "$H/kcases.tar.xz" kcases && rm -rf "$H/kcases"
 
 step "vlmc-run and vlmc-kernel-check, their libraries and the Vulkan loader"
 cp "$BUILD/tools/vlmc-run" "$BUILD/tools/vlmc-kernel-check" "$H/"
