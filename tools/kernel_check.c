@@ -265,12 +265,21 @@ static void templates_of(const char *table, char *out, size_t size) {
   }
 }
 
-static void compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, outcome_t *o) {
-  int64_t n = vlmc_tensor_count(ref);
+/* Compares result `which` of a run with the reference's; a worse error than any before takes
+ * over the outcome's worst element. Returns the number of elements that differ. */
+static int64_t compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, uint32_t which,
+                       outcome_t *o) {
+  int64_t n = vlmc_tensor_count(ref), differing = 0, at = -1;
   if (ref->dtype == VLMC_DTYPE_I64) {
+    const int64_t *r = ref->data, *g = got->data;
     for (int64_t i = 0; i < n; ++i)
-      if (((int64_t *)ref->data)[i] != ((int64_t *)got->data)[i]) o->worst = INFINITY;
-    return;
+      if (r[i] != g[i] && differing++ == 0) at = i;
+    if (at >= 0 && !(o->worst == INFINITY)) {
+      o->worst = INFINITY;
+      o->worst_result = which, o->worst_index = at;
+      o->worst_ref = (double)r[at], o->worst_got = (double)g[at];
+    }
+    return differing;
   }
   const float *r = ref->data, *g = got->data;
   double max_ref = 0, max_diff = 0;
@@ -278,10 +287,17 @@ static void compare(const vlmc_tensor_t *ref, const vlmc_tensor_t *got, outcome_
     if (isfinite(r[i])) max_ref = fmax(max_ref, fabs(r[i]));
     double d = r[i] == g[i] ? 0 : fabs((double)r[i] - (double)g[i]);
     if (d != d) d = (r[i] != r[i] && g[i] != g[i]) ? 0 : INFINITY; /* NaN only matches NaN */
-    max_diff = fmax(max_diff, d);
+    if (d > 0) ++differing;
+    if (d > max_diff || at < 0) max_diff = d, at = i;
   }
   o->max_ref = fmax(o->max_ref, max_ref);
-  o->worst = fmax(o->worst, max_diff / fmax(1.0, max_ref));
+  double worst = max_diff / fmax(1.0, max_ref);
+  if (n && worst > o->worst) {
+    o->worst_result = which, o->worst_index = at;
+    o->worst_ref = r[at], o->worst_got = g[at];
+  }
+  o->worst = fmax(o->worst, worst);
+  return differing;
 }
 
 static void add_classes(const vlmc_kernel_table_kernel_t *k, char *out, size_t size) {
@@ -404,9 +420,15 @@ static vlmc_status_t run_variants(const char *path, const vlmc_module_t *m, cons
                               "%s backend%s%s: ", c->target, variants[0] ? ", kernels " : "",
                               variants);
     double before = o->worst;
-    for (uint32_t i = 0; !st && i < f->num_results; ++i) compare(&res_ref[i], &res[i], o);
-    if (!(o->worst <= before) || !o->worst_run[0])
+    int64_t differing = 0, elements = 0;
+    for (uint32_t i = 0; !st && i < f->num_results; ++i) {
+      differing += compare(&res_ref[i], &res[i], i, o);
+      elements += vlmc_tensor_count(&res_ref[i]);
+    }
+    if (!(o->worst <= before) || !o->worst_run[0]) {
       snprintf(o->worst_run, sizeof o->worst_run, "%s", variants);
+      o->num_differing = differing, o->num_elements = elements;
+    }
     for (uint32_t i = 0; i < f->num_results && i < MAX_ARGS; ++i) vlmc_tensor_release(&res[i]);
     if (!end) break;
     run = end + 1;
@@ -471,9 +493,12 @@ int vlmc_kcheck_report(const char *path, int64_t n, vlmc_status_t st, const spec
     return 1;
   }
   if (!(o->worst <= tolerance)) {
-    printf("FAIL %s N=%lld: max |%s - ref| / max(1, |ref|) = %.3g > %.1g (kernels: %s%s%s)\n",
+    printf("FAIL %s N=%lld: max |%s - ref| / max(1, |ref|) = %.3g > %.1g (kernels: %s%s%s); "
+           "worst at result %u element %lld: ref %.9g, got %.9g; %lld of %lld elements differ\n",
            path, (long long)n, s->target, o->worst, tolerance, o->templates,
-           o->runs[0] ? "; worst in the run of kernel variants " : "", o->runs[0] ? o->worst_run : "");
+           o->runs[0] ? "; worst in the run of kernel variants " : "", o->runs[0] ? o->worst_run : "",
+           o->worst_result, (long long)o->worst_index, o->worst_ref, o->worst_got,
+           (long long)o->num_differing, (long long)o->num_elements);
     return 1;
   }
   printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s%s%s)\n", path,

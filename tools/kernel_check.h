@@ -59,6 +59,12 @@ typedef struct {
   char templates[256]; /* the templates the kernel table names: "linear_tiles,rms_norm" */
   char runs[160];      /* the kernel variants run: "main,cpu"; "" when the table has none */
   char worst_run[32];  /* the run with the worst error */
+  /* Where that run's worst element is (the flat index into result `worst_result`), the two
+   * values there, and how many elements of the results differed at all in it: what a failing
+   * line says, so a kernel that writes nothing (NaN poison) or one wrong tile reads apart. */
+  int64_t worst_index, num_differing, num_elements;
+  uint32_t worst_result;
+  double worst_ref, worst_got;
 } vlmc_kcheck_outcome_t;
 
 /* Runs the case (module m after its target's pipeline tail, sections through `section`) at

@@ -6,12 +6,18 @@
  * kernel-variant class the table has, exactly as `vlmc kernel-test` runs them
  * (tools/kernel_check.c). Links the runtime only, never LLVM or MLIR: it is how the kernel
  * conformance suite runs on a machine where the compiler does not build (the GPU machine).
+ * Each case runs in a child process of its own: NVIDIA's Vulkan driver refused vkCreateInstance
+ * (VK_ERROR_INCOMPATIBLE_DRIVER) after about 40 instances and devices made and destroyed in
+ * one process, and a kernel that crashes the driver then fails its case, not the suite.
  * Exit status 1 when any case fails, 2 on a usage error. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ir/ir.h"
 #include "support/file.h"
@@ -106,6 +112,28 @@ static int check_case(const char *dir) {
   return failed;
 }
 
+/* check_case in a child process; a child that dies fails the case with the reason. */
+static int check_case_apart(const char *dir) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return check_case(dir); /* no process to spare: run it here */
+  if (pid == 0) {
+    int failed = check_case(dir);
+    fflush(stdout);
+    _exit(failed);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      printf("FAIL %s: waitpid: %s\n", dir, strerror(errno));
+      return 1;
+    }
+  if (WIFEXITED(status)) return WEXITSTATUS(status) != 0;
+  printf("FAIL %s: the case's process died (signal %d)\n", dir,
+         WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     fprintf(argc < 2 ? stderr : stdout,
@@ -117,7 +145,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   int failures = 0;
-  for (int i = 1; i < argc; ++i) failures += check_case(argv[i]);
+  for (int i = 1; i < argc; ++i) failures += check_case_apart(argv[i]);
   printf("kernel-check: %d case%s, %s\n", argc - 1, argc == 2 ? "" : "s",
          failures ? "FAILED" : "all kernels match the reference");
   return failures ? 1 : 0;
