@@ -36,12 +36,10 @@
  * machine without LLVM/MLIR
  * (tools/vlmc_kernel_check.c). The run half, shared by both, is tools/kernel_check.c. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "codegen/target.h"
 #include "ir/ir.h"
@@ -106,8 +104,7 @@ static vlmc_status_t save_case(const char *path, const char *text, int64_t n,
   vlmc_strbuf_printf(&dir, "%s/%.*s.%lld", save_dir, (int)stem, base, (long long)n);
   *out_dir = vlmc_strbuf_take(&dir);
   if (!*out_dir) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  if ((mkdir(save_dir, 0777) != 0 && errno != EEXIST) || (mkdir(*out_dir, 0777) != 0 && errno != EEXIST))
-    return vlmc_status_make(VLMC_IO_ERROR, "--save %s: %s", *out_dir, strerror(errno));
+  VLMC_RETURN_IF_ERROR(vlmc_file_mkdirs(*out_dir));
   vlmc_strbuf_t vir;
   vlmc_strbuf_init(&vir);
   vlmc_strbuf_printf(&vir, "// A saved kernel-test case (vlmc kernel-test --save; run it with "

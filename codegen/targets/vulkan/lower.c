@@ -211,6 +211,47 @@ static vlmc_status_t require_group_non_uniform(MlirOperation spirv_module, const
   return st;
 }
 
+/* Whether the spirv.module is SPIR-V 1.4 or newer (its vce triple says). */
+static bool is_spirv_1_4_or_newer(MlirOperation spirv_module) {
+  vlmc_strbuf_t vce;
+  vlmc_strbuf_init(&vce);
+  attribute_text(spirv_module, "vce_triple", &vce);
+  const char *v = strstr(vlmc_strbuf_cstr(&vce), "v1.");
+  bool newer = v && v[3] >= '4' && v[3] <= '9';
+  vlmc_strbuf_deinit(&vce);
+  return newer;
+}
+
+/* From SPIR-V 1.4 on, an entry point's interface lists every global variable its code uses,
+ * storage buffers, workgroup memory and push constants too, not only Input/Output; MLIR 19's
+ * lowering lists the builtins alone at any version. NVIDIA's driver (H200, 580.159) ran such
+ * a 1.6 kernel (the cooperative-matrix linear) without writing any output. The module holds
+ * one kernel, so every global variable belongs in its interface. */
+static vlmc_status_t list_globals_in_interface(MlirOperation spirv_module, const char *name) {
+  if (!is_spirv_1_4_or_newer(spirv_module)) return NULL;
+  MlirContext ctx = mlirOperationGetContext(spirv_module);
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(spirv_module, 0));
+  enum { MAX_GLOBALS = 256 };
+  MlirAttribute globals[MAX_GLOBALS];
+  intptr_t n = 0;
+  MlirOperation entry = {NULL};
+  for (MlirOperation op = mlirBlockGetFirstOperation(body); !mlirOperationIsNull(op);
+       op = mlirOperationGetNextInBlock(op)) {
+    if (op_is(op, "spirv.EntryPoint")) entry = op;
+    if (!op_is(op, "spirv.GlobalVariable")) continue;
+    MlirAttribute sym = mlirOperationGetAttributeByName(op, mlirStringRefCreateFromCString("sym_name"));
+    if (mlirAttributeIsNull(sym) || !mlirAttributeIsAString(sym) || n == MAX_GLOBALS)
+      return vlmc_status_make(VLMC_INTERNAL, "kernel %s: a global variable without a name, or "
+                              "more than %d", name, MAX_GLOBALS);
+    globals[n++] = mlirFlatSymbolRefAttrGet(ctx, mlirStringAttrGetValue(sym));
+  }
+  if (mlirOperationIsNull(entry))
+    return vlmc_status_make(VLMC_INTERNAL, "kernel %s: spirv.module has no entry point", name);
+  mlirOperationSetAttributeByName(entry, mlirStringRefCreateFromCString("interface"),
+                                  mlirArrayAttrGet(ctx, n, globals));
+  return NULL;
+}
+
 /* convert-gpu-to-spirv leaves the spirv.module beside the gpu.module; gpu-module-to-binary
  * serializes the one inside it. */
 static vlmc_status_t fix_up(MlirModule module, const char *name) {
@@ -218,6 +259,7 @@ static vlmc_status_t fix_up(MlirModule module, const char *name) {
   if (mlirOperationIsNull(spv) || mlirOperationIsNull(gpu))
     return vlmc_status_make(VLMC_INTERNAL, "kernel %s: the conversion made no spirv.module", name);
   VLMC_RETURN_IF_ERROR(require_group_non_uniform(spv, name));
+  VLMC_RETURN_IF_ERROR(list_globals_in_interface(spv, name));
   unbind_push_constants(spv);
   mlirOperationRemoveFromParent(spv);
   mlirBlockInsertOwnedOperation(mlirRegionGetFirstBlock(mlirOperationGetRegion(gpu, 0)), 0, spv);
