@@ -122,6 +122,7 @@ typedef struct {
   uint64_t submits;      /* batches of work submitted to a device; 0 for host backends */
   double record_seconds; /* host time recording dispatches (a device backend); 0: not measured */
   size_t num_kernels, num_dispatches; /* 0 for backends without kernels */
+  size_t num_variants_used; /* kernels that run as a variant for the device's class */
 } vlmc_backend_counters_t;
 
 struct vlmc_backend_iface_s {

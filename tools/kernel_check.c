@@ -366,7 +366,8 @@ static vlmc_status_t variant_runs(const char *path, const sections_t *c, char *o
 static vlmc_status_t run_on_backend(const char *path, const vlmc_module_t *m,
                                     const vlmc_func_t *f, const sections_t *c,
                                     params_t *params, const char *variants,
-                                    vlmc_tensor_t *args, vlmc_tensor_t *results) {
+                                    vlmc_tensor_t *args, vlmc_tensor_t *results,
+                                    size_t *out_variants_used) {
   const vlmc_backend_iface_t *iface = vlmc_backend_find(c->target);
   if (!iface) return vlmc_status_make(VLMC_NOT_FOUND, "no backend '%s'", c->target);
   vlmc_backend_open_params_t bp = {.source = path, .module = m, .section = c->section,
@@ -399,6 +400,12 @@ static vlmc_status_t run_on_backend(const char *path, const vlmc_module_t *m,
     vlmc_program_release(program, &out[i]);
   }
   vlmc_program_destroy(program);
+  *out_variants_used = 0;
+  if (backend && backend->iface->counters) {
+    vlmc_backend_counters_t counters;
+    backend->iface->counters(backend, &counters);
+    *out_variants_used = counters.num_variants_used;
+  }
   if (backend) backend->iface->destroy(backend);
   return st;
 }
@@ -415,10 +422,15 @@ static vlmc_status_t run_variants(const char *path, const vlmc_module_t *m, cons
     const char *end = strchr(run, ',');
     char variants[32] = "";
     snprintf(variants, sizeof variants, "%.*s", (int)(end ? end - run : (long)strlen(run)), run);
+    size_t used = 0;
     st = vlmc_status_annotate(run_on_backend(path, m, f, c, params,
-                                             variants[0] ? variants : NULL, args, res),
+                                             variants[0] ? variants : NULL, args, res, &used),
                               "%s backend%s%s: ", c->target, variants[0] ? ", kernels " : "",
                               variants);
+    if (!st && variants[0] && strcmp(variants, "main") != 0) {
+      size_t len = strlen(o->used);
+      snprintf(o->used + len, sizeof o->used - len, "%s%s %zu", len ? ", " : "", variants, used);
+    }
     double before = o->worst;
     int64_t differing = 0, elements = 0;
     for (uint32_t i = 0; !st && i < f->num_results; ++i) {
@@ -501,8 +513,8 @@ int vlmc_kcheck_report(const char *path, int64_t n, vlmc_status_t st, const spec
            (long long)o->num_differing, (long long)o->num_elements);
     return 1;
   }
-  printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s%s%s)\n", path,
+  printf("ok   %s N=%lld: max rel error %.2g, max |ref| %.3g (kernels: %s%s%s%s%s)\n", path,
          (long long)n, o->worst, o->max_ref, o->templates, o->runs[0] ? "; variants run: " : "",
-         o->runs);
+         o->runs, o->used[0] ? "; variant kernels used: " : "", o->used);
   return 0;
 }

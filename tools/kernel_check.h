@@ -59,6 +59,8 @@ typedef struct {
   char templates[256]; /* the templates the kernel table names: "linear_tiles,rms_norm" */
   char runs[160];      /* the kernel variants run: "main,cpu"; "" when the table has none */
   char worst_run[32];  /* the run with the worst error */
+  char used[160];      /* per variant class, the kernels that ran as its variant: "cpu 1, gpu 0"
+                          (0: none fit the device, the main kernels ran) */
   /* Where that run's worst element is (the flat index into result `worst_result`), the two
    * values there, and how many elements of the results differed at all in it: what a failing
    * line says, so a kernel that writes nothing (NaN poison) or one wrong tile reads apart. */

@@ -1211,6 +1211,7 @@ static void vk_counters(const vlmc_backend_t *base, vlmc_backend_counters_t *out
   out->record_seconds = b->record_seconds;
   out->num_kernels = b->num_kernels;
   out->num_dispatches = b->num_dispatches;
+  out->num_variants_used = b->num_variants_used;
 }
 
 /* `vlmc-run --list-devices`: every device the loader finds, no artifact needed. */
