@@ -375,10 +375,69 @@ static int round_bf16(vlmc_kernel_emit_t *e, int x) {
   return v;
 }
 
+static int i32_const(vlmc_kernel_emit_t *e, int64_t c) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", v, (long long)c);
+  return v;
+}
+
+/* arith.<op> of two i32 SSAs. */
+static int i32_op(vlmc_kernel_emit_t *e, const char *op, int a, int b) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.%s " VLMC_SSA ", " VLMC_SSA " : i32", v, op, a, b);
+  return v;
+}
+
+/* cond ? a : b, of i32 SSAs, cond = (x <pred> c) unsigned or signed as pred says. */
+static int i32_select_if(vlmc_kernel_emit_t *e, int x, const char *pred, int64_t c, int a, int b) {
+  int cond = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : i32", cond, pred, x,
+                        i32_const(e, c));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32", v, cond, a, b);
+  return v;
+}
+
+/* Rounds an f32 to f16 and back in integer arithmetic (the round_f16_by_bits hook), as
+ * support/float16.c's vlmc_f32_to_f16 then vlmc_f16_to_f32 do: round to nearest even, f16
+ * subnormals (multiples of 2^-24), 65520 and up to inf, inf and NaN kept, the sign kept. */
+static int round_f16_bits(vlmc_kernel_emit_t *e, int x) {
+  int bits = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
+  int sign = i32_op(e, "andi", bits, i32_const(e, INT32_MIN));
+  int a = i32_op(e, "andi", bits, i32_const(e, 0x7fffffff)); /* |x| */
+  /* f16 normals (|x| >= 2^-14): the low 13 mantissa bits rounded away, to nearest even; a
+   * carry into the exponent is the right result, one past 65504 is >= 2^16: inf. */
+  int lsb = i32_op(e, "andi", i32_op(e, "shrui", a, i32_const(e, 13)), i32_const(e, 1));
+  int sum = i32_op(e, "addi", i32_op(e, "addi", a, i32_const(e, 0x0fff)), lsb);
+  int normal = i32_op(e, "andi", sum, i32_const(e, -0x2000));
+  normal = i32_select_if(e, normal, "uge", 0x47800000, i32_const(e, 0x7f800000), normal);
+  /* Below 2^-14: |x| = m 2^(E-150) rounded to a multiple q of 2^-24, q = m >> (126 - E) to
+   * nearest even (a shift of 25 or more leaves 0; clamped to 31, what a shift may be). */
+  int exponent = i32_op(e, "shrui", a, i32_const(e, 23));
+  int m = i32_op(e, "ori", i32_op(e, "andi", a, i32_const(e, 0x7fffff)), i32_const(e, 0x800000));
+  int shift = i32_op(e, "minui", i32_op(e, "subi", i32_const(e, 126), exponent), i32_const(e, 31));
+  int half = i32_op(e, "shli", i32_const(e, 1), i32_op(e, "subi", shift, i32_const(e, 1)));
+  int odd = i32_op(e, "andi", i32_op(e, "shrui", m, shift), i32_const(e, 1));
+  int q = i32_op(e, "shrui", i32_op(e, "addi", i32_op(e, "addi", m, i32_op(e, "subi", half, i32_const(e, 1))), odd),
+                 shift);
+  int qf = vlmc_kernel_emit_fresh(e), scaled = vlmc_kernel_emit_fresh(e), sub = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : i32 to f32", qf, q);
+  /* q <= 1024, times 2^-24: both exact */
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.mulf " VLMC_SSA ", " VLMC_SSA " : f32", scaled, qf,
+                        vlmc_kernel_emit_f32(e, 5.9604644775390625e-08f));
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", sub, scaled);
+  int r = i32_select_if(e, a, "ult", 0x38800000, sub, normal);
+  r = i32_select_if(e, a, "uge", 0x7f800000, a, r); /* inf, NaN */
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, i32_op(e, "ori", r, sign));
+  return v;
+}
+
 /* Rounds an f32 to f16 / bf16 and back (what a cast to those dtypes stores). */
 static int round_float(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   if (to == VLMC_DTYPE_BF16) return round_bf16(e, x);
   if (to != VLMC_DTYPE_F16) return x;
+  if (e->hooks && e->hooks->round_f16_by_bits) return round_f16_bits(e, x);
   int narrow = vlmc_kernel_emit_fresh(e), wide = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", narrow, x);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, narrow);

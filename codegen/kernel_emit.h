@@ -78,6 +78,10 @@ typedef struct {
                                   const char *trailing_params, vlmc_strbuf_t *out);
   /* Whether erf is written as arithmetic (a target whose lowering has no math.erf). */
   bool expand_erf;
+  /* Whether a value is rounded to f16 in integer arithmetic rather than as arith.truncf then
+   * arith.extf: NVIDIA's Vulkan compiler drops that round trip (the value keeps its f32 bits
+   * and never overflows to inf), integer operations it cannot. */
+  bool round_f16_by_bits;
 } vlmc_kernel_emit_hooks_t;
 
 struct vlmc_kernel_emit_s {

@@ -130,6 +130,7 @@ static const vlmc_kernel_emit_hooks_t kHooks = {
     .load_input = load_input,
     .write_function = write_function,
     .expand_erf = true, /* convert-math-to-spirv has no math.erf */
+    .round_f16_by_bits = true, /* NVIDIA drops arith.truncf + arith.extf (docs/vulkan.md) */
 };
 
 vlmc_status_t vlmc_vk_emit_init(vlmc_kernel_emit_t *e, vlmc_vk_emit_t *vk,
