@@ -4,8 +4,9 @@
 #   2. the same suite built with clang-19 under ASan+UBSan, except the model-sized vulkan runs
 #      (e2e.vulkan, parity.vulkan_*, e2e.precision_overflow.vulkan, e2e.shapes_heldout.vulkan_*:
 #      minutes each on lavapipe; stage 2 runs the vulkan backend through
-#      unit.test_vulkan_backend and every kernel.vulkan.* case), with LeakSanitizer off where
-#      lavapipe runs (its JIT code leaks a few blocks no suppression can name; tests/e2e.cmake);
+#      unit.test_vulkan_backend, e2e.kernel_check and every kernel.vulkan.* case), with
+#      LeakSanitizer off where lavapipe runs (its JIT code leaks a few blocks no suppression can
+#      name; tests/e2e.cmake);
 #   3. the runtime-only build (no LLVM/MLIR) and the tests that apply to it;
 #   4. every libFuzzer target (built by stage 2) for a bounded time (VLMC_FUZZ_SECONDS each,
 #      default 20), JOBS at a time.
