@@ -344,37 +344,6 @@ static int wrap_int(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   return v;
 }
 
-/* Rounds an f32 to bf16 and back in integer arithmetic, round to nearest even, NaN kept
- * quiet (as support/float16.c does): LLVM would call __truncsfbf2, which libgcc lacks. */
-static int round_bf16(vlmc_kernel_emit_t *e, int x) {
-  int bits = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
-  int c16 = vlmc_kernel_emit_fresh(e), c1 = vlmc_kernel_emit_fresh(e), c7fff = vlmc_kernel_emit_fresh(e);
-  int mask = vlmc_kernel_emit_fresh(e), quiet = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 16 : i32", c16);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 1 : i32", c1);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 32767 : i32", c7fff);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant -65536 : i32", mask);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant 4194304 : i32", quiet);
-  int hi = vlmc_kernel_emit_fresh(e), lsb = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e);
-  int sum = vlmc_kernel_emit_fresh(e), rounded = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", hi, bits, c16);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", lsb, hi, c1);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", bias, lsb, c7fff);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : i32", sum, bits, bias);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", rounded, sum, mask);
-  int nan_bits = vlmc_kernel_emit_fresh(e), nan_kept = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : i32", nan_bits, bits, quiet);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", nan_kept, nan_bits,
-                        mask);
-  int is_nan = vlmc_kernel_emit_fresh(e), chosen = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
-                        chosen, is_nan, nan_kept, rounded);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
-  return v;
-}
-
 static int i32_const(vlmc_kernel_emit_t *e, int64_t c) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", v, (long long)c);
@@ -394,6 +363,24 @@ static int i32_select_if(vlmc_kernel_emit_t *e, int x, const char *pred, int64_t
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi %s, " VLMC_SSA ", " VLMC_SSA " : i32", cond, pred, x,
                         i32_const(e, c));
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32", v, cond, a, b);
+  return v;
+}
+
+/* Rounds an f32 to bf16 and back in integer arithmetic, round to nearest even, NaN kept
+ * quiet (as support/float16.c does): LLVM would call __truncsfbf2, which libgcc lacks. */
+static int round_bf16(vlmc_kernel_emit_t *e, int x) {
+  int bits = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
+  int mask = i32_const(e, -65536);
+  int lsb = i32_op(e, "andi", i32_op(e, "shrui", bits, i32_const(e, 16)), i32_const(e, 1));
+  int bias = i32_op(e, "addi", lsb, i32_const(e, 32767));
+  int rounded = i32_op(e, "andi", i32_op(e, "addi", bits, bias), mask);
+  int nan_kept = i32_op(e, "andi", i32_op(e, "ori", bits, i32_const(e, 4194304)), mask);
+  int is_nan = vlmc_kernel_emit_fresh(e), chosen = vlmc_kernel_emit_fresh(e), v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf uno, " VLMC_SSA ", " VLMC_SSA " : f32", is_nan, x, x);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : i32",
+                        chosen, is_nan, nan_kept, rounded);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", v, chosen);
   return v;
 }
 

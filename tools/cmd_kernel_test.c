@@ -33,8 +33,8 @@
  * the pipeline tail with the file's directives, `case.vir`, and one file per section the
  * target generated, named like the section; --no-run: saved, not run here);
  * `vlmc-kernel-check DIR/NAME.N ...` runs saved cases without the compiler, e.g. on a GPU
- * machine without LLVM/MLIR
- * (tools/vlmc_kernel_check.c). The run half, shared by both, is tools/kernel_check.c. */
+ * machine without LLVM/MLIR (tools/vlmc_kernel_check.c). The run half, shared by both, is
+ * tools/kernel_check.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stdio.h>
