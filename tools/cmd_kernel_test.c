@@ -29,9 +29,10 @@
  * Parameters get random values in their own dtype (a bf16 weight is bf16). Prints one line per
  * (file, size) with the worst error and the kernels used; exit status 1 on any failure.
  *
- * --save DIR also writes each (file, size) as a case folder DIR/NAME.N (the module after
- * the pipeline tail with the file's directives, `case.vir`, and one file per section the
- * target generated, named like the section; --no-run: saved, not run here);
+ * --save DIR also writes each (file, size) as a case folder DIR/NAME.N (`case.vir`: the
+ * module after the pipeline tail with the file's directives, its size and the random state
+ * its inputs start from; one file per section the target generated, named like the
+ * section; --no-run: saved, not run here);
  * `vlmc-kernel-check DIR/NAME.N ...` runs saved cases without the compiler, e.g. on a GPU
  * machine without LLVM/MLIR (tools/vlmc_kernel_check.c). The run half, shared by both, is
  * tools/kernel_check.c. */
@@ -110,7 +111,8 @@ static vlmc_status_t save_case(const char *path, const char *text, int64_t n,
   vlmc_strbuf_printf(&vir, "// A saved kernel-test case (vlmc kernel-test --save; run it with "
                      "vlmc-kernel-check): %s at N=%lld.\n", path, (long long)n);
   directive_lines(text, &vir);
-  vlmc_strbuf_printf(&vir, "// case-size: %lld\n", (long long)n);
+  vlmc_strbuf_printf(&vir, "// case-size: %lld\n// case-seed: %llx\n", (long long)n,
+                     (unsigned long long)vlmc_kcheck_seed());
   vlmc_module_print(m, &vir);
   char file[4096];
   snprintf(file, sizeof file, "%s/case.vir", *out_dir);

@@ -22,6 +22,8 @@ typedef vlmc_kcheck_outcome_t outcome_t;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
+uint64_t vlmc_kcheck_seed(void) { return rng_state; }
+
 static uint64_t rng_next(void) {
   uint64_t x = rng_state;
   x ^= x << 13;
@@ -91,6 +93,8 @@ static void parse_directive(spec_t *s, const char *line) {
     if (!strcmp(a, s->target)) snprintf(s->variants, sizeof s->variants, "%s", b);
   } else if (sscanf(line, "case-size: %lld", &size) == 1 && size >= 1) {
     s->case_size = size;
+  } else if (sscanf(line, "case-seed: %63[0-9a-f]", a) == 1) {
+    s->case_seed = strtoull(a, NULL, 16);
   }
 }
 
@@ -452,6 +456,7 @@ vlmc_status_t vlmc_kcheck_run(const char *path, const vlmc_module_t *m, const sp
                               int64_t n, vlmc_kcheck_section_fn section, void *section_ctx,
                               outcome_t *o) {
   memset(o, 0, sizeof *o);
+  if (s->case_seed) rng_state = s->case_seed; /* a saved case: the inputs it had when saved */
   /* Outputs start as 0xFF bytes (NaN, -1): a kernel that skips an element fails. */
   setenv("VLMC_CPU_POISON", "1", 0);
   sections_t c = {s->target, section, section_ctx};

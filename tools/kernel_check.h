@@ -41,8 +41,12 @@ typedef struct {
   bool target_template; /* required_template came from `template T:` (it wins) */
   char variants[64]; /* `variants T:` for the target under test; "": every variant */
   int64_t case_size; /* `case-size: N` (a saved case's N); 0: none */
+  uint64_t case_seed; /* `case-seed: HEX` (the random state it was saved with); 0: none */
 } vlmc_kcheck_spec_t;
 
+/* The random state the next case's inputs start from (a saved case records it, so that
+ * vlmc-kernel-check runs it on the same inputs kernel-test did). */
+uint64_t vlmc_kcheck_seed(void);
 /* The spec before a file's directives: no args or syms, tolerance 1e-5. */
 void vlmc_kcheck_spec_init(vlmc_kcheck_spec_t *s, const char *target);
 /* Reads the directives (comment lines) of text into s. */

@@ -27,6 +27,14 @@ for target in cpu vulkan; do
   same "$target: vlmc-kernel-check exit status" "$rc" 0
   same "$target: one ok line per case" "$(grep -c '^ok ' "$WORK/$target.check.txt")" 4
 done
+# A saved case keeps the random state its inputs started from: on the cpu target (the same
+# kernels, the same inputs) vlmc-kernel-check finds kernel-test's errors to the digit.
+errors() { # FILE: "NAME.N ERROR" per ok line, sorted
+  sed -nE 's|^ok   tests/kernels/([a-z0-9_]+)\.vir N=([0-9]+): max rel error ([^,]*),.*|\1.\2 \3|p;
+           s|^ok   .*/([a-z0-9_]+)\.[0-9]+/case\.vir N=([0-9]+): max rel error ([^,]*),.*|\1.\2 \3|p' "$1" | sort
+}
+same "cpu: the same errors from the saved cases" "$(errors "$WORK/cpu.check.txt" | tr '\n' ' ')" \
+  "$(errors "$WORK/cpu.test.txt" | tr '\n' ' ')"
 # The vulkan table has variants (lanes for CPU devices, cooperative matrices for GPUs): every
 # class runs from the saved case too.
 expect_in "vulkan: kernel-test ran every variant class" "variants run: main,cpu,gpu" \
