@@ -18,7 +18,7 @@
  *   // arg %p: permutation    a random permutation of 0 .. len-1
  *   // tolerance: 1e-5        max |cpu - ref| / max(1, max |ref|) (default 1e-5)
  *   // tolerance vulkan: 1e-6 the same for one target only (wins over `tolerance:`)
- *   // template: linear       the template the kernels must use (at least one of them)
+ *   // template: linear       a template the kernels must use (one of them, by its exact name)
  *   // template vulkan: linear_tiles   the same for one target only (wins over `template:`)
  *   // variants vulkan: cpu   run only these kernel variants of the table for one target
  *                             (default: the main kernels, then each device class's); for a

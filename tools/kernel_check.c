@@ -452,6 +452,14 @@ static vlmc_status_t run_variants(const char *path, const vlmc_module_t *m, cons
   return st;
 }
 
+/* Whether the comma-separated list names `name` itself ("linear" is not "linear_tiles"). */
+static bool names_template(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
+    if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0')) return true;
+  return false;
+}
+
 vlmc_status_t vlmc_kcheck_run(const char *path, const vlmc_module_t *m, const spec_t *s,
                               int64_t n, vlmc_kcheck_section_fn section, void *section_ctx,
                               outcome_t *o) {
@@ -461,7 +469,7 @@ vlmc_status_t vlmc_kcheck_run(const char *path, const vlmc_module_t *m, const sp
   setenv("VLMC_CPU_POISON", "1", 0);
   sections_t c = {s->target, section, section_ctx};
   vlmc_status_t st = table_templates(&c, o->templates, sizeof o->templates);
-  if (!st && s->required_template[0] && !strstr(o->templates, s->required_template))
+  if (!st && s->required_template[0] && !names_template(o->templates, s->required_template))
     st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "expected a '%s' kernel, got %s",
                           s->required_template, o->templates);
   params_t params;
