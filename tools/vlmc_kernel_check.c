@@ -1,6 +1,6 @@
 /* vlmc-kernel-check CASE_DIR...: runs kernel-test cases saved by `vlmc kernel-test --save DIR`
  * (each a folder: case.vir, the module after the target's pipeline tail with the test file's
- * directives and `// case-size: N`, and one file per section the target generated, named like
+ * directives, `// case-size: N` and `// case-seed: HEX`, and one file per section the target generated, named like
  * the section, e.g. kernels.vulkan and kernels.vulkan.json) against the reference executor,
  * on the backend of the target that made them (the name in "kernels.<target>.json"), every
  * kernel-variant class the table has, exactly as `vlmc kernel-test` runs them
@@ -70,7 +70,13 @@ static vlmc_status_t read_sections(const char *dir, sections_t *s, char *target,
     char *data = NULL;
     st = vlmc_file_read_all(path, &data, &len);
     if (st) break;
-    s->names[s->count] = strdup(name);
+    char *copy = strdup(name);
+    if (!copy) {
+      free(data);
+      st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+      break;
+    }
+    s->names[s->count] = copy;
     s->data[s->count] = data;
     s->len[s->count++] = len;
     size_t n = strlen(name);

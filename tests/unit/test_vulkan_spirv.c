@@ -125,11 +125,16 @@ static void test_malformed_modules(void) {
   EXPECT_ERROR(check(SWAPPED_MAGIC), "big-endian SPIR-V");
   EXPECT_ERROR(check(VERSION_1_7), "version word 0x00010700");
   EXPECT_ERROR(check(ZERO_BOUND), "id bound 0");
-  EXPECT_ERROR(check(CAP_KERNEL), "capability 6 is not one a vlmc kernel uses");
+  EXPECT_ERROR(check(CAP_KERNEL), "capability 6 is not one a vlmc kernel uses (allowed: Matrix, "
+               "Shader, Float16, Int64, Int16, GroupNonUniform, GroupNonUniformVote, "
+               "GroupNonUniformArithmetic, GroupNonUniformBallot, StorageBuffer16BitAccess, "
+               "CooperativeMatrixKHR)");
   EXPECT_ERROR(check(CAP_FLOAT16), "capability Float16, which needs device feature shaderFloat16");
   EXPECT_ERROR(check(CAP_COOP_MATRIX), "capability CooperativeMatrixKHR, which needs device "
                "feature cooperativeMatrix");
-  EXPECT_ERROR(check(EXT_OTHER), "extension 'SPV_KHR_variable_pointers' is not allowed");
+  EXPECT_ERROR(check(EXT_OTHER), "extension 'SPV_KHR_variable_pointers' is not allowed (only "
+               "SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage, "
+               "SPV_KHR_cooperative_matrix)");
   EXPECT_ERROR(check(IMPORT_OPENCL), "extended instruction set 'OpenCL.std'");
   EXPECT_ERROR(check(ENTRY_VERTEX), "execution model 0, expected GLCompute");
   EXPECT_ERROR(check(ENTRY_NAMED_MAIN), "entry point 'main', the table says 'vk0'");

@@ -15,14 +15,18 @@ const char *vlmc_vk_feature_name(unsigned bit) {
   return bit < VLMC_VK_NUM_FEATURES ? kFeatureNames[bit] : "?";
 }
 
-void vlmc_vk_feature_names(char *out, size_t size) {
+void vlmc_vk_join_names(const char *const *names, size_t count, char *out, size_t size) {
   size_t used = 0;
   out[0] = '\0';
-  for (unsigned bit = 0; bit < VLMC_VK_NUM_FEATURES && used < size; ++bit) {
-    int n = snprintf(out + used, size - used, "%s%s", bit ? ", " : "", kFeatureNames[bit]);
+  for (size_t i = 0; i < count && used < size; ++i) {
+    int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
     if (n < 0) break;
     used += (size_t)n;
   }
+}
+
+void vlmc_vk_feature_names(char *out, size_t size) {
+  vlmc_vk_join_names(kFeatureNames, VLMC_VK_NUM_FEATURES, out, size);
 }
 
 typedef struct {

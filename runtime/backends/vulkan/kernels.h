@@ -28,6 +28,8 @@ typedef enum {
 const char *vlmc_vk_feature_name(unsigned bit);
 /* Every feature name, comma-separated, for messages ("shaderFloat16, shaderInt64, ..."). */
 void vlmc_vk_feature_names(char *out, size_t size);
+/* names[0 .. count) joined by ", " into out (truncated to size), for messages. */
+void vlmc_vk_join_names(const char *const *names, size_t count, char *out, size_t size);
 
 enum { VLMC_VK_MAX_PUSH_WORDS = 32, VLMC_VK_MAX_INVOCATIONS = 1024 };
 

@@ -83,6 +83,13 @@ static bool literal_string(const module_t *m, size_t at, uint32_t count, uint32_
   return true;
 }
 
+/* The allowed capabilities' names, comma-separated, for the message that refuses another. */
+static void capability_names(char *out, size_t size) {
+  const char *names[sizeof kCapabilities / sizeof kCapabilities[0]];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) names[i] = kCapabilities[i].name;
+  vlmc_vk_join_names(names, sizeof names / sizeof names[0], out, size);
+}
+
 static const capability_t *find_capability(uint32_t id) {
   for (size_t i = 0; i < sizeof kCapabilities / sizeof kCapabilities[0]; ++i)
     if (kCapabilities[i].id == id) return &kCapabilities[i];
@@ -137,11 +144,12 @@ static vlmc_status_t on_capability(const module_t *m, size_t at, uint32_t count,
                             "expected 2", m->origin, at, count);
   uint32_t id = word_at(m, at + 1);
   const capability_t *cap = find_capability(id);
-  if (!cap)
+  if (!cap) {
+    char allowed[512];
+    capability_names(allowed, sizeof allowed);
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V capability %u is not one a vlmc "
-                            "kernel uses (allowed: Shader, Float16, Int64, Int16, "
-                            "StorageBuffer16BitAccess, GroupNonUniform, Vote, Arithmetic, "
-                            "Ballot, CooperativeMatrixKHR)", m->origin, id);
+                            "kernel uses (allowed: %s)", m->origin, id, allowed);
+  }
   if (cap->feature & ~expect->features) {
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: declares capability %s, which needs "
                             "device feature %s, but the kernel's features do not list it",
@@ -167,9 +175,11 @@ static vlmc_status_t on_named(const module_t *m, size_t at, uint32_t count, uint
   }
   for (size_t i = 0; i < sizeof kExtensions / sizeof kExtensions[0]; ++i)
     if (!strcmp(name, kExtensions[i])) return NULL;
+  char allowed[256];
+  vlmc_vk_join_names(kExtensions, sizeof kExtensions / sizeof kExtensions[0], allowed,
+                     sizeof allowed);
   return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V extension '%s' is not allowed (only "
-                          "SPV_KHR_storage_buffer_storage_class, SPV_KHR_16bit_storage, "
-                          "SPV_KHR_cooperative_matrix)", m->origin, name);
+                          "%s)", m->origin, name, allowed);
 }
 
 static vlmc_status_t on_entry_point(const module_t *m, size_t at, uint32_t count,
