@@ -220,6 +220,14 @@ static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_
   printf(" %u: %s (output)\n", k->num_inputs, vlmc_dtype_info(k->output)->name);
   const char *features = string_field(k, "features");
   printf("           features: %s\n", features[0] ? features : "none");
+  if (!vlmc_kernel_table_kernel_field(k, "split")) return;
+  printf("           split: %lld parts per unit, %lld floats of scratch each (binding %u); "
+         "then %s: workgroup %lldx1x1 per unit, %lld B shared, %lld B SPIR-V\n",
+         (long long)int_field(k, "split"), (long long)int_field(k, "scratch_floats"),
+         k->num_inputs + 1, string_field(k, "combine_entry"),
+         (long long)int_field(k, "combine_workgroup_x"),
+         (long long)int_field(k, "combine_shared_bytes"),
+         (long long)int_field(k, "combine_spirv_size"));
 }
 
 /* The vulkan kernels (sections kernels.vulkan and kernels.vulkan.json). */

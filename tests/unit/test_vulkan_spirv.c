@@ -58,6 +58,7 @@ typedef enum {
   ZERO_WORD_COUNT,
   PAST_END,
   UNTERMINATED_NAME,
+  COMBINE_ENTRY, /* valid, its entry named vk0_combine: a split kernel's stage 2 */
 } defect_t;
 
 static void build(words_t *m, defect_t d) {
@@ -83,7 +84,8 @@ static void build(words_t *m, defect_t d) {
     put(m, 0x76306b76u);
   } else {
     inst(m, 15, (uint32_t[]){d == ENTRY_VERTEX ? 0u : 5u, 2}, 2,
-         d == ENTRY_NAMED_MAIN ? "main" : "vk0", (uint32_t[]){3, 4}, 2);
+         d == ENTRY_NAMED_MAIN ? "main" : d == COMBINE_ENTRY ? "vk0_combine" : "vk0",
+         (uint32_t[]){3, 4}, 2);
   }
   if (d == TWO_ENTRIES) inst(m, 15, (uint32_t[]){5, 5}, 2, "vk9", NULL, 0);
   if (d != NO_LOCAL_SIZE)
@@ -168,6 +170,7 @@ static void test_truncations(void) {
 
 /* ---- the table's vulkan fields ---- */
 
+/* The section the table's kernels point into: one module, or (split tests) two. */
 static words_t g_module_words;
 
 static const char kKernelTemplate[] =
@@ -187,6 +190,11 @@ static vlmc_status_t read_fields(const char *abi, const char *target) {
   if (!st) {
     EXPECT_EQ_INT(info[0].units_per_group, 4);
     EXPECT_EQ_INT(info[0].push_words, 2);
+    if (strstr(target, "\"split\"")) {
+      EXPECT_EQ_INT(info[0].split, 8);
+      EXPECT_EQ_INT(info[0].scratch_floats, 130);
+      EXPECT_EQ_INT(info[0].combine_workgroup_x, 64);
+    }
   }
   vlmc_kernel_table_deinit(&table);
   return st;
@@ -210,6 +218,52 @@ static vlmc_status_t with_field(const char *key, const char *value) {
                              used ? ", " : "", keys[i], v);
   }
   return read_fields("vulkan-spirv-1", target);
+}
+
+/* A split kernel's fields (kernels.h): the valid set after the one-stage fields, `key`'s
+ * value replaced by `value` (NULL: left out), the section holding both stages' modules. */
+static vlmc_status_t with_split_field(const char *key, const char *value) {
+  words_t first, combine;
+  build(&first, VALID);
+  build(&combine, COMBINE_ENTRY);
+  g_module_words = first;
+  for (size_t i = 0; i < combine.n; ++i) put(&g_module_words, combine.w[i]);
+  static const char *const keys[] = {"split", "scratch_floats", "combine_entry",
+                                     "combine_spirv_offset", "combine_spirv_size",
+                                     "combine_workgroup_x", "combine_shared_bytes"};
+  char offset[16], size[16], first_size[16];
+  snprintf(offset, sizeof offset, "%zu", 4 * first.n);
+  snprintf(size, sizeof size, "%zu", 4 * combine.n);
+  snprintf(first_size, sizeof first_size, "%zu", 4 * first.n);
+  const char *values[] = {"8", "130", "\"vk0_combine\"", offset, size, "64", "0"};
+  char target[1024];
+  size_t used = (size_t)snprintf(target, sizeof target, "\"entry\": \"vk0\", \"spirv_offset\": 0, "
+                                 "\"spirv_size\": %s, \"workgroup_x\": 64, \"workgroup_y\": 1, "
+                                 "\"workgroup_z\": 1, \"units_per_group\": 4, \"push_words\": 2, "
+                                 "\"shared_bytes\": 0, \"features\": \"\"", first_size);
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; ++i) {
+    const char *v = key && !strcmp(keys[i], key) ? value : values[i];
+    if (!v) continue;
+    used += (size_t)snprintf(target + used, sizeof target - used, ", \"%s\": %s", keys[i], v);
+  }
+  vlmc_status_t st = read_fields("vulkan-spirv-1", target);
+  build(&g_module_words, VALID);
+  return st;
+}
+
+static void test_split_fields(void) {
+  EXPECT_OK(with_split_field(NULL, NULL));
+  EXPECT_ERROR(with_split_field("split", "1"), "target.split = 1: expected 2 to 1024");
+  EXPECT_ERROR(with_split_field("scratch_floats", NULL), "target.scratch_floats is missing");
+  EXPECT_ERROR(with_split_field("scratch_floats", "0"), "target.scratch_floats = 0");
+  EXPECT_ERROR(with_split_field("combine_entry", "\"vk0\""),
+               "target.combine_entry 'vk0', expected 'vk0_combine'");
+  EXPECT_ERROR(with_split_field("combine_spirv_offset", "0"), "its combine stage");
+  EXPECT_ERROR(with_split_field("combine_spirv_offset", "2"), "must be multiples of 4");
+  EXPECT_ERROR(with_split_field("combine_spirv_size", "4000"), "past the end of section");
+  EXPECT_ERROR(with_split_field("combine_workgroup_x", "32"), "LocalSize 64 x 1 x 1, the table says 32");
+  EXPECT_ERROR(with_split_field("combine_workgroup_x", "2048"), "target.combine_workgroup_x = 2048");
+  EXPECT_ERROR(with_split_field("combine_shared_bytes", NULL), "target.combine_shared_bytes is missing");
 }
 
 static void test_table_fields(void) {
@@ -245,5 +299,6 @@ int main(void) {
   RUN_TEST(test_malformed_modules);
   RUN_TEST(test_truncations);
   RUN_TEST(test_table_fields);
+  RUN_TEST(test_split_fields);
   return TEST_SUMMARY();
 }

@@ -6,7 +6,8 @@
  * Sections (docs/vulkan.md): "kernels.vulkan", the SPIR-V modules back to back, and
  * "kernels.vulkan.json", the kernel table (format 2) whose kernels carry their "target"
  * fields: entry, spirv_offset, spirv_size, workgroup_x/y/z, units_per_group, push_words,
- * shared_bytes, features. */
+ * shared_bytes, features, and a split kernel's split, scratch_floats and combine_* (its
+ * second module). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdarg.h>
@@ -29,6 +30,14 @@ typedef struct {
   uint32_t push_words;
   size_t spirv_offset, spirv_size;
   char features[160];
+  /* A split kernel's (emit.h, "split kernels"): its stage 2, written with the placeholder
+   * name until it is lowered as vkN_combine right after stage 1. split 0: one stage. */
+  int split;
+  int64_t scratch_floats;
+  char *combine_text;
+  int combine_workgroup;
+  int64_t combine_shared_bytes;
+  size_t combine_offset, combine_size;
 } vk_kernel_t;
 
 typedef struct {
@@ -64,6 +73,47 @@ static vlmc_status_t region_error(const vlmc_func_t *func, const vlmc_dispatch_r
   return vlmc_status_annotate(st, "@%s dispatch %u (%s): ", func->name, r->id, what);
 }
 
+/* Stage 2 of split kernel `first` (its emitter, finished): `first`'s combine template on a
+ * fresh emitter over the same region, reading the same symbols in the same push-constant
+ * slots; its text (placeholder name) and shape into info. */
+static vlmc_status_t write_combine(codegen_t *g, const vlmc_func_t *func,
+                                   const vlmc_dispatch_region_t *r, const vlmc_kernel_emit_t *first,
+                                   vk_kernel_t *info) {
+  const vlmc_vk_emit_t *first_vk = first->target;
+  vlmc_kernel_emit_t e;
+  vlmc_vk_emit_t vk;
+  VLMC_RETURN_IF_ERROR(vlmc_vk_emit_init(&e, &vk, g->module, func, r));
+  memcpy(e.syms, first->syms, first->num_syms * sizeof *e.syms);
+  e.num_syms = first->num_syms;
+  vk.scratch = true; /* the same bindings as stage 1 */
+  vlmc_status_t st = first_vk->combine(&e);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  if (!st) st = vlmc_vk_emit_finish(&e, VLMC_KERNEL_SET_PLACEHOLDER, &text);
+  if (!st && (e.num_syms != first->num_syms || !e.template_name ||
+              strcmp(e.template_name, first->template_name) != 0 || vk.split))
+    st = vlmc_status_make(VLMC_INTERNAL, "the combine stage must keep the template, read only "
+                          "the first stage's symbols and not split again");
+  if (!st && (vk.workgroup[1] != 1 || vk.workgroup[2] != 1))
+    st = vlmc_status_make(VLMC_INTERNAL, "the combine stage's workgroup must be [x, 1, 1]");
+  if (!st && vk.shared_bytes > MAX_SHARED_BYTES)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "combine: %lld bytes of workgroup memory (at most %d)",
+                          (long long)vk.shared_bytes, MAX_SHARED_BYTES);
+  if (!st) {
+    info->combine_workgroup = vk.workgroup[0];
+    info->combine_shared_bytes = vk.shared_bytes;
+    if (vk.units_per_group != 1)
+      st = vlmc_status_make(VLMC_INTERNAL, "the combine stage takes a workgroup per unit");
+  }
+  if (!st) {
+    info->combine_text = vlmc_strbuf_take(&text);
+    if (!info->combine_text) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  vlmc_strbuf_deinit(&text);
+  vlmc_kernel_emit_deinit(&e);
+  return st;
+}
+
 /* Writes the region's kernel text with template fn (NULL: the anchor's main template) and
  * fills *k and *info (not yet deduplicated). */
 static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
@@ -95,7 +145,14 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
     info->units_per_group = vk.units_per_group;
     info->shared_bytes = vk.shared_bytes;
     info->push_words = 1 + e.num_syms;
-    st = vlmc_kernel_set_describe(&g->set, &e, r, &text, k, work, work_scale);
+    info->split = vk.split;
+    info->scratch_floats = vk.scratch_floats;
+    if (vk.combine) st = write_combine(g, func, r, &e, info);
+    if (!st) st = vlmc_kernel_set_describe(&g->set, &e, r, &text, k, work, work_scale);
+    if (st) {
+      free(info->combine_text);
+      info->combine_text = NULL;
+    }
   }
   vlmc_strbuf_deinit(&text);
   if (st) st = region_error(func, r, e.template_name ? e.template_name : anchor, st);
@@ -103,23 +160,60 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   return st;
 }
 
-/* Lowers new kernel `index` as vkN and appends its module to the section. */
+/* Lowers kernel text `text` as entry `name`, appends its module to the section and gives its
+ * range and features. */
+static vlmc_status_t lower_module(codegen_t *g, const char *name, const char *text,
+                                  size_t *offset, size_t *size, uint32_t *features) {
+  uint32_t *words = NULL;
+  size_t count = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_vk_lowerer_lower(g->lowerer, name, text, &words, &count));
+  *offset = g->spirv.len; /* every module is whole words: stays 4-aligned */
+  *size = count * 4;
+  *features |= vlmc_vk_feature_bits(words, count);
+  vlmc_strbuf_append(&g->spirv, (const char *)words, count * 4);
+  free(words);
+  return g->spirv.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
+}
+
+/* "vkN" for the placeholder of `text` (it occurs once, in the function's signature). */
+static char *named_text(const char *text, const char *name) {
+  const char *at = strstr(text, VLMC_KERNEL_SET_PLACEHOLDER);
+  vlmc_strbuf_t out;
+  vlmc_strbuf_init(&out);
+  if (at) {
+    vlmc_strbuf_append(&out, text, (size_t)(at - text));
+    vlmc_strbuf_puts(&out, name);
+    vlmc_strbuf_puts(&out, at + strlen(VLMC_KERNEL_SET_PLACEHOLDER));
+  } else {
+    vlmc_strbuf_puts(&out, text);
+  }
+  char *named = out.failed ? NULL : vlmc_strbuf_take(&out);
+  vlmc_strbuf_deinit(&out);
+  return named;
+}
+
+/* Lowers new kernel `index` as vkN (and a split kernel's stage 2 as vkN_combine, whose
+ * features join stage 1's: the table lists one set for both). */
 static vlmc_status_t lower_kernel(codegen_t *g, size_t index, vk_kernel_t *info) {
   char name[64];
   snprintf(name, sizeof name, "vk%zu", index);
   char *text = vlmc_kernel_set_named_text(&g->set, index, name, "");
   if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  uint32_t *words = NULL;
-  size_t count = 0;
-  vlmc_status_t st = vlmc_vk_lowerer_lower(g->lowerer, name, text, &words, &count);
+  uint32_t features = 0;
+  vlmc_status_t st = lower_module(g, name, text, &info->spirv_offset, &info->spirv_size, &features);
   free(text);
-  if (st) return st;
-  info->spirv_offset = g->spirv.len; /* every module is whole words: stays 4-aligned */
-  info->spirv_size = count * 4;
-  vlmc_vk_features(words, count, info->features, sizeof info->features);
-  vlmc_strbuf_append(&g->spirv, (const char *)words, count * 4);
-  free(words);
-  return g->spirv.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
+  if (!st && info->combine_text) {
+    char combine[80];
+    snprintf(combine, sizeof combine, "%s_combine", name);
+    text = named_text(info->combine_text, combine);
+    free(info->combine_text);
+    info->combine_text = NULL;
+    if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    st = lower_module(g, combine, text, &info->combine_offset, &info->combine_size, &features);
+    free(text);
+  }
+  vlmc_vk_feature_list(features, info->features, sizeof info->features);
+  return st;
 }
 
 static vlmc_status_t grow_info(codegen_t *g) {
@@ -154,10 +248,13 @@ static vlmc_status_t add_variants(codegen_t *g, const vlmc_func_t *func,
                                           k.template_name,
                                           g->set.kernels[main_index].template_name);
       vlmc_kernel_set_kernel_free(&k);
+      free(info.combine_text);
       return region_error(func, r, "variant", st);
     }
-    VLMC_RETURN_IF_ERROR(vlmc_kernel_set_add_variant(&g->set, &k, main_index,
-                                                     variants[i].for_devices, &index));
+    vlmc_status_t added = vlmc_kernel_set_add_variant(&g->set, &k, main_index,
+                                                      variants[i].for_devices, &index);
+    if (added) free(info.combine_text);
+    VLMC_RETURN_IF_ERROR(added);
     g->info[index] = info;
     vlmc_status_t st = lower_kernel(g, index, &g->info[index]);
     if (st) return region_error(func, r, g->set.kernels[index].template_name, st);
@@ -178,7 +275,9 @@ static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
   VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, NULL, &k, &info, &work, &scale));
   char template_name[64];
   snprintf(template_name, sizeof template_name, "%s", k.template_name);
-  VLMC_RETURN_IF_ERROR(vlmc_kernel_set_intern(&g->set, &k, &index, &is_new));
+  vlmc_status_t interned = vlmc_kernel_set_intern(&g->set, &k, &index, &is_new);
+  if (interned || !is_new) free(info.combine_text); /* a kernel already lowered has its own */
+  VLMC_RETURN_IF_ERROR(interned);
   if (is_new) {
     g->info[index] = info;
     vlmc_status_t st = lower_kernel(g, index, &g->info[index]);
@@ -202,7 +301,22 @@ static vlmc_status_t add_target_fields(vlmc_kernel_table_kernel_t *k, const vk_k
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "push_words", info->push_words));
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, "shared_bytes",
                                                               info->shared_bytes));
-  return vlmc_kernel_table_kernel_add_string_field(k, "features", info->features);
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_string_field(k, "features", info->features));
+  if (!info->split) return NULL;
+  char entry[80];
+  snprintf(entry, sizeof entry, "%s_combine", k->symbol);
+  const struct { const char *key; int64_t value; } kSplit[] = {
+      {"split", info->split},
+      {"scratch_floats", info->scratch_floats},
+      {"combine_spirv_offset", (int64_t)info->combine_offset},
+      {"combine_spirv_size", (int64_t)info->combine_size},
+      {"combine_workgroup_x", info->combine_workgroup},
+      {"combine_shared_bytes", info->combine_shared_bytes},
+  };
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_string_field(k, "combine_entry", entry));
+  for (size_t i = 0; i < sizeof kSplit / sizeof kSplit[0]; ++i)
+    VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_int_field(k, kSplit[i].key, kSplit[i].value));
+  return NULL;
 }
 
 /* Completes the table (the ABI, the kernels with their target fields) and writes it. */

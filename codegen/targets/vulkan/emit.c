@@ -115,8 +115,11 @@ static vlmc_status_t write_function(vlmc_kernel_emit_t *e, const char *name,
   vlmc_strbuf_printf(out, "%%out: memref<?x%s> {spirv.interface_var_abi = "
                           "#spirv.interface_var_abi<(0, %u)>}, ",
                      vlmc_kernel_emit_type(vlmc_dispatch_output(e->region)->type.dtype), n);
+  if (vk->scratch)
+    vlmc_strbuf_printf(out, "%%scratch: memref<?xf32> {spirv.interface_var_abi = "
+                            "#spirv.interface_var_abi<(0, %u)>}, ", n + 1);
   vlmc_strbuf_printf(out, "%%push: !vk_push {spirv.interface_var_abi = "
-                          "#spirv.interface_var_abi<(0, %u)>})\n", n + 1);
+                          "#spirv.interface_var_abi<(0, %u)>})\n", n + 1 + (vk->scratch ? 1 : 0));
   vlmc_strbuf_printf(out, "        kernel attributes {spirv.entry_point_abi = "
                           "#spirv.entry_point_abi<workgroup_size = [%d, %d, %d]>} {\n",
                      vk->workgroup[0], vk->workgroup[1], vk->workgroup[2]);
@@ -158,6 +161,38 @@ void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int 
   vk->workgroup[1] = y;
   vk->workgroup[2] = z;
   vk->units_per_group = units_per_group;
+}
+
+/* ---- split kernels ---- */
+
+void vlmc_vk_emit_set_split(vlmc_kernel_emit_t *e, int split, int64_t scratch_floats,
+                            vlmc_status_t (*combine)(vlmc_kernel_emit_t *e)) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (split < 2 || scratch_floats < 1 || !combine) {
+    vlmc_kernel_emit_fail(e, "a split kernel needs split >= 2 (%d), scratch floats >= 1 (%lld) "
+                          "and a combine stage", split, (long long)scratch_floats);
+    return;
+  }
+  vk->split = split;
+  vk->scratch_floats = scratch_floats;
+  vk->combine = combine;
+  vk->scratch = true;
+}
+
+int vlmc_vk_emit_scratch_load(vlmc_kernel_emit_t *e, int index) {
+  vlmc_vk_emit_t *vk = e->target;
+  vk->scratch = true;
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%scratch[" VLMC_SSA "] : memref<?xf32>", v,
+                        index);
+  return v;
+}
+
+void vlmc_vk_emit_scratch_store(vlmc_kernel_emit_t *e, int value, int index) {
+  vlmc_vk_emit_t *vk = e->target;
+  vk->scratch = true;
+  vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", %%scratch[" VLMC_SSA "] : memref<?xf32>",
+                        value, index);
 }
 
 /* ---- ids ---- */

@@ -46,6 +46,13 @@ typedef struct {
   uint32_t wide_inputs;   /* bit i: binding i is declared memref<?xvector<4xi32>> (16-byte
                              loads, vlmc_vk_emit_load_words4); only read that way */
   bool coop_matrix;       /* uses cooperative matrices: a SPIR-V 1.6 module (the mma helpers) */
+  /* A split kernel (vlmc_vk_emit_set_split): its first stage runs `split` workgroup units per
+   * work unit, writing `scratch_floats` floats each to the scratch binding; then `combine`
+   * writes the second stage, which reads them and writes the output. 0 / NULL: one stage. */
+  int split;
+  int64_t scratch_floats;
+  vlmc_status_t (*combine)(vlmc_kernel_emit_t *e);
+  bool scratch;           /* declares the scratch binding (binding n + 1) */
   int num_shared;
   struct { int ssa; const char *type; int64_t count; } shared[VLMC_VK_MAX_SHARED];
 } vlmc_vk_emit_t;
@@ -61,6 +68,21 @@ vlmc_vk_emit_t *vlmc_vk_emit_state(vlmc_kernel_emit_t *e);
 
 /* LocalSize x, y, z and the work units one workgroup handles (all >= 1; x*y*z <= 1024). */
 void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int units_per_group);
+
+/* ---- split kernels (docs/vulkan.md, "Split kernels") ----
+ * A kernel of two stages: stage 1 runs work x split units (the table's units_per_group are
+ * of these), each writing scratch_floats floats of partial results to the scratch buffer the
+ * backend binds at binding n + 1 (unit u, part p at (u * split + p) * scratch_floats); after a
+ * barrier, stage 2 (written by `combine` on a fresh emitter over the same region, the same
+ * push constants and bindings) runs the work units, reads the partials and writes the output.
+ * Decode attention splits a step's few (row, kv head) units over the keys this way. */
+
+/* Called by a stage-1 template: split >= 2, scratch_floats >= 1. */
+void vlmc_vk_emit_set_split(vlmc_kernel_emit_t *e, int split, int64_t scratch_floats,
+                            vlmc_status_t (*combine)(vlmc_kernel_emit_t *e));
+/* Scratch element `index` (an f32) of either stage, and a store of f32 `value` there. */
+int vlmc_vk_emit_scratch_load(vlmc_kernel_emit_t *e, int index);
+void vlmc_vk_emit_scratch_store(vlmc_kernel_emit_t *e, int value, int index);
 
 /* ---- ids (all : index; emitted where called, so call them in the function's top level
  * or wherever they are needed) ---- */

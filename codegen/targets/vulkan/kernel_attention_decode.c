@@ -25,9 +25,16 @@
  * all its R invocations (each combines the same partials). At the end each invocation divides
  * its accumulators by the sum and stores them through the epilogue.
  *
- * What it does not do (issue 15): split one unit's keys over several workgroups (flash
- * decoding proper, which needs a combining pass), so a 2-kv-head model still uses 2
- * workgroups, each now 256 invocations wide. */
+ * Split over the keys (flash decoding). With a static S, a step has only S x Hkv units (the
+ * 3B's decode: 2), each walking all T keys: 2 workgroups for the whole GPU, 194 us a call at
+ * T = 1024 on the H200. So for a static S the kernel is a split kernel (emit.h, "split
+ * kernels"): stage 1 gives each unit P workgroups (P a power of two, S x Hkv x P <= 64,
+ * P <= 32), part p taking the p-th of P equal slices of the row's keys and writing its running
+ * max, sum and unnormalized accumulators (per head: [m, l, acc[Dv]]) to scratch; stage 2
+ * (a workgroup of the same shape per unit) combines the P partials of each head:
+ * M = max m_p, L = sum exp(m_p - M) l_p, out = sum exp(m_p - M) acc_p / L. A slice without
+ * keys has m = -inf, l = 0 and weighs 0. The order of the sums differs from one pass's, so the
+ * results agree with it to rounding, not bit for bit. */
 #include <math.h>
 #include <string.h>
 
@@ -44,6 +51,8 @@ enum {
   STAGE_FLOATS = 2048, /* a K part in workgroup memory: C rows of part floats (8 KiB) */
   MAX_STAGE_ROUNDS = STAGE_FLOATS, /* loads per invocation per part (T >= 1) */
   KEYS_UNROLLED = 8,   /* value rows per step of the value loop */
+  SPLIT_GROUPS = 64,   /* a split kernel's workgroups at most (S x Hkv x P) */
+  MAX_SPLIT = 32,      /* P at most */
 };
 
 typedef struct {
@@ -60,7 +69,9 @@ typedef struct {
   bool causal;
   int tid, h, r;   /* invocation, its query head in the group and its lane in the head */
   int i, g;        /* the unit's query row and kv head */
-  int start, end;  /* the row's keys */
+  int start, end;  /* the row's keys (a split kernel's stage 1: this part's slice of them) */
+  int64_t split;   /* P (1: one stage) */
+  int unit;        /* the (row, kv head) unit */
   int red, ps;       /* workgroup memory: max partials [T], weights [G, C] */
   int ks;            /* workgroup memory: a part of the chunk's K rows [C, stride] */
 } decode_t;
@@ -94,6 +105,15 @@ bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
   if (!few_rows && (op->num_operands > 3 || hq / hkv < MIN_SHARED_GROUP)) return false;
   int64_t lanes = lanes_for(hq / hkv);
   return (dv + lanes - 1) / lanes <= MAX_ACC;
+}
+
+/* P for a static S (1 for a dynamic one: a prefill has units enough). */
+static int64_t split_for(const vlmc_op_t *op) {
+  const vlmc_type_t *qt = &op->operands[0]->type;
+  if (!vlmc_dim_is_static(qt->dims[0]) || qt->dims[0].off > MAX_ROWS) return 1;
+  int64_t units = qt->dims[0].off * op->operands[1]->type.dims[1].off, split = 1;
+  while (split * 2 <= MAX_SPLIT && units * split * 2 <= SPLIT_GROUPS) split *= 2;
+  return split;
 }
 
 static void choose_shape(decode_t *D) {
@@ -240,59 +260,167 @@ static void emit_store(const decode_t *D, const int *state) {
   }
 }
 
-static void emit_unit(decode_t *D) {
+/* The loop over [D->start, D->end) in chunks: the final state [m, l, acc...] (init where
+ * the range is empty). */
+static void emit_keys(decode_t *D, const int *init, int *state) {
   vlmc_kernel_emit_t *e = D->e;
-  vlmc_vk_emit_key_range(e, D->q, D->k, D->cu, D->causal, D->i, &D->start, &D->end);
   int q[MAX_DIM];
   int q_base = mul(e, head_row(D), idx(e, D->d));
   for (int64_t c = 0; c < D->d; ++c) q[c] = vlmc_kernel_emit_load(e, D->q, add(e, q_base, idx(e, c)));
-  int n = (int)(2 + D->acc), init[2 + MAX_ACC], inner[2 + MAX_ACC], c0;
-  init[0] = vlmc_kernel_emit_f32(e, -INFINITY);
-  for (int a = 1; a < n; ++a) init[a] = vlmc_kernel_emit_f32(e, 0);
+  int n = (int)(2 + D->acc), inner[2 + MAX_ACC], c0;
   int res = vlmc_vk_emit_open_f32_loop(e, D->start, D->end, idx(e, D->chunk), n, init, &c0, inner);
   emit_chunk(D, q, c0, inner);
-  int state[2 + MAX_ACC];
   vlmc_vk_emit_close_f32_loop(e, res, n, inner, state);
   for (int a = 0; a < n; ++a) state[a] = vlmc_vk_emit_guard_empty(e, D->start, D->end, state[a], init[a], "f32");
+}
+
+static void initial_state(decode_t *D, int *init) {
+  init[0] = vlmc_kernel_emit_f32(D->e, -INFINITY);
+  for (int64_t a = 1; a < 2 + D->acc; ++a) init[a] = vlmc_kernel_emit_f32(D->e, 0);
+}
+
+static void emit_unit(decode_t *D) {
+  vlmc_vk_emit_key_range(D->e, D->q, D->k, D->cu, D->causal, D->i, &D->start, &D->end);
+  int init[2 + MAX_ACC], state[2 + MAX_ACC];
+  initial_state(D, init);
+  emit_keys(D, init, state);
   emit_store(D, state);
 }
 
-vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
+/* Scratch float `field` (0: m, 1: l, 2 + d: acc dim d) of head h's partial in part p of the
+ * unit: ((unit * P + p) * G + h) * (2 + Dv) + field. */
+static int partial_at(const decode_t *D, int part, int field) {
+  vlmc_kernel_emit_t *e = D->e;
+  int slot = add(e, mul(e, add(e, mul(e, D->unit, idx(e, D->split)), part), idx(e, D->group)), D->h);
+  return add(e, mul(e, slot, idx(e, 2 + D->dv)), field);
+}
+
+/* Stage 1, part `part` of the unit: its slice of the keys into scratch. */
+static void emit_part(decode_t *D, int part) {
+  vlmc_kernel_emit_t *e = D->e;
+  int start, end;
+  vlmc_vk_emit_key_range(e, D->q, D->k, D->cu, D->causal, D->i, &start, &end);
+  /* slice p of P: [start + p * per, + per) within the row's keys, per = ceil(n / P) */
+  int n = vlmc_kernel_emit_index_op(e, "arith.subi", end, start);
+  int per = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, n, idx(e, D->split - 1)),
+                                      idx(e, D->split));
+  D->start = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, start, mul(e, part, per)), end);
+  D->end = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, D->start, per), end);
+  int init[2 + MAX_ACC], state[2 + MAX_ACC];
+  initial_state(D, init);
+  emit_keys(D, init, state);
+  for (int64_t a = 0; a < D->acc; ++a) {
+    int dim = add(e, D->r, idx(e, a * D->lanes));
+    bool partial = (a + 1) * D->lanes > D->dv;
+    if (partial) vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->dv)));
+    vlmc_vk_emit_scratch_store(e, state[2 + a], partial_at(D, part, add(e, dim, idx(e, 2))));
+    if (partial) vlmc_kernel_emit_line(e, "}");
+  }
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "eq", D->r, idx(e, 0)));
+  vlmc_vk_emit_scratch_store(e, state[0], partial_at(D, part, idx(e, 0)));
+  vlmc_vk_emit_scratch_store(e, state[1], partial_at(D, part, idx(e, 1)));
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* Stage 2: the unit's P partials per head combined and stored through the epilogue. */
+static void emit_combine(decode_t *D) {
+  vlmc_kernel_emit_t *e = D->e;
+  int zero = idx(e, 0), parts = idx(e, D->split), one = idx(e, 1), p, inner[2 + MAX_ACC];
+  int init = vlmc_kernel_emit_f32(e, -INFINITY), max;
+  int res = vlmc_vk_emit_open_f32_loop(e, zero, parts, one, 1, &init, &p, inner);
+  int next = fop(e, "arith.maximumf", inner[0], vlmc_vk_emit_scratch_load(e, partial_at(D, p, zero)));
+  vlmc_vk_emit_close_f32_loop(e, res, 1, &next, &max); /* P >= 2: the loop runs */
+  int sums[2 + MAX_ACC], n = (int)(1 + D->acc);
+  for (int a = 0; a < n; ++a) sums[a] = vlmc_kernel_emit_f32(e, 0);
+  res = vlmc_vk_emit_open_f32_loop(e, zero, parts, one, n, sums, &p, inner);
+  int w = vlmc_vk_emit_softmax_weight(e, vlmc_vk_emit_scratch_load(e, partial_at(D, p, zero)), max);
+  int step[1 + MAX_ACC];
+  step[0] = vlmc_vk_emit_fma(e, w, vlmc_vk_emit_scratch_load(e, partial_at(D, p, one)), inner[0]);
+  for (int64_t a = 0; a < D->acc; ++a) {
+    int dim = add(e, D->r, idx(e, a * D->lanes));
+    if ((a + 1) * D->lanes > D->dv) /* a partial last column block: clamp, never stored */
+      dim = vlmc_kernel_emit_index_op(e, "arith.minsi", dim, idx(e, D->dv - 1));
+    int v = vlmc_vk_emit_scratch_load(e, partial_at(D, p, add(e, dim, idx(e, 2))));
+    step[1 + a] = vlmc_vk_emit_fma(e, w, v, inner[1 + a]);
+  }
+  vlmc_vk_emit_close_f32_loop(e, res, n, step, sums);
+  int state[2 + MAX_ACC];
+  state[0] = max;
+  memcpy(state + 1, sums, (size_t)n * sizeof *sums);
+  emit_store(D, state);
+}
+
+/* The kernel's shape from the region's anchor (false: failed through e). */
+static bool setup(decode_t *D, vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   if (!vlmc_vk_attention_decode_fits(op)) {
     vlmc_kernel_emit_fail(e, "attention: not a decode shape (static S <= %d, head dims <= %d)",
                           MAX_ROWS, MAX_DIM);
+    return false;
+  }
+  memset(D, 0, sizeof *D);
+  D->e = e;
+  D->q = op->operands[0];
+  D->k = op->operands[1];
+  D->v = op->operands[2];
+  D->cu = op->num_operands > 3 ? op->operands[3] : NULL;
+  D->heads = D->q->type.dims[1].off;
+  D->kv_heads = D->k->type.dims[1].off;
+  D->d = D->q->type.dims[2].off;
+  D->dv = D->v->type.dims[2].off;
+  D->group = D->heads / D->kv_heads;
+  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
+  D->scale = scale ? scale->v.f : 1.0 / sqrt((double)D->d);
+  D->causal = causal && causal->v.b;
+  D->split = split_for(op);
+  choose_shape(D);
+  e->template_name = "attention";
+  e->cost = 256 * D->group * (2 * D->d + 2 * D->dv + 16);
+  vlmc_vk_emit_set_workgroup(e, (int)D->threads, 1, 1, 1);
+  D->tid = vlmc_vk_emit_thread_id(e, 0);
+  D->h = vlmc_kernel_emit_index_op(e, "arith.divui", D->tid, idx(e, D->lanes));
+  D->r = vlmc_kernel_emit_index_op(e, "arith.remui", D->tid, idx(e, D->lanes));
+  return true;
+}
+
+static void unit_coordinates(decode_t *D, int unit) {
+  D->unit = unit;
+  D->i = vlmc_kernel_emit_index_op(D->e, "arith.divui", unit, idx(D->e, D->kv_heads));
+  D->g = vlmc_kernel_emit_index_op(D->e, "arith.remui", unit, idx(D->e, D->kv_heads));
+}
+
+static void declare_shared(decode_t *D) {
+  D->red = vlmc_vk_emit_shared(D->e, "f32", D->threads);
+  D->ps = vlmc_vk_emit_shared(D->e, "f32", D->group * D->chunk);
+  D->ks = vlmc_vk_emit_shared(D->e, "f32", D->chunk * D->stride + 1);
+}
+
+static vlmc_status_t attention_decode_combine(vlmc_kernel_emit_t *e) {
+  decode_t D;
+  if (!setup(&D, e)) return NULL;
+  unit_coordinates(&D, vlmc_vk_emit_open_group_unit(e));
+  emit_combine(&D);
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
+
+vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
+  decode_t D;
+  if (!setup(&D, e)) return NULL;
+  declare_shared(&D);
+  if (D.split == 1) {
+    unit_coordinates(&D, vlmc_vk_emit_open_group_unit(e));
+    emit_unit(&D);
+    vlmc_kernel_emit_line(e, "}");
     return NULL;
   }
-  decode_t D;
-  memset(&D, 0, sizeof D);
-  D.e = e;
-  D.q = op->operands[0];
-  D.k = op->operands[1];
-  D.v = op->operands[2];
-  D.cu = op->num_operands > 3 ? op->operands[3] : NULL;
-  D.heads = D.q->type.dims[1].off;
-  D.kv_heads = D.k->type.dims[1].off;
-  D.d = D.q->type.dims[2].off;
-  D.dv = D.v->type.dims[2].off;
-  D.group = D.heads / D.kv_heads;
-  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
-  D.scale = scale ? scale->v.f : 1.0 / sqrt((double)D.d);
-  D.causal = causal && causal->v.b;
-  choose_shape(&D);
-  e->template_name = "attention";
-  e->cost = 256 * D.group * (2 * D.d + 2 * D.dv + 16);
-  vlmc_vk_emit_set_workgroup(e, (int)D.threads, 1, 1, 1);
-  D.tid = vlmc_vk_emit_thread_id(e, 0);
-  D.h = vlmc_kernel_emit_index_op(e, "arith.divui", D.tid, idx(e, D.lanes));
-  D.r = vlmc_kernel_emit_index_op(e, "arith.remui", D.tid, idx(e, D.lanes));
-  D.red = vlmc_vk_emit_shared(e, "f32", D.threads);
-  D.ps = vlmc_vk_emit_shared(e, "f32", D.group * D.chunk);
-  D.ks = vlmc_vk_emit_shared(e, "f32", D.chunk * D.stride + 1);
-  int first = vlmc_vk_emit_open_group_unit(e);
-  D.i = vlmc_kernel_emit_index_op(e, "arith.divui", first, idx(e, D.kv_heads));
-  D.g = vlmc_kernel_emit_index_op(e, "arith.remui", first, idx(e, D.kv_heads));
-  emit_unit(&D);
+  /* stage 1: workgroup g is part g % P of unit g / P (uniform over the workgroup) */
+  vlmc_vk_emit_set_split(e, (int)D.split, D.group * (2 + D.dv), attention_decode_combine);
+  int group = vlmc_vk_emit_group(e);
+  int part = vlmc_kernel_emit_index_op(e, "arith.remui", group, idx(e, D.split));
+  unit_coordinates(&D, vlmc_kernel_emit_index_op(e, "arith.divui", group, idx(e, D.split)));
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", D.unit, vlmc_vk_emit_work(e)));
+  emit_part(&D, part);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }

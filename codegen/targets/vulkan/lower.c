@@ -370,29 +370,39 @@ vlmc_status_t vlmc_vk_lowerer_lower(vlmc_vk_lowerer_t *l, const char *name, cons
 
 /* ---- features ---- */
 
-void vlmc_vk_features(const uint32_t *words, size_t count, char *out, size_t size) {
-  static const struct { uint32_t capability; const char *feature; } kMap[] = {
-      {9, "shaderFloat16"},               /* Float16 */
-      {11, "shaderInt64"},                /* Int64 */
-      {22, "shaderInt16"},                /* Int16 */
-      {4433, "storageBuffer16BitAccess"}, /* StorageBuffer16BitAccess */
-      {63, "subgroupArithmetic"},         /* GroupNonUniformArithmetic */
-      {CAP_COOPERATIVE_MATRIX, "cooperativeMatrix"}, /* CooperativeMatrixKHR */
-  };
-  bool used[sizeof kMap / sizeof kMap[0]] = {false};
+static const struct { uint32_t capability; const char *feature; } kFeatureMap[] = {
+    {9, "shaderFloat16"},               /* Float16 */
+    {11, "shaderInt64"},                /* Int64 */
+    {22, "shaderInt16"},                /* Int16 */
+    {4433, "storageBuffer16BitAccess"}, /* StorageBuffer16BitAccess */
+    {63, "subgroupArithmetic"},         /* GroupNonUniformArithmetic */
+    {CAP_COOPERATIVE_MATRIX, "cooperativeMatrix"}, /* CooperativeMatrixKHR */
+};
+
+uint32_t vlmc_vk_feature_bits(const uint32_t *words, size_t count) {
+  uint32_t used = 0;
   for (size_t at = 5; at < count;) {
     uint32_t length = words[at] >> 16, opcode = words[at] & 0xFFFF;
     if (length == 0) break;
     if (opcode == OP_CAPABILITY && length >= 2 && at + 1 < count)
-      for (size_t k = 0; k < sizeof kMap / sizeof kMap[0]; ++k)
-        if (words[at + 1] == kMap[k].capability) used[k] = true;
+      for (size_t k = 0; k < sizeof kFeatureMap / sizeof kFeatureMap[0]; ++k)
+        if (words[at + 1] == kFeatureMap[k].capability) used |= 1u << k;
     at += length;
   }
+  return used;
+}
+
+void vlmc_vk_feature_list(uint32_t bits, char *out, size_t size) {
   size_t len = 0;
   if (size) out[0] = '\0';
-  for (size_t k = 0; k < sizeof kMap / sizeof kMap[0]; ++k) {
-    if (!used[k]) continue;
-    int n = snprintf(out + len, size > len ? size - len : 0, "%s%s", len ? "," : "", kMap[k].feature);
+  for (size_t k = 0; k < sizeof kFeatureMap / sizeof kFeatureMap[0]; ++k) {
+    if (!((bits >> k) & 1)) continue;
+    int n = snprintf(out + len, size > len ? size - len : 0, "%s%s", len ? "," : "",
+                     kFeatureMap[k].feature);
     if (n > 0) len += (size_t)n;
   }
+}
+
+void vlmc_vk_features(const uint32_t *words, size_t count, char *out, size_t size) {
+  vlmc_vk_feature_list(vlmc_vk_feature_bits(words, count), out, size);
 }

@@ -28,5 +28,9 @@ vlmc_status_t vlmc_vk_lowerer_lower(vlmc_vk_lowerer_t *lowerer, const char *name
 /* The Vulkan features a SPIR-V module needs, from its OpCapability instructions
  * ("shaderInt64,subgroupArithmetic"; "" for none), docs/vulkan.md's names. */
 void vlmc_vk_features(const uint32_t *words, size_t count, char *out, size_t size);
+/* The same in two steps: the module's features as bits (in the list's order), and bits
+ * (of one or more modules, or'd) as the list. */
+uint32_t vlmc_vk_feature_bits(const uint32_t *words, size_t count);
+void vlmc_vk_feature_list(uint32_t bits, char *out, size_t size);
 
 #endif

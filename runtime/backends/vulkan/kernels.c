@@ -86,6 +86,45 @@ static vlmc_status_t parse_features(const field_ctx_t *c, const char *text, uint
   return NULL;
 }
 
+/* A module's range, target.<prefix>spirv_offset and <prefix>spirv_size, in the section. */
+static vlmc_status_t module_range(const field_ctx_t *c, const char *prefix, size_t section_size,
+                                  uint32_t *offset, uint32_t *size) {
+  char key_offset[64], key_size[64];
+  snprintf(key_offset, sizeof key_offset, "%sspirv_offset", prefix);
+  snprintf(key_size, sizeof key_size, "%sspirv_size", prefix);
+  VLMC_RETURN_IF_ERROR(int_field(c, key_offset, 0, INT32_MAX, offset));
+  VLMC_RETURN_IF_ERROR(int_field(c, key_size, 24, INT32_MAX, size));
+  if (*offset % 4 || *size % 4)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: target.%s %u and %s %u must be multiples "
+                            "of 4", c->where, key_offset, *offset, key_size, *size);
+  if ((uint64_t)*offset + *size > section_size)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V bytes %u .. %llu lie past the end of "
+                            "section 'kernels.vulkan' (%zu bytes)", c->where, *offset,
+                            (unsigned long long)*offset + *size, section_size);
+  return NULL;
+}
+
+/* A split kernel's fields (all of them, or none: split absent). */
+static vlmc_status_t read_split_fields(const field_ctx_t *c, size_t section_size,
+                                       vlmc_vk_kernel_info_t *k) {
+  if (!vlmc_kernel_table_kernel_field(c->kernel, "split")) return NULL;
+  const char *entry;
+  char expected[256];
+  snprintf(expected, sizeof expected, "%s_combine", c->kernel->symbol);
+  VLMC_RETURN_IF_ERROR(int_field(c, "split", 2, VLMC_VK_MAX_SPLIT, &k->split));
+  VLMC_RETURN_IF_ERROR(int_field(c, "scratch_floats", 1, VLMC_VK_MAX_SCRATCH_FLOATS,
+                                 &k->scratch_floats));
+  VLMC_RETURN_IF_ERROR(string_field(c, "combine_entry", &entry));
+  if (strcmp(entry, expected) != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: target.combine_entry '%s', expected '%s'",
+                            c->where, entry, expected);
+  VLMC_RETURN_IF_ERROR(module_range(c, "combine_", section_size, &k->combine_offset,
+                                    &k->combine_size));
+  VLMC_RETURN_IF_ERROR(int_field(c, "combine_workgroup_x", 1, VLMC_VK_MAX_INVOCATIONS,
+                                 &k->combine_workgroup_x));
+  return int_field(c, "combine_shared_bytes", 0, INT32_MAX, &k->combine_shared_bytes);
+}
+
 static vlmc_status_t read_fields(const field_ctx_t *c, size_t section_size,
                                  vlmc_vk_kernel_info_t *k) {
   const vlmc_kernel_table_kernel_t *from = c->kernel;
@@ -94,15 +133,7 @@ static vlmc_status_t read_fields(const field_ctx_t *c, size_t section_size,
   if (strcmp(entry, from->symbol) != 0)
     return vlmc_status_make(VLMC_PARSE_ERROR, "%s: target.entry '%s' is not the kernel's "
                             "symbol", c->where, entry);
-  VLMC_RETURN_IF_ERROR(int_field(c, "spirv_offset", 0, INT32_MAX, &k->spirv_offset));
-  VLMC_RETURN_IF_ERROR(int_field(c, "spirv_size", 24, INT32_MAX, &k->spirv_size));
-  if (k->spirv_offset % 4 || k->spirv_size % 4)
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: target.spirv_offset %u and spirv_size %u "
-                            "must be multiples of 4", c->where, k->spirv_offset, k->spirv_size);
-  if ((uint64_t)k->spirv_offset + k->spirv_size > section_size)
-    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: SPIR-V bytes %u .. %llu lie past the end of "
-                            "section 'kernels.vulkan' (%zu bytes)", c->where, k->spirv_offset,
-                            (unsigned long long)k->spirv_offset + k->spirv_size, section_size);
+  VLMC_RETURN_IF_ERROR(module_range(c, "", section_size, &k->spirv_offset, &k->spirv_size));
   static const char *const kAxes[3] = {"workgroup_x", "workgroup_y", "workgroup_z"};
   uint64_t invocations = 1;
   for (int i = 0; i < 3; ++i) {
@@ -121,7 +152,8 @@ static vlmc_status_t read_fields(const field_ctx_t *c, size_t section_size,
                             c->where, k->push_words, from->num_syms);
   VLMC_RETURN_IF_ERROR(int_field(c, "shared_bytes", 0, INT32_MAX, &k->shared_bytes));
   VLMC_RETURN_IF_ERROR(string_field(c, "features", &features));
-  return parse_features(c, features, &k->features);
+  VLMC_RETURN_IF_ERROR(parse_features(c, features, &k->features));
+  return read_split_fields(c, section_size, k);
 }
 
 static vlmc_status_t check_top(const char *source, const vlmc_kernel_table_t *t) {
@@ -161,6 +193,16 @@ vlmc_status_t vlmc_vk_kernels_read(const char *source, const vlmc_kernel_table_t
     VLMC_RETURN_IF_ERROR(vlmc_spirv_check(origin, (const unsigned char *)spirv + k->spirv_offset,
                                           k->spirv_size, &expect, &info));
     k->spirv_minor = info.version_minor;
+    if (!k->split) continue;
+    char entry[256];
+    snprintf(entry, sizeof entry, "%s_combine", from->symbol);
+    snprintf(origin, sizeof origin, "%s: section 'kernels.vulkan': kernel %s (%s), its combine "
+             "stage", source, from->symbol, from->template_name);
+    vlmc_spirv_expect_t combine = {.entry = entry, .features = k->features,
+                                   .local_size = {k->combine_workgroup_x, 1, 1}};
+    VLMC_RETURN_IF_ERROR(vlmc_spirv_check(origin, (const unsigned char *)spirv + k->combine_offset,
+                                          k->combine_size, &combine, &info));
+    k->combine_minor = info.version_minor;
   }
   return NULL;
 }

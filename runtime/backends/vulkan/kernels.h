@@ -42,7 +42,16 @@ typedef struct {
   uint32_t shared_bytes;
   uint32_t features; /* vlmc_vk_feature_t bits */
   uint32_t spirv_minor; /* the module's SPIR-V 1.x */
+  /* A split kernel (docs/vulkan.md, "Split kernels"; split 0: one stage): stage 1 (the module
+   * above) runs work x split units, each writing scratch_floats floats to the scratch buffer
+   * at binding n + 1; then the combine module (entry "<symbol>_combine", LocalSize
+   * [combine_workgroup_x, 1, 1], a workgroup per work unit) writes the output. */
+  uint32_t split, scratch_floats;
+  uint32_t combine_offset, combine_size, combine_workgroup_x, combine_shared_bytes;
+  uint32_t combine_minor;
 } vlmc_vk_kernel_info_t;
+
+enum { VLMC_VK_MAX_SPLIT = 1024, VLMC_VK_MAX_SCRATCH_FLOATS = 1 << 20 };
 
 /* Checks the table's top-level fields (abi) and every kernel's target fields against the
  * section `spirv` (`spirv_size` bytes), walking each module. out (num_kernels entries,

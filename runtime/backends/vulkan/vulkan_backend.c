@@ -21,7 +21,7 @@
 extern const vlmc_backend_iface_t vlmc_backend_vulkan;
 
 enum {
-  MAX_BINDINGS = VLMC_KERNEL_MAX_INPUTS + 1,
+  MAX_BINDINGS = VLMC_KERNEL_MAX_INPUTS + 2, /* the inputs, the output, a split kernel's scratch */
   MAX_GROUPS_X = 65535,          /* every device's maxComputeWorkGroupCount[0] at least */
   STAGING_CHUNK = 64 << 20,      /* bytes moved per staging copy */
   BUFFER_ALIGN = 16,
@@ -60,6 +60,9 @@ typedef struct {
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout layout;
   VkPipeline pipeline;
+  /* A split kernel's stage 2 (info.split > 0): the same layout, its own module. */
+  VkShaderModule combine_shader;
+  VkPipeline combine_pipeline;
   uint64_t calls; /* VLMC_VULKAN_PROFILE: dispatches and device seconds */
   double seconds;
 } kernel_t;
@@ -130,6 +133,10 @@ typedef struct {
    * v projections; its two ropes and two KV appends). */
   VkBuffer written[HAZARD_SLOTS], read[HAZARD_SLOTS];
   uint32_t num_written, num_read;
+  bool hazards_lost; /* more accesses than the slots hold since the last barrier: barrier */
+  /* Split kernels' partial results (binding n + 1), grown to the largest dispatch's need;
+   * their stage 1 writes it and stage 2 reads it, tracked like any buffer. */
+  vlmc_buffer_t *scratch;
   uint32_t batch_dispatches;
   vlmc_vk_pipeline_cache_t cache;
   uint64_t calls, submits;
@@ -303,6 +310,7 @@ static void vk_buffer_free(vlmc_backend_t *base, vlmc_buffer_t *buf) {
 
 static void full_barrier(vk_backend_t *b) {
   b->num_written = b->num_read = 0;
+  b->hazards_lost = false;
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -709,6 +717,7 @@ static bool listed(const VkBuffer *list, uint32_t n, VkBuffer buf) {
 /* Whether a dispatch reading buffers[0 .. num_inputs) and writing buffers[num_inputs] must
  * wait for the dispatches recorded since the last barrier. */
 static bool needs_barrier(const vk_backend_t *b, vlmc_buffer_t *const *buffers, uint32_t num_inputs) {
+  if (b->hazards_lost) return true;
   VkBuffer out = buffers[num_inputs]->buffer;
   if (listed(b->written, b->num_written, out) || listed(b->read, b->num_read, out)) return true;
   for (uint32_t i = 0; i < num_inputs; ++i)
@@ -717,8 +726,39 @@ static bool needs_barrier(const vk_backend_t *b, vlmc_buffer_t *const *buffers, 
 }
 
 static void note_access(vk_backend_t *b, vlmc_buffer_t *const *buffers, uint32_t num_inputs) {
+  if (b->num_written + 1 > HAZARD_SLOTS || b->num_read + num_inputs > HAZARD_SLOTS) {
+    b->hazards_lost = true; /* the next dispatch waits for this one, whatever it touches */
+    return;
+  }
   b->written[b->num_written++] = buffers[num_inputs]->buffer;
   for (uint32_t i = 0; i < num_inputs; ++i) b->read[b->num_read++] = buffers[i]->buffer;
+}
+
+/* A scratch buffer of at least `bytes` for a split kernel's dispatch (the old one, if any,
+ * freed after the batches that use it). */
+static vlmc_status_t ensure_scratch(vk_backend_t *b, const kernel_t *k, int64_t work) {
+  uint64_t bytes = (uint64_t)work * k->info.split * k->info.scratch_floats * sizeof(float);
+  if (bytes > b->dev->props.limits.maxStorageBufferRange)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): %.1f MB of partial results, more "
+                            "than device %s binds at once", k->info.symbol, k->info.template_name,
+                            (double)bytes / (1 << 20), device_name(b));
+  if (b->scratch && b->scratch->size >= bytes) return NULL;
+  vlmc_buffer_t *grown;
+  VLMC_RETURN_IF_ERROR(vk_buffer_alloc(&b->base, (size_t)bytes, &grown));
+  if (b->scratch) vk_buffer_free(&b->base, b->scratch);
+  b->scratch = grown;
+  return NULL;
+}
+
+/* vkCmdDispatch of `groups` workgroups as the ABI's 2-D grid (docs/vulkan.md, "Grid"). */
+static vlmc_status_t dispatch_groups(vk_backend_t *b, const kernel_t *k, int64_t groups) {
+  int64_t x = groups < MAX_GROUPS_X ? groups : MAX_GROUPS_X, y = (groups + x - 1) / x;
+  if (y > b->dev->props.limits.maxComputeWorkGroupCount[1])
+    return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): %lld workgroups, more than a "
+                            "65535 x %u grid", k->info.symbol, k->info.template_name,
+                            (long long)groups, b->dev->props.limits.maxComputeWorkGroupCount[1]);
+  b->vk.vkCmdDispatch(b->cmd, (uint32_t)x, (uint32_t)y, 1);
+  return NULL;
 }
 
 /* Records one dispatch (the host time it takes is --stats' "recording"). */
@@ -754,32 +794,48 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
     buffers[i] = v->buffer ? v->buffer : b->empty;
     VLMC_RETURN_IF_ERROR(check_range(b, k, buffers[i], i));
   }
-  int64_t groups = (work + k->info.units_per_group - 1) / k->info.units_per_group;
-  int64_t x = groups < MAX_GROUPS_X ? groups : MAX_GROUPS_X, y = (groups + x - 1) / x;
-  if (y > b->dev->props.limits.maxComputeWorkGroupCount[1])
-    return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): %lld workgroups, more than a "
-                            "65535 x %u grid", k->info.symbol, k->info.template_name,
-                            (long long)groups, b->dev->props.limits.maxComputeWorkGroupCount[1]);
+  uint32_t split = k->info.split, bindings = c->num_inputs + 1 + (split ? 1 : 0);
+  if (split) {
+    VLMC_RETURN_IF_ERROR(ensure_scratch(b, k, work));
+    buffers[c->num_inputs + 1] = b->scratch;
+  }
+  /* stage 1 of a split kernel: its units are work x split */
+  int64_t groups = (work * (split ? split : 1) + k->info.units_per_group - 1) / k->info.units_per_group;
   if (b->profile_pool && b->recording && b->batch_dispatches == PROFILE_DISPATCHES)
     VLMC_RETURN_IF_ERROR(flush(b)); /* the profile's queries are used up */
   VLMC_RETURN_IF_ERROR(begin_batch(b));
   /* A barrier only where this dispatch reads or writes what the ones since the last barrier
-   * wrote, or writes what they read (needs_barrier). */
-  if (needs_barrier(b, buffers, c->num_inputs)) full_barrier(b);
-  note_access(b, buffers, c->num_inputs);
+   * wrote, or writes what they read (needs_barrier); a split kernel's first stage writes the
+   * scratch buffer instead of the output (and the output too, below, after a barrier). */
+  vlmc_buffer_t *first[MAX_BINDINGS];
+  memcpy(first, buffers, c->num_inputs * sizeof *first);
+  first[c->num_inputs] = split ? b->scratch : buffers[c->num_inputs];
+  if (needs_barrier(b, first, c->num_inputs) || (split && needs_barrier(b, buffers, c->num_inputs)))
+    full_barrier(b);
   b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-  VLMC_RETURN_IF_ERROR(bind_buffers(b, k, buffers, c->num_inputs + 1));
+  VLMC_RETURN_IF_ERROR(bind_buffers(b, k, buffers, bindings));
   b->vk.vkCmdPushConstants(b->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                            4 * k->info.push_words, words);
   uint32_t slot = b->batch_dispatches;
   if (b->profile_pool)
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->profile_pool,
                               2 * slot);
-  b->vk.vkCmdDispatch(b->cmd, (uint32_t)x, (uint32_t)y, 1);
+  VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, groups));
+  if (split) { /* stage 2 reads every part's partials: same layout, bindings and constants */
+    full_barrier(b);
+    b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->combine_pipeline);
+    VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, work));
+    b->calls++;
+  }
   if (b->profile_pool) {
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->profile_pool,
                               2 * slot + 1);
     b->profiled[slot] = (kernel_t *)k;
+  }
+  note_access(b, buffers, c->num_inputs);
+  if (split) { /* stage 2 read the scratch buffer: the next stage 1 waits for it */
+    if (b->num_read < HAZARD_SLOTS) b->read[b->num_read++] = b->scratch->buffer;
+    else b->hazards_lost = true;
   }
   b->batch_dispatches++;
   b->calls++;
@@ -863,23 +919,53 @@ static vlmc_status_t check_kernel_fits(const vk_backend_t *b, const vlmc_vk_kern
     return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): %u push-constant bytes, device "
                             "%s has %u", k->symbol, k->template_name, 4 * k->push_words,
                             d->props.deviceName, l->maxPushConstantsSize);
+  if (k->split && (k->combine_minor > max_spirv_minor(d->props.apiVersion) ||
+                   k->combine_workgroup_x > l->maxComputeWorkGroupInvocations ||
+                   k->combine_workgroup_x > l->maxComputeWorkGroupSize[0] ||
+                   k->combine_shared_bytes > l->maxComputeSharedMemorySize))
+    return vlmc_status_make(VLMC_UNSUPPORTED, "kernel %s (%s): its combine stage (SPIR-V 1.%u, "
+                            "workgroup %u, %u bytes of workgroup memory) is more than device %s "
+                            "takes", k->symbol, k->template_name, k->combine_minor,
+                            k->combine_workgroup_x, k->combine_shared_bytes, d->props.deviceName);
+  return NULL;
+}
+
+/* A compute pipeline of module bytes [offset, offset + size) of the section, entry `entry`,
+ * on the kernel's layout. */
+static vlmc_status_t create_stage(vk_backend_t *b, const kernel_t *k, const void *spirv,
+                                  uint32_t offset, uint32_t size, const char *entry,
+                                  VkShaderModule *shader, VkPipeline *pipeline) {
+  /* vkCreateShaderModule wants 4-byte-aligned words; the section need not be aligned. */
+  uint32_t *words = malloc(size);
+  if (!words) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  memcpy(words, (const unsigned char *)spirv + offset, size);
+  VkShaderModuleCreateInfo sm = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                 .codeSize = size,
+                                 .pCode = words};
+  VkResult r = b->vk.vkCreateShaderModule(b->device, &sm, NULL, shader);
+  free(words);
+  if (r != VK_SUCCESS) return vk_error(b, r, "vkCreateShaderModule");
+  VkComputePipelineCreateInfo cp = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = *shader,
+                .pName = entry},
+      .layout = k->layout};
+  r = b->vk.vkCreateComputePipelines(b->device, b->cache.cache, 1, &cp, NULL, pipeline);
+  if (r != VK_SUCCESS) {
+    char what[300];
+    snprintf(what, sizeof what, "vkCreateComputePipelines for kernel %s (%s)", entry,
+             k->info.template_name);
+    return vk_error(b, r, what);
+  }
   return NULL;
 }
 
 static vlmc_status_t create_pipeline(vk_backend_t *b, kernel_t *k, const void *spirv) {
   const vlmc_vk_kernel_info_t *info = &k->info;
-  /* vkCreateShaderModule wants 4-byte-aligned words; the section need not be aligned. */
-  uint32_t *words = malloc(info->spirv_size);
-  if (!words) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  memcpy(words, (const unsigned char *)spirv + info->spirv_offset, info->spirv_size);
-  VkShaderModuleCreateInfo sm = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                 .codeSize = info->spirv_size,
-                                 .pCode = words};
-  VkResult r = b->vk.vkCreateShaderModule(b->device, &sm, NULL, &k->shader);
-  free(words);
-  if (r != VK_SUCCESS) return vk_error(b, r, "vkCreateShaderModule");
   VkDescriptorSetLayoutBinding bindings[MAX_BINDINGS];
-  uint32_t n = k->num_inputs + 1;
+  uint32_t n = k->num_inputs + 1 + (info->split ? 1 : 0); /* a split kernel's scratch last */
   for (uint32_t i = 0; i < n; ++i)
     bindings[i] = (VkDescriptorSetLayoutBinding){.binding = i,
                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -900,21 +986,13 @@ static vlmc_status_t create_pipeline(vk_backend_t *b, kernel_t *k, const void *s
                                    .pPushConstantRanges = &range};
   VK_CHECK(b, b->vk.vkCreatePipelineLayout(b->device, &pl, NULL, &k->layout),
            "vkCreatePipelineLayout");
-  VkComputePipelineCreateInfo cp = {
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = k->shader,
-                .pName = info->symbol},
-      .layout = k->layout};
-  r = b->vk.vkCreateComputePipelines(b->device, b->cache.cache, 1, &cp, NULL, &k->pipeline);
-  if (r != VK_SUCCESS) {
-    char what[256];
-    snprintf(what, sizeof what, "vkCreateComputePipelines for kernel %s (%s)", info->symbol,
-             info->template_name);
-    return vk_error(b, r, what);
-  }
-  return NULL;
+  VLMC_RETURN_IF_ERROR(create_stage(b, k, spirv, info->spirv_offset, info->spirv_size,
+                                    info->symbol, &k->shader, &k->pipeline));
+  if (!info->split) return NULL;
+  char entry[300];
+  snprintf(entry, sizeof entry, "%s_combine", info->symbol);
+  return create_stage(b, k, spirv, info->combine_offset, info->combine_size, entry,
+                      &k->combine_shader, &k->combine_pipeline);
 }
 
 static vlmc_status_t load_kernel(vk_backend_t *b, kernel_t *k,
@@ -1141,6 +1219,8 @@ static void destroy_kernels(vk_backend_t *b) {
   for (size_t i = 0; b->kernels && i < b->num_kernels; ++i) {
     kernel_t *k = &b->kernels[i];
     if (k->pipeline) b->vk.vkDestroyPipeline(b->device, k->pipeline, NULL);
+    if (k->combine_pipeline) b->vk.vkDestroyPipeline(b->device, k->combine_pipeline, NULL);
+    if (k->combine_shader) b->vk.vkDestroyShaderModule(b->device, k->combine_shader, NULL);
     if (k->layout) b->vk.vkDestroyPipelineLayout(b->device, k->layout, NULL);
     if (k->set_layout) b->vk.vkDestroyDescriptorSetLayout(b->device, k->set_layout, NULL);
     if (k->shader) b->vk.vkDestroyShaderModule(b->device, k->shader, NULL);
@@ -1164,6 +1244,10 @@ static void destroy_device(vk_backend_t *b) {
   if (b->empty) {
     buffer_destroy(b, b->empty);
     free(b->empty);
+  }
+  if (b->scratch) {
+    buffer_destroy(b, b->scratch);
+    free(b->scratch);
   }
   if (b->staging_map) b->vk.vkUnmapMemory(b->device, b->staging.memory);
   buffer_destroy(b, &b->staging);
