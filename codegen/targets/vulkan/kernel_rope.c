@@ -19,13 +19,16 @@
 #include "reference/rope_tables.h"
 
 /* Invocations per workgroup; a workgroup takes one token (a decode step's rope is one
- * token of Hq heads: one invocation walking them all took 50-90 us on the H200). */
-enum { GROUP = 64 };
+ * token of Hq heads: one invocation walking them all took 50-90 us on the H200). A static
+ * head count up to UNROLLED_HEADS is unrolled, every head's loads issued before the first
+ * store (the rolled loop waited for each head's loads: 12 us a decode step's q rope). */
+enum { GROUP = 64, UNROLLED_HEADS = 32 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
   const vlmc_value_t *x, *pos;
   int64_t head_dim, rotary, half;
+  int64_t static_heads; /* H when static, else -1 */
   int heads;  /* index SSA: H */
   int tokens; /* index SSA: T, the stride between position planes */
 } rope_t;
@@ -98,22 +101,43 @@ static int position(const rope_t *R, int plane, int t) {
   return f;
 }
 
+/* Flat index of dim j of head h (index SSAs) of token t. */
+static int head_at(const rope_t *R, int t, int h, int j) {
+  vlmc_kernel_emit_t *e = R->e;
+  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
+  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
+  return vlmc_kernel_emit_index_op(e, "arith.addi", base, j);
+}
+
+/* The pair (x1, x2) at (at1, at2) rotated by cos c and sin s, stored through the epilogue.
+ * Each product rounds to f32 before the sum, as in the reference (and torch). */
+static void rotate_pair(const rope_t *R, int x1, int x2, int at1, int at2, int c, int s) {
+  vlmc_kernel_emit_t *e = R->e;
+  int y1 = fop(e, "arith.subf", fop(e, "arith.mulf", x1, c), fop(e, "arith.mulf", x2, s));
+  int y2 = fop(e, "arith.addf", fop(e, "arith.mulf", x2, c), fop(e, "arith.mulf", x1, s));
+  vlmc_kernel_emit_finish_element(e, y1, at1);
+  vlmc_kernel_emit_finish_element(e, y2, at2);
+}
+
 /* Rotary slot j (an index SSA) of every head of token t: the pair (j, j + half) by the
  * angle's cos c and sin s. */
 static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
   vlmc_kernel_emit_t *e = R->e;
   int j2 = vlmc_kernel_emit_index_op(e, "arith.addi", j, vlmc_kernel_emit_index(e, R->half));
+  if (R->static_heads >= 1 && R->static_heads <= UNROLLED_HEADS) {
+    int at1[UNROLLED_HEADS], at2[UNROLLED_HEADS], x1[UNROLLED_HEADS], x2[UNROLLED_HEADS];
+    for (int64_t h = 0; h < R->static_heads; ++h) {
+      at1[h] = head_at(R, t, vlmc_kernel_emit_index(e, h), j);
+      at2[h] = head_at(R, t, vlmc_kernel_emit_index(e, h), j2);
+      x1[h] = vlmc_kernel_emit_load(e, R->x, at1[h]);
+      x2[h] = vlmc_kernel_emit_load(e, R->x, at2[h]);
+    }
+    for (int64_t h = 0; h < R->static_heads; ++h) rotate_pair(R, x1[h], x2[h], at1[h], at2[h], c, s);
+    return;
+  }
   int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
-  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
-  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
-  int at1 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j);
-  int at2 = vlmc_kernel_emit_index_op(e, "arith.addi", base, j2);
-  int x1 = vlmc_kernel_emit_load(e, R->x, at1), x2 = vlmc_kernel_emit_load(e, R->x, at2);
-  /* Each product rounds to f32 before the sum, as in the reference (and torch). */
-  int y1 = fop(e, "arith.subf", fop(e, "arith.mulf", x1, c), fop(e, "arith.mulf", x2, s));
-  int y2 = fop(e, "arith.addf", fop(e, "arith.mulf", x2, c), fop(e, "arith.mulf", x1, s));
-  vlmc_kernel_emit_finish_element(e, y1, at1);
-  vlmc_kernel_emit_finish_element(e, y2, at2);
+  int at1 = head_at(R, t, h, j), at2 = head_at(R, t, h, j2);
+  rotate_pair(R, vlmc_kernel_emit_load(e, R->x, at1), vlmc_kernel_emit_load(e, R->x, at2), at1, at2, c, s);
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -203,7 +227,7 @@ static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t pla
 
 vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
-  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, -1, -1};
+  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, -1, -1, -1};
   if (!rope_dims(e, op, &R)) return NULL;
   const char *layout = vlmc_op_attr_enum(op, "layout");
   if (strcmp(layout, "vision_2d") == 0 && R.half % 2 != 0) {
@@ -229,6 +253,7 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
     int64_t heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : 16;
     e->cost = R.half * 40 + heads * R.head_dim * 4;
     R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
+    R.static_heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : -1;
     R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
     vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
     int freq, planes;
