@@ -54,7 +54,9 @@ typedef struct {
 
 static const char kAbi[] = "vulkan-spirv-1";
 /* Devices must take at least 128 bytes of push constants: 1 + 16 symbols is 68. */
-enum { MAX_SHARED_BYTES = 16384 /* Vulkan's guaranteed maxComputeSharedMemorySize */ };
+/* Vulkan's guaranteed maxComputeSharedMemorySize: what a main kernel may use (a "gpu"
+ * variant may ask for more, vlmc_vk_emit_allow_shared: devices with less run the main one). */
+enum { GUARANTEED_SHARED_BYTES = 16384 };
 
 static void progress(const codegen_t *g, const char *fmt, ...) VLMC_PRINTF(2, 3);
 static void progress(const codegen_t *g, const char *fmt, ...) {
@@ -96,9 +98,9 @@ static vlmc_status_t write_combine(codegen_t *g, const vlmc_func_t *func,
                           "the first stage's symbols and not split again");
   if (!st && (vk.workgroup[1] != 1 || vk.workgroup[2] != 1))
     st = vlmc_status_make(VLMC_INTERNAL, "the combine stage's workgroup must be [x, 1, 1]");
-  if (!st && vk.shared_bytes > MAX_SHARED_BYTES)
-    st = vlmc_status_make(VLMC_UNSUPPORTED, "combine: %lld bytes of workgroup memory (at most %d)",
-                          (long long)vk.shared_bytes, MAX_SHARED_BYTES);
+  if (!st && vk.shared_bytes > vk.max_shared_bytes)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "combine: %lld bytes of workgroup memory (at most %lld)",
+                          (long long)vk.shared_bytes, (long long)vk.max_shared_bytes);
   if (!st) {
     info->combine_workgroup = vk.workgroup[0];
     info->combine_shared_bytes = vk.shared_bytes;
@@ -118,6 +120,7 @@ static vlmc_status_t write_combine(codegen_t *g, const vlmc_func_t *func,
  * fills *k and *info (not yet deduplicated). */
 static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
                                   const vlmc_dispatch_region_t *r, vlmc_vk_template_fn fn,
+                                  const char *for_devices,
                                   vlmc_kernel_set_kernel_t *k, vk_kernel_t *info, vlmc_dim_t *work,
                                   int64_t *work_scale) {
   vlmc_kernel_emit_t e;
@@ -133,9 +136,13 @@ static vlmc_status_t write_kernel(codegen_t *g, const vlmc_func_t *func,
   vlmc_strbuf_t text;
   vlmc_strbuf_init(&text);
   if (!st) st = vlmc_vk_emit_finish(&e, VLMC_KERNEL_SET_PLACEHOLDER, &text);
-  if (!st && vk.shared_bytes > MAX_SHARED_BYTES)
-    st = vlmc_status_make(VLMC_UNSUPPORTED, "%lld bytes of workgroup memory (at most %d)",
-                          (long long)vk.shared_bytes, MAX_SHARED_BYTES);
+  if (!st && vk.max_shared_bytes > GUARANTEED_SHARED_BYTES &&
+      !(for_devices && !strcmp(for_devices, "gpu")))
+    st = vlmc_status_make(VLMC_INTERNAL, "only a variant for gpu devices may use more than %d "
+                          "bytes of workgroup memory", GUARANTEED_SHARED_BYTES);
+  if (!st && vk.shared_bytes > vk.max_shared_bytes)
+    st = vlmc_status_make(VLMC_UNSUPPORTED, "%lld bytes of workgroup memory (at most %lld)",
+                          (long long)vk.shared_bytes, (long long)vk.max_shared_bytes);
   if (!st && e.num_syms > VLMC_KERNEL_MAX_SYMS)
     st = vlmc_status_make(VLMC_UNSUPPORTED, "%u symbols (at most %d)", e.num_syms,
                           VLMC_KERNEL_MAX_SYMS);
@@ -241,7 +248,8 @@ static vlmc_status_t add_variants(codegen_t *g, const vlmc_func_t *func,
     int64_t scale = 1;
     size_t index = 0;
     VLMC_RETURN_IF_ERROR(grow_info(g));
-    VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, variants[i].fn, &k, &info, &work, &scale));
+    VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, variants[i].fn, variants[i].for_devices, &k,
+                                      &info, &work, &scale));
     if (strcmp(k.template_name, g->set.kernels[main_index].template_name) != 0) {
       vlmc_status_t st = vlmc_status_make(VLMC_INTERNAL, "the %s variant names template '%s', "
                                           "the main kernel '%s'", variants[i].for_devices,
@@ -272,7 +280,7 @@ static vlmc_status_t add_region(codegen_t *g, const vlmc_func_t *func,
   size_t index = 0;
   bool is_new = false;
   VLMC_RETURN_IF_ERROR(grow_info(g));
-  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, NULL, &k, &info, &work, &scale));
+  VLMC_RETURN_IF_ERROR(write_kernel(g, func, r, NULL, NULL, &k, &info, &work, &scale));
   char template_name[64];
   snprintf(template_name, sizeof template_name, "%s", k.template_name);
   vlmc_status_t interned = vlmc_kernel_set_intern(&g->set, &k, &index, &is_new);

@@ -143,11 +143,17 @@ vlmc_status_t vlmc_vk_emit_init(vlmc_kernel_emit_t *e, vlmc_vk_emit_t *vk,
   vk->workgroup[0] = 64;
   vk->workgroup[1] = vk->workgroup[2] = 1;
   vk->units_per_group = 64;
+  vk->max_shared_bytes = 16384; /* Vulkan's guaranteed maxComputeSharedMemorySize */
   /* Scalar code: vector loads and stores do not lower to valid SPIR-V in MLIR 19. */
   VLMC_RETURN_IF_ERROR(vlmc_kernel_emit_init(e, module, func, region, 1));
   e->hooks = &kHooks;
   e->target = vk;
   return NULL;
+}
+
+void vlmc_vk_emit_allow_shared(vlmc_kernel_emit_t *e, int64_t bytes) {
+  vlmc_vk_emit_t *vk = e->target;
+  vk->max_shared_bytes = bytes < 16384 ? 16384 : bytes > 49152 ? 49152 : bytes;
 }
 
 void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int units_per_group) {
@@ -408,7 +414,8 @@ int vlmc_vk_emit_mma_zero(vlmc_kernel_emit_t *e) {
   return v;
 }
 
-int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand) {
+int vlmc_vk_emit_mma_load_as(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead,
+                             const char *use, bool transpose) {
   vlmc_vk_emit_t *vk = e->target;
   vk->coop_matrix = true;
   int64_t count;
@@ -417,8 +424,12 @@ int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t 
   vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_mma_load_matrix " VLMC_SSA "[" VLMC_SSA "] {leadDimension = "
                         "%lld : index%s} : memref<%lldx%s, #spirv.storage_class<Workgroup>> -> "
                         "!gpu.mma_matrix<16x16x%s, \"%s\">", v, shared, index, (long long)lead,
-                        b_operand ? ", transpose" : "", (long long)count, type, type, b_operand ? "BOp" : "AOp");
+                        transpose ? ", transpose" : "", (long long)count, type, type, use);
   return v;
+}
+
+int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand) {
+  return vlmc_vk_emit_mma_load_as(e, shared, index, lead, b_operand ? "BOp" : "AOp", b_operand);
 }
 
 int vlmc_vk_emit_mma(vlmc_kernel_emit_t *e, int a, int b, int c) {

@@ -53,6 +53,10 @@ typedef struct {
   int64_t scratch_floats;
   vlmc_status_t (*combine)(vlmc_kernel_emit_t *e);
   bool scratch;           /* declares the scratch binding (binding n + 1) */
+  /* Workgroup memory the kernel may declare: 16384 (every Vulkan device), unless a variant
+   * for GPUs raised it (vlmc_vk_emit_allow_shared: the backend runs the main kernel instead
+   * on a device with less) */
+  int64_t max_shared_bytes;
   int num_shared;
   struct { int ssa; const char *type; int64_t count; } shared[VLMC_VK_MAX_SHARED];
 } vlmc_vk_emit_t;
@@ -65,6 +69,10 @@ vlmc_status_t vlmc_vk_emit_init(vlmc_kernel_emit_t *e, vlmc_vk_emit_t *vk,
 vlmc_vk_emit_t *vlmc_vk_emit_state(vlmc_kernel_emit_t *e);
 
 /* ---- the workgroup's shape ---- */
+
+/* Raises the kernel's workgroup-memory cap to `bytes` (at most 49152, what current GPUs
+ * offer): for "gpu" variants only, whose main kernel runs where the device has less. */
+void vlmc_vk_emit_allow_shared(vlmc_kernel_emit_t *e, int64_t bytes);
 
 /* LocalSize x, y, z and the work units one workgroup handles (all >= 1; x*y*z <= 1024). */
 void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int units_per_group);
@@ -183,8 +191,13 @@ int vlmc_vk_emit_mma_zero(vlmc_kernel_emit_t *e);
  * elements apart: an A operand (row-major), or with b_operand a B operand read transposed
  * (the array holds B's columns as rows: W [N, K] as it is). */
 int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand);
+/* The same for any use: "AOp", "BOp" (f16 arrays) or "COp" (an f32 array: an accumulator),
+ * read transposed or not (a B operand held row-major as [K, N]: transpose false). */
+int vlmc_vk_emit_mma_load_as(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead,
+                             const char *use, bool transpose);
 /* a * b + c. */
 int vlmc_vk_emit_mma(vlmc_kernel_emit_t *e, int a, int b, int c);
+
 /* Accumulator c into workgroup array `shared` (f32) at `index`, rows `lead` apart. */
 void vlmc_vk_emit_mma_store(vlmc_kernel_emit_t *e, int c, int shared, int index, int64_t lead);
 

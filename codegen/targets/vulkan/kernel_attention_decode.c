@@ -116,6 +116,12 @@ static int64_t split_for(const vlmc_op_t *op) {
   return split;
 }
 
+bool vlmc_vk_attention_decode_shape(const vlmc_op_t *op) {
+  const vlmc_type_t *qt = &op->operands[0]->type;
+  return vlmc_dim_is_static(qt->dims[0]) && qt->dims[0].off <= MAX_ROWS &&
+         vlmc_vk_attention_decode_fits(op);
+}
+
 static void choose_shape(decode_t *D) {
   D->lanes = lanes_for(D->group);
   D->threads = D->group * D->lanes;

@@ -26,6 +26,8 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e);
  * shape (decode_fits) it hands the region to kernel_attention_decode.c. */
 vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e);
 bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op);
+/* decode_fits with a static S of at most 16: a decode step's shape (the split kernel). */
+bool vlmc_vk_attention_decode_shape(const vlmc_op_t *op);
 vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e);
 /* kernel_movement.c: data movement and selection. */
 vlmc_status_t vlmc_vk_kernel_gather(vlmc_kernel_emit_t *e);
@@ -51,5 +53,9 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e);
 /* kernel_linear_coop.c: linear_tiles on 16 x 16 f16 -> f32 cooperative matrices, for an f16 x. */
 vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e);
 bool vlmc_vk_linear_coop_applies(const vlmc_op_t *op);
+/* kernel_attention_coop.c: attention (flash, FlashAttention-2 layout) on cooperative
+ * matrices for f16 q, k, v with head dims multiples of 16 up to 128; not a decode shape. */
+vlmc_status_t vlmc_vk_kernel_attention_coop(vlmc_kernel_emit_t *e);
+bool vlmc_vk_attention_coop_applies(const vlmc_op_t *op);
 
 #endif

@@ -27,19 +27,21 @@ vlmc_vk_template_fn vlmc_vk_template_for(vlmc_op_kind_t kind) {
 
 /* The hot templates' variants: for Vulkan devices that are CPUs (lavapipe; docs/vulkan.md,
  * "Kernel variants for CPU devices"; README.md, "Lanes variants"), and, for an f16 linear
- * of many rows, for GPUs with cooperative matrices (kernel_linear_coop.c; the device falls
- * back to the main kernel without them). */
+ * of many rows and f16 attention beyond a decode step, for GPUs with cooperative matrices
+ * (kernel_linear_coop.c, kernel_attention_coop.c; the device falls back to the main kernel
+ * without them). */
 const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_count) {
   static const vlmc_vk_variant_t kLinear[] = {{"cpu", vlmc_vk_kernel_linear_lanes, NULL},
                                               {"gpu", vlmc_vk_kernel_linear_coop, vlmc_vk_linear_coop_applies}};
-  static const vlmc_vk_variant_t kAttention[] = {{"cpu", vlmc_vk_kernel_attention_lanes, NULL}};
+  static const vlmc_vk_variant_t kAttention[] = {{"cpu", vlmc_vk_kernel_attention_lanes, NULL},
+                                                 {"gpu", vlmc_vk_kernel_attention_coop, vlmc_vk_attention_coop_applies}};
   *out_count = 0;
   if (kind == VLMC_OP_LINEAR) {
     *out_count = sizeof kLinear / sizeof kLinear[0];
     return kLinear;
   }
   if (kind == VLMC_OP_ATTENTION) {
-    *out_count = 1;
+    *out_count = sizeof kAttention / sizeof kAttention[0];
     return kAttention;
   }
   return NULL;

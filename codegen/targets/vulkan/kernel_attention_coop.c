@@ -1,0 +1,405 @@
+/* attention on cooperative matrices: the "gpu" variant of kernel_attention.c for GPUs with
+ * VK_KHR_cooperative_matrix, when q, k and v hold f16 values (the f16 policy's activations)
+ * and the head dims are multiples of 16 up to 128: the vision tower's full and window
+ * attention (D = 80) and the LLM's prefill (D = 128, G = 8). Same template, work units
+ * ((query row, kv head) pairs) and block order as the main kernel; flash attention in the
+ * FlashAttention-2 layout.
+ *
+ * A block is BM = 64 "virtual rows" on one kv head: rows i0 .. i0 + 64 / G - 1, each with its
+ * G query heads (virtual row r = (row - i0) * G + head), which share every key. 128
+ * invocations, 4 subgroups of 32 (the feature "cooperativeMatrix" holds at subgroup size 32),
+ * subgroup s owning virtual rows 16 s .. 16 s + 15:
+ *   0. Q [64, D] goes to workgroup memory as f16, each subgroup loads its D / 16 A operands
+ *      into registers once; barrier (the K and V tiles reuse the memory);
+ *   then two passes over the tiles of BN = 32 keys covering the union of the block rows' key
+ *   ranges, because MLIR 19 lowers no elementwise product of two cooperative matrices (the
+ *   one-pass kernel's per-row rescaling of the output accumulators), only matrix x scalar:
+ *   pass 1, the rows' exact maxima m:
+ *   1. K [32, D] to workgroup memory as f16; barrier;
+ *   2. each subgroup: S = Q K^T, its 16 x 32 scores as 2 accumulators (K's rows read as B's
+ *      columns), stored to workgroup memory (f32); barrier;
+ *   3. invocation t < 64 owns virtual row t: m = max(m, its 32 scores scaled, -inf outside
+ *      the row's own key range: its segment, the causal cut);
+ *   pass 2, with m fixed (no rescaling):
+ *   1. K [32, D] and V [32, Dv] to workgroup memory; barrier; 2. S as above; barrier;
+ *   3. invocation t < 64: p = exp(s - m) for its row's 32 keys, written as two f16 halves
+ *      (hi = f16(p), lo = f16(p - hi): the pair holds p to about 2^-22, so P V loses nothing
+ *      an f32 kernel keeps), l += sum(hi + lo); barrier;
+ *   4. each subgroup: its Dv / 16 output accumulators += P_hi V + P_lo V; barrier.
+ * At the end every subgroup stores its accumulators, 16 columns at a time, through workgroup
+ * memory, and the workgroup divides by l and writes them through the epilogue.
+ *
+ * Arithmetic: q . k products of f16 values are exact in f32, as in the cooperative-matrix
+ * linear; the differences from the f32 kernel are the order of the sums and p's hi + lo split
+ * (relative error about 2^-22). A row that sees no key gets 0 / 0 = NaN, as on the cpu. */
+#include <math.h>
+
+#include "codegen/targets/vulkan/kernels.h"
+
+enum {
+  THREADS = 128,
+  FRAG = 16,
+  BM = 64,          /* virtual rows per block */
+  BN = 32,          /* keys per tile */
+  MAX_DIM = 128,
+  PAD = 8,          /* halves after each staged f16 row (16 bytes: keeps rows aligned) */
+  S_STRIDE = BN + 4,
+  P_STRIDE = BN + PAD,
+  MAX_SHARED = 49152,
+};
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *q, *k, *v, *cu;
+  int64_t heads, kv_heads, group, d, dv, rows;
+  double scale;
+  bool causal;
+  int tid, sg;
+  int kvs;         /* f16: Q [64][D + PAD], then K [32][D + PAD] and V [32][Dv + PAD] */
+  int ss;          /* f32 [64][S_STRIDE]: scores; at the end, output columns */
+  int ph, pl;      /* f16 [64][P_STRIDE]: p's halves */
+  int ls;          /* f32 [64]: l per row, at the end */
+  int s_rows, last; /* S and S - 1 */
+} fa_t;
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+static int divu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, c)); }
+static int remu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, c)); }
+static int lt(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_vk_emit_cmp(e, "slt", a, b); }
+static int fop(vlmc_kernel_emit_t *e, const char *op, int a, int b) { return vlmc_kernel_emit_float_op(e, op, a, b, 0); }
+
+static int to_f16(vlmc_kernel_emit_t *e, int f) {
+  int h = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", h, f);
+  return h;
+}
+
+static int to_f32(vlmc_kernel_emit_t *e, int h) {
+  int f = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", f, h);
+  return f;
+}
+
+/* The query row of virtual row vr (an index SSA) of the block at i0, clamped into S. */
+static int virtual_row(const fa_t *F, int i0, int vr) {
+  vlmc_kernel_emit_t *e = F->e;
+  return vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, vr, F->group)), F->last);
+}
+
+/* Flat index of q's (or the output's, dim = Dv) head row for virtual row vr on kv head kvh. */
+static int head_row(const fa_t *F, int row, int vr, int kvh) {
+  vlmc_kernel_emit_t *e = F->e;
+  return add(e, add(e, mul(e, row, idx(e, F->heads)), mul(e, kvh, idx(e, F->group))), remu(e, vr, F->group));
+}
+
+/* `count` f16 values into kvs at `base` + r * stride + c, from value(r, c) (loaded first,
+ * all of them, then stored). */
+typedef int (*stage_value_fn)(const fa_t *F, int r, int c, const int *ctx);
+
+static void stage(const fa_t *F, int64_t rows, int64_t cols, int64_t base, int64_t stride,
+                  stage_value_fn value, const int *ctx) {
+  vlmc_kernel_emit_t *e = F->e;
+  enum { MAX_ROUNDS = BM * MAX_DIM / THREADS };
+  int64_t rounds = rows * cols / THREADS; /* rows * cols is a multiple of 128 */
+  int values[MAX_ROUNDS], slots[MAX_ROUNDS];
+  for (int64_t i = 0; i < rounds; ++i) {
+    int at = add(e, F->tid, idx(e, i * THREADS));
+    int r = divu(e, at, cols), c = remu(e, at, cols);
+    values[i] = to_f16(e, value(F, r, c, ctx));
+    slots[i] = add(e, add(e, mul(e, r, idx(e, stride)), c), idx(e, base));
+  }
+  for (int64_t i = 0; i < rounds; ++i) vlmc_vk_emit_shared_store(e, F->kvs, values[i], slots[i]);
+}
+
+/* ctx: i0, kvh. */
+static int q_value(const fa_t *F, int vr, int c, const int *ctx) {
+  vlmc_kernel_emit_t *e = F->e;
+  int row = virtual_row(F, ctx[0], vr);
+  return vlmc_kernel_emit_load(e, F->q, add(e, mul(e, head_row(F, row, vr, ctx[1]), idx(e, F->d)), c));
+}
+
+/* ctx: k0, end, kvh; keys at or past end read 0. */
+static int kv_value(const fa_t *F, const vlmc_value_t *src, int64_t dim, int r, int c, const int *ctx) {
+  vlmc_kernel_emit_t *e = F->e;
+  int key = add(e, ctx[0], r), ok = lt(e, key, ctx[1]);
+  int at = add(e, mul(e, add(e, mul(e, key, idx(e, F->kv_heads)), ctx[2]), idx(e, dim)), c);
+  int x = vlmc_kernel_emit_load(e, src, vlmc_vk_emit_select(e, ok, at, idx(e, 0), "index"));
+  return vlmc_vk_emit_select(e, ok, x, vlmc_kernel_emit_f32(e, 0), "f32");
+}
+
+static int k_value(const fa_t *F, int r, int c, const int *ctx) { return kv_value(F, F->k, F->d, r, c, ctx); }
+static int v_value(const fa_t *F, int r, int c, const int *ctx) { return kv_value(F, F->v, F->dv, r, c, ctx); }
+
+static int64_t k_stride(const fa_t *F) { return F->d + PAD; }
+static int64_t v_stride(const fa_t *F) { return F->dv + PAD; }
+static int64_t v_base(const fa_t *F) { return BN * k_stride(F); }
+
+/* Step 2: this subgroup's 16 x 32 scores into ss. */
+static void emit_scores(const fa_t *F, const int *qf) {
+  vlmc_kernel_emit_t *e = F->e;
+  int row0 = mul(e, F->sg, idx(e, FRAG));
+  for (int64_t j = 0; j < BN / FRAG; ++j) {
+    int acc = vlmc_vk_emit_mma_zero(e);
+    for (int64_t kk = 0; kk < F->d / FRAG; ++kk) {
+      int b = vlmc_vk_emit_mma_load_as(e, F->kvs, idx(e, j * FRAG * k_stride(F) + kk * FRAG), k_stride(F),
+                                       "BOp", true);
+      acc = vlmc_vk_emit_mma(e, qf[kk], b, acc);
+    }
+    vlmc_vk_emit_mma_store(e, acc, F->ss, add(e, mul(e, row0, idx(e, S_STRIDE)), idx(e, j * FRAG)), S_STRIDE);
+  }
+}
+
+/* This invocation's virtual row's (tid mod 64) scores of the tile at k0, scaled, -inf
+ * outside the row's key range [rs, re). */
+static void row_scores(const fa_t *F, int k0, int rs, int re, int *s) {
+  vlmc_kernel_emit_t *e = F->e;
+  int vr = remu(e, F->tid, BM);
+  for (int64_t c = 0; c < BN; ++c) {
+    int key = add(e, k0, idx(e, c));
+    int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "sge", key, rs), lt(e, key, re));
+    int raw = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), idx(e, c)));
+    s[c] = vlmc_vk_emit_select(e, ok, fop(e, "arith.mulf", raw, vlmc_kernel_emit_f32(e, F->scale)),
+                               vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+  }
+}
+
+/* Pass 1, step 3: the running max m over the tile's scores of this invocation's row. */
+static int emit_row_max(const fa_t *F, int k0, int rs, int re, int m) {
+  int s[BN];
+  row_scores(F, k0, rs, re, s);
+  for (int64_t c = 0; c < BN; ++c) m = fop(F->e, "arith.maximumf", m, s[c]);
+  return m;
+}
+
+/* Pass 2, step 3: p = exp(s - m) of this invocation's row as f16 halves (stored by tid < 64);
+ * returns l plus their sum. */
+static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
+  vlmc_kernel_emit_t *e = F->e;
+  int vr = remu(e, F->tid, BM), s[BN], hi[BN], lo[BN];
+  row_scores(F, k0, rs, re, s);
+  for (int64_t c = 0; c < BN; ++c) {
+    int p = vlmc_vk_emit_softmax_weight(e, s[c], m);
+    hi[c] = to_f16(e, p);
+    lo[c] = to_f16(e, fop(e, "arith.subf", p, to_f32(e, hi[c])));
+    l = fop(e, "arith.addf", l, fop(e, "arith.addf", to_f32(e, hi[c]), to_f32(e, lo[c])));
+  }
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, F->tid, idx(e, BM)));
+  for (int64_t c = 0; c < BN; ++c) {
+    int at = add(e, mul(e, vr, idx(e, P_STRIDE)), idx(e, c));
+    vlmc_vk_emit_shared_store(e, F->ph, hi[c], at);
+    vlmc_vk_emit_shared_store(e, F->pl, lo[c], at);
+  }
+  vlmc_kernel_emit_line(e, "}");
+  return l;
+}
+
+/* Pass 2, step 4: this subgroup's accumulators o[] advanced by P V (in place). */
+static void emit_values(const fa_t *F, int *o) {
+  vlmc_kernel_emit_t *e = F->e;
+  int row0 = mul(e, F->sg, idx(e, FRAG));
+  int64_t n = F->dv / FRAG;
+  for (int64_t kk = 0; kk < BN / FRAG; ++kk) {
+    int at = add(e, mul(e, row0, idx(e, P_STRIDE)), idx(e, kk * FRAG));
+    int a_hi = vlmc_vk_emit_mma_load_as(e, F->ph, at, P_STRIDE, "AOp", false);
+    int a_lo = vlmc_vk_emit_mma_load_as(e, F->pl, at, P_STRIDE, "AOp", false);
+    for (int64_t j = 0; j < n; ++j) {
+      int b = vlmc_vk_emit_mma_load_as(e, F->kvs, idx(e, v_base(F) + kk * FRAG * v_stride(F) + j * FRAG),
+                                       v_stride(F), "BOp", false);
+      o[j] = vlmc_vk_emit_mma(e, a_hi, b, o[j]);
+      o[j] = vlmc_vk_emit_mma(e, a_lo, b, o[j]);
+    }
+  }
+}
+
+/* Pass 2's loop: "%r:n = scf.for %k0 = from to to step BN iter_args(l, o...) -> (f32,
+ * acc...) {". */
+static int open_tiles(const fa_t *F, int from, int to, const int *init, int *k0, int *inner) {
+  vlmc_kernel_emit_t *e = F->e;
+  int64_t n = 1 + F->dv / FRAG;
+  int results = vlmc_kernel_emit_fresh(e);
+  *k0 = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%lld = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results,
+                     (long long)n, *k0, from, to, idx(e, BN));
+  for (int64_t i = 0; i < n; ++i) {
+    inner[i] = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", inner[i], init[i]);
+  }
+  vlmc_strbuf_puts(&line, ") -> (f32");
+  for (int64_t i = 1; i < n; ++i) vlmc_strbuf_printf(&line, ", %s", vlmc_vk_mma_acc_type());
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+/* Yields next[], closes the loop and returns its l result as a plain SSA; the accumulators
+ * stay %vR#1 .. (results R). */
+static int close_tiles(const fa_t *F, int results, const int *next) {
+  vlmc_kernel_emit_t *e = F->e;
+  int64_t n = 1 + F->dv / FRAG;
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int64_t i = 0; i < n; ++i) vlmc_strbuf_printf(&line, "%s%%v%d", i ? ", " : "", next[i]);
+  vlmc_strbuf_puts(&line, " : f32");
+  for (int64_t i = 1; i < n; ++i) vlmc_strbuf_printf(&line, ", %s", vlmc_vk_mma_acc_type());
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  vlmc_kernel_emit_line(e, "}");
+  int l = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#0, " VLMC_SSA " : f32", l, results,
+                        vlmc_kernel_emit_f32(e, 0));
+  return l;
+}
+
+/* The block's outputs: accumulators / l through the epilogue, 16 columns at a time. */
+static void emit_output(const fa_t *F, int i0, int kvh, int results) {
+  vlmc_kernel_emit_t *e = F->e;
+  int row0 = mul(e, F->sg, idx(e, FRAG));
+  for (int64_t j = 0; j < F->dv / FRAG; ++j) {
+    vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%lld, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
+                          "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>", results, (long long)(1 + j), F->ss,
+                          mul(e, row0, idx(e, S_STRIDE)), S_STRIDE, vlmc_vk_mma_acc_type(), BM * S_STRIDE);
+    vlmc_vk_emit_barrier(e);
+    for (int64_t q = 0; q < BM * FRAG / THREADS; ++q) {
+      int at = add(e, F->tid, idx(e, q * THREADS));
+      int vr = divu(e, at, FRAG), c = remu(e, at, FRAG);
+      int row = add(e, i0, divu(e, vr, F->group));
+      vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, row, F->s_rows));
+      int acc = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), c));
+      int y = fop(e, "arith.divf", acc, vlmc_vk_emit_shared_load(e, F->ls, vr));
+      int flat = add(e, mul(e, head_row(F, row, vr, kvh), idx(e, F->dv)), add(e, idx(e, j * FRAG), c));
+      vlmc_kernel_emit_finish_element(e, y, flat);
+      vlmc_kernel_emit_line(e, "}");
+    }
+    vlmc_vk_emit_barrier(e);
+  }
+}
+
+/* One block: rows i0 .. on kv head kvh, keys [start, end) (the rows' union). */
+static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
+  vlmc_kernel_emit_t *e = F->e;
+  int ctx_q[2] = {i0, kvh};
+  stage(F, BM, F->d, 0, k_stride(F), q_value, ctx_q);
+  vlmc_vk_emit_barrier(e);
+  int qf[MAX_DIM / FRAG];
+  int row0 = mul(e, F->sg, idx(e, FRAG));
+  for (int64_t kk = 0; kk < F->d / FRAG; ++kk)
+    qf[kk] = vlmc_vk_emit_mma_load_as(e, F->kvs, add(e, mul(e, row0, idx(e, k_stride(F))), idx(e, kk * FRAG)),
+                                      k_stride(F), "AOp", false);
+  vlmc_vk_emit_barrier(e); /* the tiles overwrite Q */
+  /* this invocation's softmax row and its key range */
+  int vr = remu(e, F->tid, BM), rs, re;
+  vlmc_vk_emit_key_range(e, F->q, F->k, F->cu, F->causal, virtual_row(F, i0, vr), &rs, &re);
+  /* at least one tile, so the loops' results are defined (a zero-trip scf.for is garbage):
+   * with no keys at all every score is -inf and the rows get 0 / 0, as on the cpu */
+  int stop = vlmc_kernel_emit_index_op(e, "arith.maxsi", end, add(e, start, idx(e, 1)));
+  /* pass 1: the maxima */
+  int m_init = vlmc_kernel_emit_f32(e, -INFINITY), m_inner, m, k0;
+  int m_loop = vlmc_vk_emit_open_f32_loop(e, start, stop, idx(e, BN), 1, &m_init, &k0, &m_inner);
+  int ctx_k[3] = {k0, end, kvh};
+  stage(F, BN, F->d, 0, k_stride(F), k_value, ctx_k);
+  vlmc_vk_emit_barrier(e);
+  emit_scores(F, qf);
+  vlmc_vk_emit_barrier(e);
+  int m_next = emit_row_max(F, k0, rs, re, m_inner);
+  vlmc_vk_emit_close_f32_loop(e, m_loop, 1, &m_next, &m);
+  /* pass 2: the weights and P V */
+  int64_t n = 1 + F->dv / FRAG;
+  int init[1 + MAX_DIM / FRAG], inner[1 + MAX_DIM / FRAG], next[1 + MAX_DIM / FRAG];
+  init[0] = vlmc_kernel_emit_f32(e, 0);
+  int zero = vlmc_vk_emit_mma_zero(e);
+  for (int64_t i = 1; i < n; ++i) init[i] = zero;
+  int results = open_tiles(F, start, stop, init, &k0, inner);
+  int ctx_kv[3] = {k0, end, kvh};
+  stage(F, BN, F->d, 0, k_stride(F), k_value, ctx_kv);
+  stage(F, BN, F->dv, v_base(F), v_stride(F), v_value, ctx_kv);
+  vlmc_vk_emit_barrier(e);
+  emit_scores(F, qf);
+  vlmc_vk_emit_barrier(e);
+  next[0] = emit_weights(F, k0, rs, re, m, inner[0]);
+  vlmc_vk_emit_barrier(e);
+  for (int64_t i = 1; i < n; ++i) next[i] = inner[i];
+  emit_values(F, next + 1);
+  vlmc_vk_emit_barrier(e);
+  int l = close_tiles(F, results, next);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, F->tid, idx(e, BM)));
+  vlmc_vk_emit_shared_store(e, F->ls, l, vr);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_vk_emit_barrier(e);
+  emit_output(F, i0, kvh, results);
+}
+
+/* Whether v holds f16 values: f16 itself, or widened from f16 by casts. */
+static bool holds_f16(const vlmc_value_t *v) {
+  while (v->type.dtype == VLMC_DTYPE_F32 && v->def && v->def->kind == VLMC_OP_CAST)
+    v = v->def->operands[0];
+  return v->type.dtype == VLMC_DTYPE_F16;
+}
+
+bool vlmc_vk_attention_coop_applies(const vlmc_op_t *op) {
+  if (op->kind != VLMC_OP_ATTENTION || op->num_operands < 3 || vlmc_vk_attention_decode_shape(op)) return false;
+  const vlmc_type_t *qt = &op->operands[0]->type, *kt = &op->operands[1]->type, *vt = &op->operands[2]->type;
+  if (qt->rank != 3 || kt->rank != 3 || vt->rank != 3 || !vlmc_kernel_emit_static_dims(qt, 1) ||
+      !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1))
+    return false;
+  int64_t hq = qt->dims[1].off, hkv = kt->dims[1].off, d = qt->dims[2].off, dv = vt->dims[2].off;
+  if (hkv <= 0 || hq % hkv || BM % (hq / hkv) || d % FRAG || dv % FRAG || d < FRAG || dv < FRAG ||
+      d > MAX_DIM || dv > MAX_DIM || kt->dims[2].off != d)
+    return false;
+  if (op->num_operands > 3 && op->operands[3]->type.rank != 1) return false;
+  return holds_f16(op->operands[0]) && holds_f16(op->operands[1]) && holds_f16(op->operands[2]);
+}
+
+vlmc_status_t vlmc_vk_kernel_attention_coop(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  if (!vlmc_vk_attention_coop_applies(op)) {
+    vlmc_kernel_emit_fail(e, "attention: the cooperative-matrix kernel takes f16 q, k and v with head "
+                          "dims multiples of 16 up to %d and 64 / G rows a block", MAX_DIM);
+    return NULL;
+  }
+  fa_t F = {.e = e, .q = op->operands[0], .k = op->operands[1], .v = op->operands[2],
+            .cu = op->num_operands > 3 ? op->operands[3] : NULL};
+  F.heads = F.q->type.dims[1].off;
+  F.kv_heads = F.k->type.dims[1].off;
+  F.d = F.q->type.dims[2].off;
+  F.dv = F.v->type.dims[2].off;
+  F.group = F.heads / F.kv_heads;
+  F.rows = BM / F.group;
+  const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
+  F.scale = scale ? scale->v.f : 1.0 / sqrt((double)F.d);
+  F.causal = causal && causal->v.b;
+  e->template_name = "attention";
+  e->cost = 256 * F.group * (2 * F.d + 2 * F.dv + 16);
+  vlmc_vk_emit_allow_shared(e, MAX_SHARED);
+  vlmc_vk_emit_set_workgroup(e, THREADS, 1, 1, (int)F.rows);
+  F.tid = vlmc_vk_emit_thread_id(e, 0);
+  F.sg = vlmc_vk_emit_subgroup_id(e);
+  int64_t q_halves = BM * k_stride(&F), kv_halves = v_base(&F) + BN * v_stride(&F);
+  F.kvs = vlmc_vk_emit_shared(e, "f16", q_halves > kv_halves ? q_halves : kv_halves);
+  F.ss = vlmc_vk_emit_shared(e, "f32", BM * S_STRIDE);
+  F.ph = vlmc_vk_emit_shared(e, "f16", BM * P_STRIDE);
+  F.pl = vlmc_vk_emit_shared(e, "f16", BM * P_STRIDE);
+  F.ls = vlmc_vk_emit_shared(e, "f32", BM);
+  /* blocks of `rows` query rows on one kv head, taken by number as in kernel_attention.c */
+  int first, end;
+  vlmc_vk_emit_group_units(e, &first, &end);
+  F.s_rows = vlmc_kernel_emit_dim(e, F.q->type.dims[0]);
+  F.last = vlmc_kernel_emit_index_op(e, "arith.subi", F.s_rows, idx(e, 1));
+  int blocks = mul(e, divu(e, add(e, F.s_rows, idx(e, F.rows - 1)), F.rows), idx(e, F.kv_heads));
+  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, F.rows - 1)), F.rows);
+  int b = vlmc_kernel_emit_for(e, divu(e, first, F.rows), blocks, groups); /* uniform */
+  int i0 = mul(e, divu(e, b, F.kv_heads), idx(e, F.rows)), kvh = remu(e, b, F.kv_heads);
+  int start, stop;
+  if (F.rows == 1)
+    vlmc_vk_emit_key_range(e, F.q, F.k, F.cu, F.causal, i0, &start, &stop);
+  else
+    vlmc_vk_emit_rows_key_range(e, F.q, F.k, F.cu, F.causal, i0, F.last, F.rows, &start, &stop);
+  emit_block(&F, i0, kvh, start, stop);
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
