@@ -542,30 +542,44 @@ int vlmc_vk_emit_softmax_weight(vlmc_kernel_emit_t *e, int x, int m) {
 }
 
 /* The segment of row i: the scan over cu's boundaries narrows [*start, *end). */
-static void emit_segment(vlmc_kernel_emit_t *e, const vlmc_value_t *cu, int i, int *start, int *end) {
-  int zero = vlmc_kernel_emit_index(e, 0);
-  int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
-  int out = vlmc_kernel_emit_fresh(e);
-  int count = vlmc_kernel_emit_dim(e, cu->type.dims[0]);
-  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
-                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                        ") -> (index, index) {",
-                        out, w, zero, count, vlmc_kernel_emit_index(e, 1), s_in, *start, e_in, *end);
+/* Boundary w of cu (an index SSA; the caller keeps w inside cu) as an index. */
+static int segment_bound(vlmc_kernel_emit_t *e, const vlmc_value_t *cu, int w) {
   int bound = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
                         vlmc_kernel_emit_load(e, cu, w));
-  int le = vlmc_vk_emit_cmp(e, "sle", bound, i);
-  int s_next = vlmc_vk_emit_select(e, le, bound, s_in, "index");
-  int e_next = vlmc_vk_emit_select(e, le, e_in, vlmc_kernel_emit_index_op(e, "arith.minsi", e_in, bound),
-                                   "index");
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index", s_next, e_next);
-  vlmc_kernel_emit_line(e, "}");
-  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, zero);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, zero);
-  /* a count of 0 (a symbolic one may be) runs no iteration: pitfall 4, keep the inits */
-  *start = vlmc_vk_emit_guard_empty(e, zero, count, s_out, *start, "index");
-  *end = vlmc_vk_emit_guard_empty(e, zero, count, e_out, *end, "index");
+  return bound;
+}
+
+/* Row i's segment [*start, *end) of cu (sorted, 0 first: the reference refuses any other):
+ * the last boundary <= i and the one after it, found by a binary search (the vision's window
+ * attention has ~170 boundaries at 1080p; a linear scan, a dependent load each, cost more than
+ * the attention itself). Power-of-two steps from 2^30 down, each taken only when it stays
+ * inside cu and its boundary is <= i; a step past cu loads nothing. Clamped into [0, *end]
+ * (the keys), so a malformed cu reads no key outside k. */
+static void emit_segment(vlmc_kernel_emit_t *e, const vlmc_value_t *cu, int i, int *start, int *end) {
+  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
+  int count = vlmc_kernel_emit_dim(e, cu->type.dims[0]);
+  int pos = zero;
+  for (int k = 30; k >= 0; --k) {
+    int next = vlmc_kernel_emit_index_op(e, "arith.addi", pos, vlmc_kernel_emit_index(e, (int64_t)1 << k));
+    int inside = vlmc_vk_emit_cmp(e, "slt", next, count), taken = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = scf.if " VLMC_SSA " -> (index) {", taken, inside);
+    int le = vlmc_vk_emit_cmp(e, "sle", segment_bound(e, cu, next), i);
+    vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", vlmc_vk_emit_select(e, le, next, pos, "index"));
+    vlmc_kernel_emit_line(e, "} else {");
+    vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", pos);
+    vlmc_kernel_emit_line(e, "}");
+    pos = taken;
+  }
+  /* cu[pos] <= i < cu[pos + 1] (none past the last boundary: the keys' end) */
+  int keys = *end, has = vlmc_vk_emit_cmp(e, "slt", zero, count);
+  int first = vlmc_vk_emit_select(e, has, segment_bound(e, cu, vlmc_vk_emit_select(e, has, pos, zero, "index")),
+                                  *start, "index");
+  int after = vlmc_kernel_emit_index_op(e, "arith.addi", pos, one), more = vlmc_vk_emit_cmp(e, "slt", after, count);
+  int last = vlmc_vk_emit_select(e, more, segment_bound(e, cu, vlmc_vk_emit_select(e, more, after, zero, "index")),
+                                 keys, "index");
+  *start = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.maxsi", first, zero), keys);
+  *end = vlmc_kernel_emit_index_op(e, "arith.minsi", last, keys);
 }
 
 void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
@@ -586,27 +600,18 @@ void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const 
 void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                                  const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,
                                  int *start, int *end) {
-  int zero = vlmc_kernel_emit_index(e, 0);
-  int out = vlmc_kernel_emit_fresh(e), r = vlmc_kernel_emit_fresh(e);
-  int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA ":2 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step "
-                        VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                        ") -> (index, index) {",
-                        out, r, zero, vlmc_kernel_emit_index(e, rows), vlmc_kernel_emit_index(e, 1), lo,
-                        vlmc_kernel_emit_dim(e, k->type.dims[0]), hi, zero);
-  int rs, re;
-  int row = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.addi", i0, r), last);
-  vlmc_vk_emit_key_range(e, q, k, cu, causal, row, &rs, &re);
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA " : index, index",
-                        vlmc_kernel_emit_index_op(e, "arith.minsi", lo, rs),
-                        vlmc_kernel_emit_index_op(e, "arith.maxsi", hi, re));
-  vlmc_kernel_emit_line(e, "}");
-  /* rows >= 2 (static): the loop runs */
-  int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#0, " VLMC_SSA " : index", s_out, out, zero);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi %%v%d#1, " VLMC_SSA " : index", e_out, out, zero);
-  *start = s_out;
-  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", e_out, s_out);
+  /* Both ends of a row's range never decrease with the row (sorted segments, a causal cut at
+   * i + T - S): the union is [start of the first row, end of the last]. */
+  int first_start, first_end, last_start, last_end;
+  int i1 = vlmc_kernel_emit_index_op(e, "arith.minsi",
+                                     vlmc_kernel_emit_index_op(e, "arith.addi", i0, vlmc_kernel_emit_index(e, rows - 1)),
+                                     last);
+  vlmc_vk_emit_key_range(e, q, k, cu, causal, i0, &first_start, &first_end);
+  vlmc_vk_emit_key_range(e, q, k, cu, causal, i1, &last_start, &last_end);
+  (void)first_end;
+  (void)last_start;
+  *start = first_start;
+  *end = vlmc_kernel_emit_index_op(e, "arith.maxsi", last_end, first_start);
 }
 
 int vlmc_vk_emit_open_f32_loop(vlmc_kernel_emit_t *e, int from, int to, int step, int n,

@@ -169,12 +169,14 @@ int vlmc_vk_emit_fma(vlmc_kernel_emit_t *e, int a, int b, int c);
  * before any key). */
 int vlmc_vk_emit_softmax_weight(vlmc_kernel_emit_t *e, int x, int m);
 /* [*start, *end) of the keys attention query row i sees (q [S, ...], k [T, ...]): its segment
- * of cu (NULL: none; the last boundary <= i up to the first one > i, a linear scan over the
- * few boundaries), cut at key i + T - S when causal, never reversed; as the cpu kernel. */
+ * of cu (NULL: none; the last boundary <= i up to the next one, a binary search: cu sorted,
+ * as the reference requires), cut at key i + T - S when causal, never reversed, inside
+ * [0, T]; as the cpu kernel. */
 void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                             const vlmc_value_t *cu, bool causal, int i, int *start, int *end);
 /* The union [*start, *end) of the key ranges of rows i0 .. i0 + rows - 1 (each clamped to
- * `last`, S - 1) for a static rows >= 2: from uniform values only, so loops over it are
+ * `last`, S - 1) for a static rows >= 2: the first row's start to the last row's end (both
+ * ends never decrease with the row); from uniform values only, so loops over it are
  * uniform. */
 void vlmc_vk_emit_rows_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const vlmc_value_t *k,
                                  const vlmc_value_t *cu, bool causal, int i0, int last, int64_t rows,

@@ -22,12 +22,16 @@
  *      the row's own key range: its segment, the causal cut);
  *   pass 2, with m fixed (no rescaling):
  *   1. K [32, D] and V [32, Dv] to workgroup memory; barrier; 2. S as above; barrier;
- *   3. invocation t < 64: p = exp(s - m) for its row's 32 keys, written as two f16 halves
- *      (hi = f16(p), lo = f16(p - hi): the pair holds p to about 2^-22, so P V loses nothing
- *      an f32 kernel keeps), l += sum(hi + lo); barrier;
- *   4. each subgroup: its Dv / 16 output accumulators += P_hi V + P_lo V; barrier.
+ *   3. invocation t < 64: p = exp(s - m) for its row's 32 keys, written as two f16 parts,
+ *      hi = f16(p) (0 for p < 2^-14, f16's subnormals) and lo = f16((p - hi) * 2^11): the
+ *      pair holds p to about 2^-22 relative (absolutely to 2^-25 below 2^-14), so P V loses
+ *      nothing an f32 kernel keeps. lo is scaled because NVIDIA flushes f16 subnormals, which
+ *      p - hi nearly always is (measured: unscaled, 1.5e-4 of the output's range lost);
+ *      l += hi + lo 2^-11; barrier;
+ *   4. each subgroup: its Dv / 16 pairs of output accumulators, O_hi += P_hi V and
+ *      O_lo += P_lo V; barrier.
  * At the end every subgroup stores its accumulators, 16 columns at a time, through workgroup
- * memory, and the workgroup divides by l and writes them through the epilogue.
+ * memory, and the workgroup writes (O_hi + O_lo 2^-11) / l through the epilogue.
  *
  * Arithmetic: q . k products of f16 values are exact in f32, as in the cooperative-matrix
  * linear; the differences from the f32 kernel are the order of the sums and p's hi + lo split
@@ -46,6 +50,7 @@ enum {
   S_STRIDE = BN + 4,
   P_STRIDE = BN + PAD,
   MAX_SHARED = 49152,
+  LO_SHIFT = 11,    /* lo = f16((p - hi) * 2^LO_SHIFT) */
 };
 
 typedef struct {
@@ -173,17 +178,21 @@ static int emit_row_max(const fa_t *F, int k0, int rs, int re, int m) {
   return m;
 }
 
-/* Pass 2, step 3: p = exp(s - m) of this invocation's row as f16 halves (stored by tid < 64);
- * returns l plus their sum. */
+/* Pass 2, step 3: p = exp(s - m) of this invocation's row as f16 parts hi and lo (stored by
+ * tid < 64); returns l plus what they hold. */
 static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
   vlmc_kernel_emit_t *e = F->e;
   int vr = remu(e, F->tid, BM), s[BN], hi[BN], lo[BN];
+  int normal = vlmc_kernel_emit_f32(e, ldexp(1.0, -14)), up = vlmc_kernel_emit_f32(e, ldexp(1.0, LO_SHIFT));
+  int down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
   row_scores(F, k0, rs, re, s);
   for (int64_t c = 0; c < BN; ++c) {
-    int p = vlmc_vk_emit_softmax_weight(e, s[c], m);
-    hi[c] = to_f16(e, p);
-    lo[c] = to_f16(e, fop(e, "arith.subf", p, to_f32(e, hi[c])));
-    l = fop(e, "arith.addf", l, fop(e, "arith.addf", to_f32(e, hi[c]), to_f32(e, lo[c])));
+    int p = vlmc_vk_emit_softmax_weight(e, s[c], m), is_normal = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oge, " VLMC_SSA ", " VLMC_SSA " : f32", is_normal, p, normal);
+    int high = vlmc_vk_emit_select(e, is_normal, to_f32(e, to_f16(e, p)), vlmc_kernel_emit_f32(e, 0), "f32");
+    hi[c] = to_f16(e, high);
+    lo[c] = to_f16(e, fop(e, "arith.mulf", fop(e, "arith.subf", p, high), up));
+    l = fop(e, "arith.addf", l, vlmc_vk_emit_fma(e, to_f32(e, lo[c]), down, high));
   }
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, F->tid, idx(e, BM)));
   for (int64_t c = 0; c < BN; ++c) {
@@ -195,7 +204,8 @@ static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
   return l;
 }
 
-/* Pass 2, step 4: this subgroup's accumulators o[] advanced by P V (in place). */
+/* Pass 2, step 4: this subgroup's accumulators advanced by P V (in place): o[j] += P_hi V,
+ * o[n + j] += P_lo V (n = Dv / 16). */
 static void emit_values(const fa_t *F, int *o) {
   vlmc_kernel_emit_t *e = F->e;
   int row0 = mul(e, F->sg, idx(e, FRAG));
@@ -208,16 +218,19 @@ static void emit_values(const fa_t *F, int *o) {
       int b = vlmc_vk_emit_mma_load_as(e, F->kvs, idx(e, v_base(F) + kk * FRAG * v_stride(F) + j * FRAG),
                                        v_stride(F), "BOp", false);
       o[j] = vlmc_vk_emit_mma(e, a_hi, b, o[j]);
-      o[j] = vlmc_vk_emit_mma(e, a_lo, b, o[j]);
+      o[n + j] = vlmc_vk_emit_mma(e, a_lo, b, o[n + j]);
     }
   }
 }
+
+/* Accumulators a subgroup carries: O_hi and O_lo, 16 columns each. */
+static int64_t num_acc(const fa_t *F) { return 2 * (F->dv / FRAG); }
 
 /* Pass 2's loop: "%r:n = scf.for %k0 = from to to step BN iter_args(l, o...) -> (f32,
  * acc...) {". */
 static int open_tiles(const fa_t *F, int from, int to, const int *init, int *k0, int *inner) {
   vlmc_kernel_emit_t *e = F->e;
-  int64_t n = 1 + F->dv / FRAG;
+  int64_t n = 1 + num_acc(F);
   int results = vlmc_kernel_emit_fresh(e);
   *k0 = vlmc_kernel_emit_fresh(e);
   vlmc_strbuf_t line;
@@ -240,7 +253,7 @@ static int open_tiles(const fa_t *F, int from, int to, const int *init, int *k0,
  * stay %vR#1 .. (results R). */
 static int close_tiles(const fa_t *F, int results, const int *next) {
   vlmc_kernel_emit_t *e = F->e;
-  int64_t n = 1 + F->dv / FRAG;
+  int64_t n = 1 + num_acc(F);
   vlmc_strbuf_t line;
   vlmc_strbuf_init(&line);
   vlmc_strbuf_puts(&line, "scf.yield ");
@@ -256,22 +269,30 @@ static int close_tiles(const fa_t *F, int results, const int *next) {
   return l;
 }
 
-/* The block's outputs: accumulators / l through the epilogue, 16 columns at a time. */
+/* The block's outputs: (O_hi + O_lo 2^-11) / l through the epilogue, 16 columns at a time
+ * (O_hi in columns 0 .. 15 of ss, O_lo in 16 .. 31). */
 static void emit_output(const fa_t *F, int i0, int kvh, int results) {
   vlmc_kernel_emit_t *e = F->e;
   int row0 = mul(e, F->sg, idx(e, FRAG));
-  for (int64_t j = 0; j < F->dv / FRAG; ++j) {
-    vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%lld, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
-                          "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>", results, (long long)(1 + j), F->ss,
-                          mul(e, row0, idx(e, S_STRIDE)), S_STRIDE, vlmc_vk_mma_acc_type(), BM * S_STRIDE);
+  int64_t n = F->dv / FRAG;
+  int down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int part = 0; part < 2; ++part)
+      vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%lld, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
+                            "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>", results,
+                            (long long)(1 + part * n + j), F->ss,
+                            add(e, mul(e, row0, idx(e, S_STRIDE)), idx(e, part * FRAG)), S_STRIDE,
+                            vlmc_vk_mma_acc_type(), BM * S_STRIDE);
     vlmc_vk_emit_barrier(e);
     for (int64_t q = 0; q < BM * FRAG / THREADS; ++q) {
       int at = add(e, F->tid, idx(e, q * THREADS));
       int vr = divu(e, at, FRAG), c = remu(e, at, FRAG);
       int row = add(e, i0, divu(e, vr, F->group));
       vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, row, F->s_rows));
-      int acc = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), c));
-      int y = fop(e, "arith.divf", acc, vlmc_vk_emit_shared_load(e, F->ls, vr));
+      int base = add(e, mul(e, vr, idx(e, S_STRIDE)), c);
+      int hi = vlmc_vk_emit_shared_load(e, F->ss, base);
+      int lo = vlmc_vk_emit_shared_load(e, F->ss, add(e, base, idx(e, FRAG)));
+      int y = fop(e, "arith.divf", vlmc_vk_emit_fma(e, lo, down, hi), vlmc_vk_emit_shared_load(e, F->ls, vr));
       int flat = add(e, mul(e, head_row(F, row, vr, kvh), idx(e, F->dv)), add(e, idx(e, j * FRAG), c));
       vlmc_kernel_emit_finish_element(e, y, flat);
       vlmc_kernel_emit_line(e, "}");
@@ -309,8 +330,8 @@ static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
   int m_next = emit_row_max(F, k0, rs, re, m_inner);
   vlmc_vk_emit_close_f32_loop(e, m_loop, 1, &m_next, &m);
   /* pass 2: the weights and P V */
-  int64_t n = 1 + F->dv / FRAG;
-  int init[1 + MAX_DIM / FRAG], inner[1 + MAX_DIM / FRAG], next[1 + MAX_DIM / FRAG];
+  int64_t n = 1 + num_acc(F);
+  int init[1 + 2 * MAX_DIM / FRAG], inner[1 + 2 * MAX_DIM / FRAG], next[1 + 2 * MAX_DIM / FRAG];
   init[0] = vlmc_kernel_emit_f32(e, 0);
   int zero = vlmc_vk_emit_mma_zero(e);
   for (int64_t i = 1; i < n; ++i) init[i] = zero;
