@@ -431,6 +431,8 @@ static int round_float(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to) {
   return wide;
 }
 
+int vlmc_kernel_emit_round_f16(vlmc_kernel_emit_t *e, int x) { return round_float(e, x, VLMC_DTYPE_F16); }
+
 static int cast(vlmc_kernel_emit_t *e, const vlmc_op_t *op, int x) {
   vlmc_dtype_t from = op->operands[0]->type.dtype, to = op->results[0].type.dtype;
   bool from_float = vlmc_dtype_info(from)->is_float, to_float = vlmc_dtype_info(to)->is_float;

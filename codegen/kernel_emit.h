@@ -130,6 +130,9 @@ void vlmc_kernel_emit_fail(vlmc_kernel_emit_t *e, const char *fmt, ...) VLMC_PRI
 int vlmc_kernel_emit_index(vlmc_kernel_emit_t *e, int64_t value);   /* : index */
 int vlmc_kernel_emit_i64(vlmc_kernel_emit_t *e, int64_t value);     /* : i64 */
 int vlmc_kernel_emit_f32(vlmc_kernel_emit_t *e, double value);      /* : f32 */
+/* An f32 SSA rounded to f16 and back (f32), as a cast to f16 stores it: in integer
+ * arithmetic where the target asked (round_f16_by_bits: a driver may fold truncf + extf). */
+int vlmc_kernel_emit_round_f16(vlmc_kernel_emit_t *e, int x);
 /* A dim's value (: index), from %syms for a symbolic dim. */
 int vlmc_kernel_emit_dim(vlmc_kernel_emit_t *e, vlmc_dim_t dim);
 /* Product of dims [from, to) of a type (: index); 1 for an empty range. */

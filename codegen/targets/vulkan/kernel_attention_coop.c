@@ -25,8 +25,10 @@
  *   3. invocation t < 64: p = exp(s - m) for its row's 32 keys, written as two f16 parts,
  *      hi = f16(p) (0 for p < 2^-14, f16's subnormals) and lo = f16((p - hi) * 2^11): the
  *      pair holds p to about 2^-22 relative (absolutely to 2^-25 below 2^-14), so P V loses
- *      nothing an f32 kernel keeps. lo is scaled because NVIDIA flushes f16 subnormals, which
- *      p - hi nearly always is (measured: unscaled, 1.5e-4 of the output's range lost);
+ *      nothing an f32 kernel keeps. hi is rounded in integer arithmetic (NVIDIA's compiler
+ *      folds f32(f16(p)) to p, so p - hi was 0: 1.5e-4 of the output's range lost on the
+ *      H200), and lo is scaled because p - hi is nearly always an f16 subnormal, which a
+ *      device may flush;
  *      l += hi + lo 2^-11; barrier;
  *   4. each subgroup: its Dv / 16 pairs of output accumulators, O_hi += P_hi V and
  *      O_lo += P_lo V; barrier.
@@ -189,7 +191,8 @@ static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
   for (int64_t c = 0; c < BN; ++c) {
     int p = vlmc_vk_emit_softmax_weight(e, s[c], m), is_normal = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oge, " VLMC_SSA ", " VLMC_SSA " : f32", is_normal, p, normal);
-    int high = vlmc_vk_emit_select(e, is_normal, to_f32(e, to_f16(e, p)), vlmc_kernel_emit_f32(e, 0), "f32");
+    /* rounded in integer arithmetic: NVIDIA folds f32(f16(p)) to p, which made lo 0 */
+    int high = vlmc_vk_emit_select(e, is_normal, vlmc_kernel_emit_round_f16(e, p), vlmc_kernel_emit_f32(e, 0), "f32");
     hi[c] = to_f16(e, high);
     lo[c] = to_f16(e, fop(e, "arith.mulf", fop(e, "arith.subf", p, high), up));
     l = fop(e, "arith.addf", l, vlmc_vk_emit_fma(e, to_f32(e, lo[c]), down, high));

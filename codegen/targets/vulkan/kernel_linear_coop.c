@@ -1,20 +1,25 @@
 /* linear_tiles on cooperative matrices: the variant of kernel_linear_tiles.c for GPUs with
  * VK_KHR_cooperative_matrix (tensor cores), for a linear whose x holds f16 values (the f16
- * policy's activations). Same template, work units and tile order as the main kernel: output
- * tiles of TILE_M x TILE_N (64 x 64), row tile major, workgroup g of the G the dispatch has
- * taking tiles g, g + G, ... (units per group a quarter of a tile's).
+ * policy's activations). Same template and work units as the main kernel, its own tiles:
+ * output tiles of TILE_M x TILE_N (128 x 128), row tile major, workgroup g of the G the
+ * dispatch has taking tiles g, g + G, ... (units per group a quarter of a tile's).
  *
- * Per tile, 128 invocations (4 subgroups of 32: the device feature "cooperativeMatrix" holds
+ * Per tile, 256 invocations (8 subgroups of 32: the device feature "cooperativeMatrix" holds
  * only at subgroup size 32), the K axis in TILE_K (32) steps:
- *   1. the 64 x 32 x tile and the 64 x 32 W tile go to workgroup memory as f16, rows of
- *      STRIDE (40) halves (x along k, coalesced; a bf16 W two elements per 32-bit load);
- *   2. barrier; subgroup s owns the 32 x 32 quarter (s / 2, s % 2) of the tile: 2 x 2
- *      accumulators of 16 x 16, each step 2 A and 2 B operands per 16 k (W's rows read as B's
+ *   1. the 128 x 32 x tile and the 128 x 32 W tile go to workgroup memory as f16, rows of
+ *      STRIDE (40) halves (x along k, coalesced; a bf16 W eight elements per 16-byte load
+ *      when K is a multiple of 8, else two per 32-bit load or one each);
+ *   2. barrier; subgroup s owns the 32 x 64 part (s / 2, s % 2) of the tile: 2 x 4
+ *      accumulators of 16 x 16, each step 2 A and 4 B operands per 16 k (W's rows read as B's
  *      columns: a transposed load), 8 multiply-adds; barrier.
+ * (64 x 64 tiles of 4 subgroups with 2 x 2 accumulators and 4-byte W loads ran the 3B's
+ * 512-token prefill linears at 17 TFLOP/s on the H200: staging, not the matrices, the cost.)
  * Then, per accumulator (i, j), every subgroup stores its own into a 16 x 16 scratch, a
- * barrier, and the whole workgroup runs the 4 scratches' 1024 elements through the bias and
+ * barrier, and the whole workgroup runs the 8 scratches' 2048 elements through the bias and
  * the epilogue (8 each, guarded at the edges); a barrier. No invocation needs its lane number
- * (gpu.lane_id has no SPIR-V lowering; subgroups need not be invocation ranges).
+ * (gpu.lane_id has no SPIR-V lowering; subgroups need not be invocation ranges). Workgroup
+ * memory: 30 KB, more than the 16 KB every device has (a device with less runs the main
+ * kernel).
  *
  * Arithmetic: the products of f16 operands are exact in the f32 accumulators, so against the
  * f32 kernel only the order of the sums differs, as long as the operands are exactly f16:
@@ -26,17 +31,23 @@
 
 enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
-  THREADS = 128,
   SUBGROUP = 32,
   FRAG = 16,           /* a cooperative matrix is FRAG x FRAG */
-  TILE_M = 64,
-  TILE_N = 64,
+  SG_M = 4, SG_N = 2,  /* subgroups over the tile's rows and features */
+  FR_M = 2, FR_N = 4,  /* accumulators per subgroup */
+  SUB_M = FR_M * FRAG, /* a subgroup's rows (32) and features (64) */
+  SUB_N = FR_N * FRAG,
+  SUBGROUPS = SG_M * SG_N,
+  THREADS = SUBGROUPS * SUBGROUP,
+  TILE_M = SG_M * SUB_M,
+  TILE_N = SG_N * SUB_N,
   TILE_K = 32,
   STRIDE = TILE_K + 8, /* halves between rows of a staged tile: 80 bytes, 16-byte aligned */
-  QUARTER = 32,        /* a subgroup's rows and features */
   SCRATCH_STRIDE = FRAG + 4,
   SCRATCH = FRAG * SCRATCH_STRIDE, /* floats of one subgroup's scratch */
-  UNITS_PER_GROUP = TILE_M * TILE_N / UNIT / 4, /* as kernel_linear_tiles.c */
+  NUM_ACC = FR_M * FR_N,
+  UNITS_PER_GROUP = TILE_M * TILE_N / UNIT / 4, /* G about 4 x the tiles, as kernel_linear_tiles.c */
+  SHARED_BYTES = 2 * TILE_M * STRIDE * 2 + SUBGROUPS * SCRATCH * 4,
 };
 
 typedef struct {
@@ -45,7 +56,8 @@ typedef struct {
   int64_t k, n;
   int m, tid, sg;
   int w_words;    /* the bf16 weight's input read as 32-bit words; -1: element loads */
-  int xs, ws, cs; /* workgroup memory: x [64][STRIDE], W [64][STRIDE] (f16), scratch (f32) */
+  bool w_wide;    /* ... and as 16-byte words (K a multiple of 8) */
+  int xs, ws, cs; /* workgroup memory: x [128][STRIDE], W [128][STRIDE] (f16), scratch (f32) */
 } coop_t;
 
 static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
@@ -64,7 +76,7 @@ static int half_or_zero(vlmc_kernel_emit_t *e, int ok, int v) {
 
 static int clamp0(vlmc_kernel_emit_t *e, int ok, int at) { return vlmc_vk_emit_select(e, ok, at, idx(e, 0), "index"); }
 
-/* x[m0 .. m0 + 64, k0 .. k0 + 32] into xs[row][k]; all loads first, then the stores. */
+/* x[m0 .. m0 + TILE_M, k0 .. k0 + 32] into xs[row][k]; all loads first, then the stores. */
 static void stage_x(const coop_t *C, int m0, int k0) {
   vlmc_kernel_emit_t *e = C->e;
   enum { ROUNDS = TILE_M * TILE_K / THREADS };
@@ -80,10 +92,27 @@ static void stage_x(const coop_t *C, int m0, int k0) {
   for (int i = 0; i < ROUNDS; ++i) vlmc_vk_emit_shared_store(e, C->xs, value[i], slot[i]);
 }
 
-/* W[n0 .. n0 + 64, k0 .. k0 + 32] into ws[feature][k]. */
+/* W[n0 .. n0 + TILE_N, k0 .. k0 + 32] into ws[feature][k]. */
 static void stage_w(const coop_t *C, int n0, int k0) {
   vlmc_kernel_emit_t *e = C->e;
   int n = idx(e, C->n), kk = idx(e, C->k);
+  if (C->w_wide) { /* K a multiple of 8: 16 bytes are 8 elements of one row, 8-aligned */
+    enum { ROUNDS = TILE_N * TILE_K / 8 / THREADS };
+    int value[ROUNDS][8], slot[ROUNDS];
+    for (int i = 0; i < ROUNDS; ++i) {
+      int at = add(e, C->tid, idx(e, i * THREADS));
+      int f = divu(e, at, TILE_K / 8), c = mul(e, remu(e, at, TILE_K / 8), idx(e, 8));
+      int feature = add(e, n0, f), k = add(e, k0, c);
+      int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), eight[8];
+      vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, C->w_words, clamp0(e, ok, divu(e, add(e, mul(e, feature, kk), k), 8))),
+                          eight);
+      for (int h = 0; h < 8; ++h) value[i][h] = half_or_zero(e, ok, eight[h]);
+      slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
+    }
+    for (int i = 0; i < ROUNDS; ++i)
+      for (int h = 0; h < 8; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
+    return;
+  }
   if (C->w_words >= 0) { /* K even: a word is two elements of one row */
     enum { ROUNDS = TILE_N * TILE_K / 2 / THREADS };
     int value[ROUNDS][2], slot[ROUNDS];
@@ -113,37 +142,48 @@ static void stage_w(const coop_t *C, int n0, int k0) {
   for (int i = 0; i < ROUNDS; ++i) vlmc_vk_emit_shared_store(e, C->ws, value[i], slot[i]);
 }
 
-/* The K loop: returns the loop's results SSA (its 4 accumulators are %r#(2 i + j)). */
+/* The K loop: returns the loop's results SSA (accumulator (i, j) is %r#(FR_N i + j)). */
 static int accumulate(const coop_t *C, int m0, int n0) {
   vlmc_kernel_emit_t *e = C->e;
   const char *acc_type = vlmc_vk_mma_acc_type();
   int zero = vlmc_vk_emit_mma_zero(e), results = vlmc_kernel_emit_fresh(e), k0 = vlmc_kernel_emit_fresh(e);
-  int acc[4];
-  for (int a = 0; a < 4; ++a) acc[a] = vlmc_kernel_emit_fresh(e);
+  int acc[NUM_ACC];
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
   /* K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
-  vlmc_kernel_emit_line(e, "%%v%d:4 = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
-                        " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA " = " VLMC_SSA
-                        ", " VLMC_SSA " = " VLMC_SSA ") -> (%s, %s, %s, %s) {",
-                        results, k0, idx(e, 0), idx(e, C->k), idx(e, TILE_K), acc[0], zero, acc[1], zero, acc[2],
-                        zero, acc[3], zero, acc_type, acc_type, acc_type, acc_type);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, NUM_ACC, k0,
+                     idx(e, 0), idx(e, C->k), idx(e, TILE_K));
+  for (int a = 0; a < NUM_ACC; ++a) {
+    acc[a] = vlmc_kernel_emit_fresh(e);
+    vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", acc[a], zero);
+  }
+  vlmc_strbuf_puts(&line, ") -> (");
+  for (int a = 0; a < NUM_ACC; ++a) vlmc_strbuf_printf(&line, "%s%s", a ? ", " : "", acc_type);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
   stage_x(C, m0, k0);
   stage_w(C, n0, k0);
   vlmc_vk_emit_barrier(e);
-  int row0 = mul(e, divu(e, C->sg, 2), idx(e, QUARTER)), col0 = mul(e, remu(e, C->sg, 2), idx(e, QUARTER));
+  int row0 = mul(e, divu(e, C->sg, SG_N), idx(e, SUB_M)), col0 = mul(e, remu(e, C->sg, SG_N), idx(e, SUB_N));
   for (int kk = 0; kk < TILE_K; kk += FRAG) {
-    int a[2], b[2];
-    for (int i = 0; i < 2; ++i)
+    int a[FR_M], b[FR_N];
+    for (int i = 0; i < FR_M; ++i)
       a[i] = vlmc_vk_emit_mma_load(e, C->xs, add(e, mul(e, add(e, row0, idx(e, FRAG * i)), idx(e, STRIDE)), idx(e, kk)),
                                    STRIDE, false);
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < FR_N; ++j)
       b[j] = vlmc_vk_emit_mma_load(e, C->ws, add(e, mul(e, add(e, col0, idx(e, FRAG * j)), idx(e, STRIDE)), idx(e, kk)),
                                    STRIDE, true);
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 2; ++j) acc[2 * i + j] = vlmc_vk_emit_mma(e, a[i], b[j], acc[2 * i + j]);
+    for (int i = 0; i < FR_M; ++i)
+      for (int j = 0; j < FR_N; ++j) acc[FR_N * i + j] = vlmc_vk_emit_mma(e, a[i], b[j], acc[FR_N * i + j]);
   }
   vlmc_vk_emit_barrier(e);
-  vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : %s, %s, %s, %s", acc[0],
-                        acc[1], acc[2], acc[3], acc_type, acc_type, acc_type, acc_type);
+  vlmc_strbuf_clear(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  for (int a = 0; a < NUM_ACC; ++a) vlmc_strbuf_printf(&line, "%s%%v%d", a ? ", " : "", acc[a]);
+  vlmc_strbuf_puts(&line, " : ");
+  for (int a = 0; a < NUM_ACC; ++a) vlmc_strbuf_printf(&line, "%s%s", a ? ", " : "", acc_type);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
   vlmc_kernel_emit_line(e, "}");
   return results;
 }
@@ -153,15 +193,15 @@ static void store_fragment(const coop_t *C, int results, int i, int j, int m0, i
   vlmc_kernel_emit_t *e = C->e;
   vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%d, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
                         "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>",
-                        results, 2 * i + j, C->cs, mul(e, C->sg, idx(e, SCRATCH)), SCRATCH_STRIDE,
-                        vlmc_vk_mma_acc_type(), 4 * SCRATCH);
+                        results, FR_N * i + j, C->cs, mul(e, C->sg, idx(e, SCRATCH)), SCRATCH_STRIDE,
+                        vlmc_vk_mma_acc_type(), SUBGROUPS * SCRATCH);
   vlmc_vk_emit_barrier(e);
-  for (int q = 0; q < 4 * FRAG * FRAG / THREADS; ++q) {
+  for (int q = 0; q < SUBGROUPS * FRAG * FRAG / THREADS; ++q) {
     int at = add(e, C->tid, idx(e, q * THREADS));
     int s = divu(e, at, FRAG * FRAG), rc = remu(e, at, FRAG * FRAG);
     int rr = divu(e, rc, FRAG), cc = remu(e, rc, FRAG);
-    int row = add(e, add(e, m0, mul(e, divu(e, s, 2), idx(e, QUARTER))), add(e, idx(e, FRAG * i), rr));
-    int col = add(e, add(e, n0, mul(e, remu(e, s, 2), idx(e, QUARTER))), add(e, idx(e, FRAG * j), cc));
+    int row = add(e, add(e, m0, mul(e, divu(e, s, SG_N), idx(e, SUB_M))), add(e, idx(e, FRAG * i), rr));
+    int col = add(e, add(e, n0, mul(e, remu(e, s, SG_N), idx(e, SUB_N))), add(e, idx(e, FRAG * j), cc));
     int ok = vlmc_vk_emit_and(e, lt(e, row, C->m), lt(e, col, idx(e, C->n)));
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
     int v = vlmc_vk_emit_shared_load(e, C->cs, add(e, mul(e, s, idx(e, SCRATCH)), add(e, mul(e, rr, idx(e, SCRATCH_STRIDE)), cc)));
@@ -202,9 +242,11 @@ vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_set_workgroup(e, THREADS, 1, 1, UNITS_PER_GROUP);
   int w = vlmc_kernel_emit_source_input(e, C.w);
   C.w_words = C.k % 2 == 0 && w >= 0 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16 ? w : -1;
+  C.w_wide = C.w_words >= 0 && C.k % 8 == 0 && C.w_words < 32;
+  vlmc_vk_emit_allow_shared(e, SHARED_BYTES);
   C.xs = vlmc_vk_emit_shared(e, "f16", TILE_M * STRIDE);
   C.ws = vlmc_vk_emit_shared(e, "f16", TILE_N * STRIDE);
-  C.cs = vlmc_vk_emit_shared(e, "f32", 4 * SCRATCH);
+  C.cs = vlmc_vk_emit_shared(e, "f32", SUBGROUPS * SCRATCH);
   C.tid = vlmc_vk_emit_thread_id(e, 0);
   C.sg = vlmc_vk_emit_subgroup_id(e);
   C.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
@@ -218,8 +260,8 @@ vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e) {
   int m0 = mul(e, divu(e, t, col_tiles), idx(e, TILE_M));
   int n0 = mul(e, remu(e, t, col_tiles), idx(e, TILE_N));
   int results = accumulate(&C, m0, n0);
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) store_fragment(&C, results, i, j, m0, n0);
+  for (int i = 0; i < FR_M; ++i)
+    for (int j = 0; j < FR_N; ++j) store_fragment(&C, results, i, j, m0, n0);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }
