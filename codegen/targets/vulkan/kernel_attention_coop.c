@@ -18,18 +18,18 @@
  *   1. K [32, D] to workgroup memory as f16; barrier;
  *   2. each subgroup: S = Q K^T, its 16 x 32 scores as 2 accumulators (K's rows read as B's
  *      columns), stored to workgroup memory (f32); barrier;
- *   3. invocation t < 64 owns virtual row t: m = max(m, its 32 scores scaled, -inf outside
- *      the row's own key range: its segment, the causal cut);
+ *   3. invocations t and t + 64 own virtual row t, 16 keys each: m = max(m, their scores
+ *      scaled, -inf outside the row's own key range: its segment, the causal cut); the two
+ *      halves' maxima combined after the pass;
  *   pass 2, with m fixed (no rescaling):
  *   1. K [32, D] and V [32, Dv] to workgroup memory; barrier; 2. S as above; barrier;
- *   3. invocation t < 64: p = exp(s - m) for its row's 32 keys, written as two f16 parts,
- *      hi = f16(p) (0 for p < 2^-14, f16's subnormals) and lo = f16((p - hi) * 2^11): the
- *      pair holds p to about 2^-22 relative (absolutely to 2^-25 below 2^-14), so P V loses
- *      nothing an f32 kernel keeps. hi is rounded in integer arithmetic (NVIDIA's compiler
+ *   3. the same two: p = exp(s - m) for their 16 keys each, written as two f16 parts, hi = p
+ *      cut to f16's 11 bits (0 for p < 2^-14, f16's subnormals) and lo = f16((p - hi) 2^11):
+ *      the pair holds p to about 2^-21 relative (absolutely to 2^-25 below 2^-14), so P V
+ *      loses nothing an f32 kernel keeps. hi is cut in integer arithmetic (NVIDIA's compiler
  *      folds f32(f16(p)) to p, so p - hi was 0: 1.5e-4 of the output's range lost on the
  *      H200), and lo is scaled because p - hi is nearly always an f16 subnormal, which a
- *      device may flush;
- *      l += hi + lo 2^-11; barrier;
+ *      device may flush; l += hi + lo 2^-11 (the halves' l combined at the end); barrier;
  *   4. each subgroup: its Dv / 16 pairs of output accumulators, O_hi += P_hi V and
  *      O_lo += P_lo V; barrier.
  * At the end every subgroup stores its accumulators, 16 columns at a time, through workgroup
@@ -53,6 +53,7 @@ enum {
   P_STRIDE = BN + PAD,
   MAX_SHARED = 49152,
   LO_SHIFT = 11,    /* lo = f16((p - hi) * 2^LO_SHIFT) */
+  HALF = BN / 2,    /* keys of a tile one invocation weighs: two invocations a row */
 };
 
 typedef struct {
@@ -65,7 +66,7 @@ typedef struct {
   int kvs;         /* f16: Q [64][D + PAD], then K [32][D + PAD] and V [32][Dv + PAD] */
   int ss;          /* f32 [64][S_STRIDE]: scores; at the end, output columns */
   int ph, pl;      /* f16 [64][P_STRIDE]: p's halves */
-  int ls;          /* f32 [64]: l per row, at the end */
+  int ls;          /* f32 [128]: the two invocations' parts of a row's m, then of its l */
   int s_rows, last; /* S and S - 1 */
 } fa_t;
 
@@ -158,52 +159,73 @@ static void emit_scores(const fa_t *F, const int *qf) {
   }
 }
 
-/* This invocation's virtual row's (tid mod 64) scores of the tile at k0, scaled, -inf
- * outside the row's key range [rs, re). */
+/* This invocation's half of its virtual row's (tid mod 64) scores of the tile at k0 (keys
+ * HALF (tid / 64) .. + HALF: two invocations a row), scaled, -inf outside the row's key
+ * range [rs, re). */
 static void row_scores(const fa_t *F, int k0, int rs, int re, int *s) {
   vlmc_kernel_emit_t *e = F->e;
-  int vr = remu(e, F->tid, BM);
-  for (int64_t c = 0; c < BN; ++c) {
-    int key = add(e, k0, idx(e, c));
+  int vr = remu(e, F->tid, BM), c0 = mul(e, divu(e, F->tid, BM), idx(e, HALF));
+  for (int64_t c = 0; c < HALF; ++c) {
+    int col = add(e, c0, idx(e, c)), key = add(e, k0, col);
     int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "sge", key, rs), lt(e, key, re));
-    int raw = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), idx(e, c)));
+    int raw = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), col));
     s[c] = vlmc_vk_emit_select(e, ok, fop(e, "arith.mulf", raw, vlmc_kernel_emit_f32(e, F->scale)),
                                vlmc_kernel_emit_f32(e, -INFINITY), "f32");
   }
 }
 
-/* Pass 1, step 3: the running max m over the tile's scores of this invocation's row. */
+/* Pass 1, step 3: the running max m over this invocation's half of the tile's scores. */
 static int emit_row_max(const fa_t *F, int k0, int rs, int re, int m) {
-  int s[BN];
+  int s[HALF];
   row_scores(F, k0, rs, re, s);
-  for (int64_t c = 0; c < BN; ++c) m = fop(F->e, "arith.maximumf", m, s[c]);
+  for (int64_t c = 0; c < HALF; ++c) m = fop(F->e, "arith.maximumf", m, s[c]);
   return m;
 }
 
-/* Pass 2, step 3: p = exp(s - m) of this invocation's row as f16 parts hi and lo (stored by
- * tid < 64); returns l plus what they hold. */
+/* The row's value from the two invocations' parts (op "arith.maximumf" or "arith.addf")
+ * through ls; every invocation gets it. Barriers around. */
+static int combine_halves(const fa_t *F, const char *op, int part) {
+  vlmc_kernel_emit_t *e = F->e;
+  int vr = remu(e, F->tid, BM);
+  vlmc_vk_emit_barrier(e);
+  vlmc_vk_emit_shared_store(e, F->ls, part, F->tid);
+  vlmc_vk_emit_barrier(e);
+  return fop(e, op, vlmc_vk_emit_shared_load(e, F->ls, vr), vlmc_vk_emit_shared_load(e, F->ls, add(e, vr, idx(e, BM))));
+}
+
+/* p's high part: p with its low 13 mantissa bits cleared (f16's 11 bits, exactly an f16
+ * for p >= 2^-14), 0 below 2^-14 (f16 subnormals, which a device may flush). In integer
+ * arithmetic: NVIDIA's compiler folds f32(f16(p)) to p, which made lo 0. */
+static int high_part(vlmc_kernel_emit_t *e, int p) {
+  int bits = vlmc_kernel_emit_fresh(e), mask = vlmc_kernel_emit_fresh(e), cut = vlmc_kernel_emit_fresh(e);
+  int high = vlmc_kernel_emit_fresh(e), is_normal = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, p);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant -8192 : i32", mask); /* 0xFFFFE000 */
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", cut, bits, mask);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : i32 to f32", high, cut);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oge, " VLMC_SSA ", " VLMC_SSA " : f32", is_normal, p,
+                        vlmc_kernel_emit_f32(e, ldexp(1.0, -14)));
+  return vlmc_vk_emit_select(e, is_normal, high, vlmc_kernel_emit_f32(e, 0), "f32");
+}
+
+/* Pass 2, step 3: p = exp(s - m) of this invocation's half row as f16 parts hi and lo;
+ * returns l plus what they hold. */
 static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
   vlmc_kernel_emit_t *e = F->e;
-  int vr = remu(e, F->tid, BM), s[BN], hi[BN], lo[BN];
-  int normal = vlmc_kernel_emit_f32(e, ldexp(1.0, -14)), up = vlmc_kernel_emit_f32(e, ldexp(1.0, LO_SHIFT));
-  int down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
+  int vr = remu(e, F->tid, BM), c0 = mul(e, divu(e, F->tid, BM), idx(e, HALF)), s[HALF], hi[HALF], lo[HALF];
+  int up = vlmc_kernel_emit_f32(e, ldexp(1.0, LO_SHIFT)), down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
   row_scores(F, k0, rs, re, s);
-  for (int64_t c = 0; c < BN; ++c) {
-    int p = vlmc_vk_emit_softmax_weight(e, s[c], m), is_normal = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpf oge, " VLMC_SSA ", " VLMC_SSA " : f32", is_normal, p, normal);
-    /* rounded in integer arithmetic: NVIDIA folds f32(f16(p)) to p, which made lo 0 */
-    int high = vlmc_vk_emit_select(e, is_normal, vlmc_kernel_emit_round_f16(e, p), vlmc_kernel_emit_f32(e, 0), "f32");
+  for (int64_t c = 0; c < HALF; ++c) {
+    int p = vlmc_vk_emit_softmax_weight(e, s[c], m), high = high_part(e, p);
     hi[c] = to_f16(e, high);
     lo[c] = to_f16(e, fop(e, "arith.mulf", fop(e, "arith.subf", p, high), up));
     l = fop(e, "arith.addf", l, vlmc_vk_emit_fma(e, to_f32(e, lo[c]), down, high));
   }
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, F->tid, idx(e, BM)));
-  for (int64_t c = 0; c < BN; ++c) {
-    int at = add(e, mul(e, vr, idx(e, P_STRIDE)), idx(e, c));
+  for (int64_t c = 0; c < HALF; ++c) {
+    int at = add(e, add(e, mul(e, vr, idx(e, P_STRIDE)), c0), idx(e, c));
     vlmc_vk_emit_shared_store(e, F->ph, hi[c], at);
     vlmc_vk_emit_shared_store(e, F->pl, lo[c], at);
   }
-  vlmc_kernel_emit_line(e, "}");
   return l;
 }
 
@@ -332,6 +354,7 @@ static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
   vlmc_vk_emit_barrier(e);
   int m_next = emit_row_max(F, k0, rs, re, m_inner);
   vlmc_vk_emit_close_f32_loop(e, m_loop, 1, &m_next, &m);
+  m = combine_halves(F, "arith.maximumf", m);
   /* pass 2: the weights and P V */
   int64_t n = 1 + num_acc(F);
   int init[1 + 2 * MAX_DIM / FRAG], inner[1 + 2 * MAX_DIM / FRAG], next[1 + 2 * MAX_DIM / FRAG];
@@ -350,9 +373,10 @@ static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
   for (int64_t i = 1; i < n; ++i) next[i] = inner[i];
   emit_values(F, next + 1);
   vlmc_vk_emit_barrier(e);
-  int l = close_tiles(F, results, next);
+  int l = combine_halves(F, "arith.addf", close_tiles(F, results, next));
+  vlmc_vk_emit_barrier(e); /* both halves have read their row's parts */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", lt(e, F->tid, idx(e, BM)));
-  vlmc_vk_emit_shared_store(e, F->ls, l, vr);
+  vlmc_vk_emit_shared_store(e, F->ls, l, vr); /* ls[vr]: the row's l */
   vlmc_kernel_emit_line(e, "}");
   vlmc_vk_emit_barrier(e);
   emit_output(F, i0, kvh, results);
@@ -408,7 +432,7 @@ vlmc_status_t vlmc_vk_kernel_attention_coop(vlmc_kernel_emit_t *e) {
   F.ss = vlmc_vk_emit_shared(e, "f32", BM * S_STRIDE);
   F.ph = vlmc_vk_emit_shared(e, "f16", BM * P_STRIDE);
   F.pl = vlmc_vk_emit_shared(e, "f16", BM * P_STRIDE);
-  F.ls = vlmc_vk_emit_shared(e, "f32", BM);
+  F.ls = vlmc_vk_emit_shared(e, "f32", THREADS);
   /* blocks of `rows` query rows on one kv head, taken by number as in kernel_attention.c */
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);

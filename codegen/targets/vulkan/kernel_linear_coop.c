@@ -1,25 +1,25 @@
 /* linear_tiles on cooperative matrices: the variant of kernel_linear_tiles.c for GPUs with
  * VK_KHR_cooperative_matrix (tensor cores), for a linear whose x holds f16 values (the f16
  * policy's activations). Same template and work units as the main kernel, its own tiles:
- * output tiles of TILE_M x TILE_N (128 x 128), row tile major, workgroup g of the G the
+ * output tiles of TILE_M x TILE_N (64 x 64), row tile major, workgroup g of the G the
  * dispatch has taking tiles g, g + G, ... (units per group a quarter of a tile's).
  *
- * Per tile, 256 invocations (8 subgroups of 32: the device feature "cooperativeMatrix" holds
+ * Per tile, 128 invocations (4 subgroups of 32: the device feature "cooperativeMatrix" holds
  * only at subgroup size 32), the K axis in TILE_K (32) steps:
- *   1. the 128 x 32 x tile and the 128 x 32 W tile go to workgroup memory as f16, rows of
+ *   1. the 64 x 32 x tile and the 64 x 32 W tile go to workgroup memory as f16, rows of
  *      STRIDE (40) halves (x along k, coalesced; a bf16 W eight elements per 16-byte load
- *      when K is a multiple of 8, else two per 32-bit load or one each);
- *   2. barrier; subgroup s owns the 32 x 64 part (s / 2, s % 2) of the tile: 2 x 4
- *      accumulators of 16 x 16, each step 2 A and 4 B operands per 16 k (W's rows read as B's
+ *      when K is a multiple of 8, else two per 32-bit load, or one each);
+ *   2. barrier; subgroup s owns the 32 x 32 part (s / 2, s % 2) of the tile: 2 x 2
+ *      accumulators of 16 x 16, each step 2 A and 2 B operands per 16 k (W's rows read as B's
  *      columns: a transposed load), 8 multiply-adds; barrier.
- * (64 x 64 tiles of 4 subgroups with 2 x 2 accumulators and 4-byte W loads ran the 3B's
- * 512-token prefill linears at 17 TFLOP/s on the H200: staging, not the matrices, the cost.)
  * Then, per accumulator (i, j), every subgroup stores its own into a 16 x 16 scratch, a
- * barrier, and the whole workgroup runs the 8 scratches' 2048 elements through the bias and
- * the epilogue (8 each, guarded at the edges); a barrier. No invocation needs its lane number
- * (gpu.lane_id has no SPIR-V lowering; subgroups need not be invocation ranges). Workgroup
- * memory: 30 KB, more than the 16 KB every device has (a device with less runs the main
- * kernel).
+ * barrier, and the whole workgroup runs the scratches' elements through the bias and the
+ * epilogue (8 each, guarded at the edges); a barrier. No invocation needs its lane number
+ * (gpu.lane_id has no SPIR-V lowering; subgroups need not be invocation ranges). The shape
+ * is in the enum below (subgroups SG_M x SG_N, accumulators FR_M x FR_N each): on the H200
+ * (2026-12-04) 128 x 128 tiles of 8 subgroups with 2 x 4 accumulators ran the 3B's 512-token
+ * prefill linears about 10% slower than these 64 x 64 ones (fewer workgroups resident to
+ * hide the synchronous staging: double-buffered staging is what they lack, issue 15).
  *
  * Arithmetic: the products of f16 operands are exact in the f32 accumulators, so against the
  * f32 kernel only the order of the sums differs, as long as the operands are exactly f16:
@@ -33,9 +33,9 @@ enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
   SUBGROUP = 32,
   FRAG = 16,           /* a cooperative matrix is FRAG x FRAG */
-  SG_M = 4, SG_N = 2,  /* subgroups over the tile's rows and features */
-  FR_M = 2, FR_N = 4,  /* accumulators per subgroup */
-  SUB_M = FR_M * FRAG, /* a subgroup's rows (32) and features (64) */
+  SG_M = 2, SG_N = 2,  /* subgroups over the tile's rows and features */
+  FR_M = 2, FR_N = 2,  /* accumulators per subgroup */
+  SUB_M = FR_M * FRAG, /* a subgroup's rows and features (32) */
   SUB_N = FR_N * FRAG,
   SUBGROUPS = SG_M * SG_N,
   THREADS = SUBGROUPS * SUBGROUP,
