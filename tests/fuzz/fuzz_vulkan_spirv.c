@@ -16,7 +16,7 @@
 static const char kOrigin[] = "fuzz.vlmc: kernel vk0 (rms_norm)";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  vlmc_spirv_expect_t expect = {"vk0", {64, 1, 1}, (1u << VLMC_VK_NUM_FEATURES) - 1};
+  vlmc_spirv_expect_t expect = {"vk0", {64, 1, 1}, (1u << VLMC_VK_NUM_FEATURES) - 1, 4};
   vlmc_spirv_info_t info;
   vlmc_status_t st = vlmc_spirv_check(kOrigin, data, size, &expect, &info);
   if (st) {

@@ -59,6 +59,8 @@ typedef enum {
   PAST_END,
   UNTERMINATED_NAME,
   COMBINE_ENTRY, /* valid, its entry named vk0_combine: a split kernel's stage 2 */
+  BINDING_PAST,  /* a storage buffer at binding 2 of a kernel with 2 (0 and 1) */
+  SET_1,         /* a storage buffer in descriptor set 1 */
 } defect_t;
 
 static void build(words_t *m, defect_t d) {
@@ -77,6 +79,11 @@ static void build(words_t *m, defect_t d) {
                                       : "SPV_KHR_storage_buffer_storage_class", NULL, 0);
   inst(m, 11, (uint32_t[]){1}, 1, d == IMPORT_OPENCL ? "OpenCL.std" : "GLSL.std.450", NULL, 0);
   inst(m, 14, (uint32_t[]){d == MEMORY_MODEL_PHYSICAL ? 2u : 0u, 1}, 2, NULL, NULL, 0);
+  /* OpDecorate %8 DescriptorSet s, OpDecorate %8 Binding b: the module's one buffer (here, not
+   * after the entry point as SPIR-V's layout has it, so that every prefix but the whole module
+   * without its last instruction still lacks something: the walker takes any order) */
+  inst(m, 71, (uint32_t[]){8, 34, d == SET_1 ? 1u : 0u}, 3, NULL, NULL, 0);
+  inst(m, 71, (uint32_t[]){8, 33, d == BINDING_PAST ? 2u : 1u}, 3, NULL, NULL, 0);
   if (d == UNTERMINATED_NAME) {
     put(m, 4u << 16 | 15); /* OpEntryPoint GLCompute %2 "vk0v" with no NUL in its word */
     put(m, 5);
@@ -95,7 +102,7 @@ static void build(words_t *m, defect_t d) {
   inst(m, 19, (uint32_t[]){7}, 1, NULL, NULL, 0); /* OpTypeVoid %7 */
 }
 
-static const vlmc_spirv_expect_t kExpect = {"vk0", {64, 1, 1}, 0};
+static const vlmc_spirv_expect_t kExpect = {"vk0", {64, 1, 1}, 0, 2};
 
 static vlmc_status_t check(defect_t d) {
   words_t m;
@@ -147,6 +154,8 @@ static void test_malformed_modules(void) {
   EXPECT_ERROR(check(ZERO_WORD_COUNT), "has word count 0");
   EXPECT_ERROR(check(PAST_END), "past the module's end");
   EXPECT_ERROR(check(UNTERMINATED_NAME), "OpEntryPoint at word");
+  EXPECT_ERROR(check(BINDING_PAST), "binding 2, but the kernel has 2");
+  EXPECT_ERROR(check(SET_1), "descriptor set 1 (the kernel ABI has set 0 only)");
 }
 
 /* Every prefix of a valid module, and every odd size, is refused or accepted without a read

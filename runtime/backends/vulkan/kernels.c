@@ -187,7 +187,9 @@ vlmc_status_t vlmc_vk_kernels_read(const char *source, const vlmc_kernel_table_t
     char origin[600];
     snprintf(origin, sizeof origin, "%s: section 'kernels.vulkan': kernel %s (%s)", source,
              from->symbol, from->template_name);
-    vlmc_spirv_expect_t expect = {.entry = from->symbol, .features = k->features};
+    uint32_t bindings = from->num_inputs + 1 + (k->split ? 1 : 0); /* as create_pipeline's layout */
+    vlmc_spirv_expect_t expect = {.entry = from->symbol, .features = k->features,
+                                  .num_bindings = bindings};
     memcpy(expect.local_size, k->workgroup, sizeof expect.local_size);
     vlmc_spirv_info_t info;
     VLMC_RETURN_IF_ERROR(vlmc_spirv_check(origin, (const unsigned char *)spirv + k->spirv_offset,
@@ -199,7 +201,8 @@ vlmc_status_t vlmc_vk_kernels_read(const char *source, const vlmc_kernel_table_t
     snprintf(origin, sizeof origin, "%s: section 'kernels.vulkan': kernel %s (%s), its combine "
              "stage", source, from->symbol, from->template_name);
     vlmc_spirv_expect_t combine = {.entry = entry, .features = k->features,
-                                   .local_size = {k->combine_workgroup_x, 1, 1}};
+                                   .local_size = {k->combine_workgroup_x, 1, 1},
+                                   .num_bindings = bindings};
     VLMC_RETURN_IF_ERROR(vlmc_spirv_check(origin, (const unsigned char *)spirv + k->combine_offset,
                                           k->combine_size, &combine, &info));
     k->combine_minor = info.version_minor;

@@ -20,6 +20,9 @@ enum {
   OP_EXECUTION_MODE = 16,
   OP_CAPABILITY = 17,
   OP_EXECUTION_MODE_ID = 331,
+  OP_DECORATE = 71,
+  DECORATION_BINDING = 33,
+  DECORATION_DESCRIPTOR_SET = 34,
   MODEL_GLCOMPUTE = 5,
   MODE_LOCAL_SIZE = 17,
   MODE_LOCAL_SIZE_ID = 38,
@@ -234,6 +237,29 @@ static vlmc_status_t on_memory_model(const module_t *m, size_t at, uint32_t coun
   return NULL;
 }
 
+/* A Binding or DescriptorSet decoration: set 0, bindings below the ones the backend's layout
+ * has (a module reading past them would read whatever the driver left there). */
+static vlmc_status_t on_decorate(const module_t *m, size_t at, uint32_t count,
+                                 const vlmc_spirv_expect_t *expect) {
+  if (count < 3)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: OpDecorate at word %zu is malformed",
+                            m->origin, at);
+  uint32_t decoration = word_at(m, at + 2);
+  if (decoration != DECORATION_BINDING && decoration != DECORATION_DESCRIPTOR_SET) return NULL;
+  if (count != 4)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: OpDecorate at word %zu is malformed",
+                            m->origin, at);
+  uint32_t value = word_at(m, at + 3);
+  if (decoration == DECORATION_DESCRIPTOR_SET && value != 0)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: descriptor set %u (the kernel ABI has set 0 "
+                            "only)", m->origin, value);
+  if (decoration == DECORATION_BINDING && value >= expect->num_bindings)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: binding %u, but the kernel has %u (its "
+                            "inputs, the output%s)", m->origin, value, expect->num_bindings,
+                            expect->num_bindings ? ", a split kernel's scratch" : "");
+  return NULL;
+}
+
 static vlmc_status_t on_instruction(const module_t *m, size_t at, uint32_t count,
                                     uint32_t opcode, const vlmc_spirv_expect_t *expect,
                                     walk_t *w) {
@@ -245,6 +271,7 @@ static vlmc_status_t on_instruction(const module_t *m, size_t at, uint32_t count
     case OP_ENTRY_POINT: return on_entry_point(m, at, count, expect, w);
     case OP_EXECUTION_MODE:
     case OP_EXECUTION_MODE_ID: return on_execution_mode(m, at, count, opcode, w);
+    case OP_DECORATE: return on_decorate(m, at, count, expect);
     default: return NULL;
   }
 }
