@@ -401,6 +401,12 @@ void vlmc_vk_emit_barrier(vlmc_kernel_emit_t *e) { vlmc_kernel_emit_line(e, "gpu
 
 /* ---- cooperative matrices ---- */
 
+bool vlmc_vk_holds_f16(const vlmc_value_t *v) {
+  while (v->type.dtype == VLMC_DTYPE_F32 && v->def && v->def->kind == VLMC_OP_CAST)
+    v = v->def->operands[0];
+  return v->type.dtype == VLMC_DTYPE_F16;
+}
+
 static const char kAcc[] = "!gpu.mma_matrix<16x16xf32, \"COp\">";
 
 const char *vlmc_vk_mma_acc_type(void) { return kAcc; }

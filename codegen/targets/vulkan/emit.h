@@ -218,6 +218,9 @@ void vlmc_vk_emit_close_f32_loop(vlmc_kernel_emit_t *e, int results, int n, cons
 /* An open group of units_per_group == 1 (a workgroup per unit): its unit, under
  * `scf.if unit < work {` (uniform over the workgroup; the template closes it with "}"). */
 int vlmc_vk_emit_open_group_unit(vlmc_kernel_emit_t *e);
+/* Whether v holds f16 values: f16 itself, or widened from f16 by casts (the f16 policy's
+ * activations: what the cooperative-matrix variants take as exact f16 operands). */
+bool vlmc_vk_holds_f16(const vlmc_value_t *v);
 /* The rows of x (the product of its leading dims) when all are static, else -1. */
 int64_t vlmc_vk_static_rows(const vlmc_type_t *xt);
 

@@ -382,12 +382,6 @@ static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
   emit_output(F, i0, kvh, results);
 }
 
-/* Whether v holds f16 values: f16 itself, or widened from f16 by casts. */
-static bool holds_f16(const vlmc_value_t *v) {
-  while (v->type.dtype == VLMC_DTYPE_F32 && v->def && v->def->kind == VLMC_OP_CAST)
-    v = v->def->operands[0];
-  return v->type.dtype == VLMC_DTYPE_F16;
-}
 
 bool vlmc_vk_attention_coop_applies(const vlmc_op_t *op) {
   if (op->kind != VLMC_OP_ATTENTION || op->num_operands < 3 || vlmc_vk_attention_decode_shape(op)) return false;
@@ -400,7 +394,7 @@ bool vlmc_vk_attention_coop_applies(const vlmc_op_t *op) {
       d > MAX_DIM || dv > MAX_DIM || kt->dims[2].off != d)
     return false;
   if (op->num_operands > 3 && op->operands[3]->type.rank != 1) return false;
-  return holds_f16(op->operands[0]) && holds_f16(op->operands[1]) && holds_f16(op->operands[2]);
+  return vlmc_vk_holds_f16(op->operands[0]) && vlmc_vk_holds_f16(op->operands[1]) && vlmc_vk_holds_f16(op->operands[2]);
 }
 
 vlmc_status_t vlmc_vk_kernel_attention_coop(vlmc_kernel_emit_t *e) {

@@ -96,50 +96,29 @@ static void stage_x(const coop_t *C, int m0, int k0) {
 static void stage_w(const coop_t *C, int n0, int k0) {
   vlmc_kernel_emit_t *e = C->e;
   int n = idx(e, C->n), kk = idx(e, C->k);
-  if (C->w_wide) { /* K a multiple of 8: 16 bytes are 8 elements of one row, 8-aligned */
-    enum { ROUNDS = TILE_N * TILE_K / 8 / THREADS };
-    int value[ROUNDS][8], slot[ROUNDS];
-    for (int i = 0; i < ROUNDS; ++i) {
-      int at = add(e, C->tid, idx(e, i * THREADS));
-      int f = divu(e, at, TILE_K / 8), c = mul(e, remu(e, at, TILE_K / 8), idx(e, 8));
-      int feature = add(e, n0, f), k = add(e, k0, c);
-      int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), eight[8];
-      vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, C->w_words, clamp0(e, ok, divu(e, add(e, mul(e, feature, kk), k), 8))),
-                          eight);
-      for (int h = 0; h < 8; ++h) value[i][h] = half_or_zero(e, ok, eight[h]);
-      slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
-    }
-    for (int i = 0; i < ROUNDS; ++i)
-      for (int h = 0; h < 8; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
-    return;
-  }
-  if (C->w_words >= 0) { /* K even: a word is two elements of one row */
-    enum { ROUNDS = TILE_N * TILE_K / 2 / THREADS };
-    int value[ROUNDS][2], slot[ROUNDS];
-    for (int i = 0; i < ROUNDS; ++i) {
-      int at = add(e, C->tid, idx(e, i * THREADS));
-      int f = divu(e, at, TILE_K / 2), c = mul(e, remu(e, at, TILE_K / 2), idx(e, 2));
-      int feature = add(e, n0, f), k = add(e, k0, c);
-      int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), pair[2];
-      vlmc_vk_emit_load_bf16x2(e, C->w_words, clamp0(e, ok, divu(e, add(e, mul(e, feature, kk), k), 2)), pair);
-      for (int h = 0; h < 2; ++h) value[i][h] = half_or_zero(e, ok, pair[h]);
-      slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
-    }
-    for (int i = 0; i < ROUNDS; ++i)
-      for (int h = 0; h < 2; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
-    return;
-  }
-  enum { ROUNDS = TILE_N * TILE_K / THREADS };
-  int value[ROUNDS], slot[ROUNDS];
-  for (int i = 0; i < ROUNDS; ++i) {
+  /* elements per load: 8 (16 bytes of bf16, K a multiple of 8), 2 (a 32-bit word of bf16, K
+   * even: both elements in one row) or 1 */
+  const int per = C->w_wide ? 8 : C->w_words >= 0 ? 2 : 1;
+  enum { MAX_ROUNDS = TILE_N * TILE_K / THREADS };
+  const int rounds = TILE_N * TILE_K / per / THREADS;
+  int value[MAX_ROUNDS][8], slot[MAX_ROUNDS];
+  for (int i = 0; i < rounds; ++i) {
     int at = add(e, C->tid, idx(e, i * THREADS));
-    int f = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
+    int f = divu(e, at, TILE_K / per), c = mul(e, remu(e, at, TILE_K / per), idx(e, per));
     int feature = add(e, n0, f), k = add(e, k0, c);
-    int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk));
-    value[i] = half_or_zero(e, ok, vlmc_kernel_emit_load(e, C->w, clamp0(e, ok, add(e, mul(e, feature, kk), k))));
+    int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), elements[8];
+    int flat = clamp0(e, ok, add(e, mul(e, feature, kk), k));
+    if (per == 8)
+      vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, C->w_words, divu(e, flat, 8)), elements);
+    else if (per == 2)
+      vlmc_vk_emit_load_bf16x2(e, C->w_words, divu(e, flat, 2), elements);
+    else
+      elements[0] = vlmc_kernel_emit_load(e, C->w, flat);
+    for (int h = 0; h < per; ++h) value[i][h] = half_or_zero(e, ok, elements[h]);
     slot[i] = add(e, mul(e, f, idx(e, STRIDE)), c);
   }
-  for (int i = 0; i < ROUNDS; ++i) vlmc_vk_emit_shared_store(e, C->ws, value[i], slot[i]);
+  for (int i = 0; i < rounds; ++i)
+    for (int h = 0; h < per; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
 }
 
 /* The K loop: returns the loop's results SSA (accumulator (i, j) is %r#(FR_N i + j)). */
@@ -212,17 +191,11 @@ static void store_fragment(const coop_t *C, int results, int i, int j, int m0, i
   vlmc_vk_emit_barrier(e);
 }
 
-/* Whether v holds f16 values: f16 itself, or widened from f16 by casts. */
-static bool holds_f16(const vlmc_value_t *v) {
-  while (v->type.dtype == VLMC_DTYPE_F32 && v->def && v->def->kind == VLMC_OP_CAST)
-    v = v->def->operands[0];
-  return v->type.dtype == VLMC_DTYPE_F16;
-}
 
 bool vlmc_vk_linear_coop_applies(const vlmc_op_t *op) {
   const vlmc_type_t *wt = &op->operands[1]->type;
   return op->kind == VLMC_OP_LINEAR && vlmc_vk_static_rows(&op->operands[0]->type) != 1 &&
-         holds_f16(op->operands[0]) && wt->rank == 2 && vlmc_dim_is_static(wt->dims[0]) &&
+         vlmc_vk_holds_f16(op->operands[0]) && wt->rank == 2 && vlmc_dim_is_static(wt->dims[0]) &&
          vlmc_dim_is_static(wt->dims[1]) && wt->dims[0].off >= 1 && wt->dims[1].off >= 1;
 }
 
