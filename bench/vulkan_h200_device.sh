@@ -194,6 +194,15 @@ step "vlmc vulkan f16 --stats: decode64"
 "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" --batch "$W/profile.decode64.jsonl" \
   --stats --quiet 2>&1 >/dev/null | grep -E '^stats' | tee -a "$LOG" >"$W/stats.decode64.txt"
 
+# Chunked submission (VLMC_VULKAN_CHUNK, runtime/backends/vulkan/README.md), off by default
+# until measured: the decode64 request with whole batches and with chunks of 96 dispatches.
+for chunk in 0 96; do
+  step "vlmc vulkan f16 decode64, VLMC_VULKAN_CHUNK=$chunk"
+  VLMC_VULKAN_CHUNK=$chunk "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" \
+    --batch "$W/profile.decode64.jsonl" --stats --quiet 2>&1 >/dev/null |
+    grep -E '^stats: backend|submits' | tee -a "$LOG" >"$W/stats.decode64.chunk$chunk.txt"
+done
+
 step "summary"
 python3 bench/vulkan_h200_summary.py "$W" "$OUT" 2>&1 | tee -a "$LOG"
 cp "$W"/profile.*.txt "$W"/stats.*.txt "$OUT/" 2>/dev/null

@@ -53,6 +53,19 @@ stats=$("$RUN" "$art" --image "$IMAGE" -p "$PROMPT" -n 4 --stats 2>&1 >/dev/null
 expect_in "--stats: host<->device bytes" "host<->device" "$stats"
 expect_in "--stats: GPU time" "GPU" "$stats"
 
+# Chunked submission (VLMC_VULKAN_CHUNK=N: the batch goes to the queue every N dispatches,
+# through a ring of command buffers) gives the same text, with more submits.
+whole=$("$RUN" "$art" --image "$IMAGE" -p "$PROMPT" -n 12 --stats 2>"$WORK/whole.log") || true
+chunked=$(VLMC_VULKAN_CHUNK=3 "$RUN" "$art" --image "$IMAGE" -p "$PROMPT" -n 12 --stats \
+            2>"$WORK/chunked.log") || true
+submits() { grep -o '[0-9]* submits' "$1" | head -1 | cut -d' ' -f1; }
+if [ -n "$whole" ] && [ "$whole" = "$chunked" ] &&
+   [ "$(submits "$WORK/chunked.log")" -gt "$(submits "$WORK/whole.log")" ]; then
+  ok "chunked submission: the same text, $(submits "$WORK/chunked.log") submits against $(submits "$WORK/whole.log")"
+else
+  fail "chunked submission: '$chunked' against '$whole' ($(tail -2 "$WORK/chunked.log"))"
+fi
+
 # No silent fallback: take the first dispatch out of the vulkan kernel table.
 "$VLMC" reseal "$art" --extract kernels.vulkan.json="$WORK/table.json" \
   --extract kernels.vulkan="$WORK/kernels.spv"

@@ -38,6 +38,13 @@ enum {
   SMALL_UPLOAD = 64 << 10,
   UPLOAD_RING = 1 << 20,
   HAZARD_SLOTS = 32, /* buffers tracked between barriers (more: a barrier) */
+  /* VLMC_VULKAN_CHUNK=N: a batch goes to the queue in chunks of N dispatches as it is
+   * recorded, so the device starts on a decode step's first layers while the host records
+   * the rest (on the H200 recording a step's 508 dispatches took ~1.5 ms of a ~7 ms step,
+   * which the device waited out). Off by default until bench/vulkan_h200_device.sh has
+   * measured it there (it runs decode both ways); 0: whole batches. */
+  CHUNK_DISPATCHES = 0,
+  CHUNK_RING = 4, /* command buffers: a chunk waits only when this many are still running */
 };
 /* A fence wait longer than this is reported as a hang (a kernel that never ends). */
 static const uint64_t kFenceTimeoutNs = 600ull * 1000000000ull;
@@ -95,8 +102,13 @@ typedef struct {
   VkDevice device;
   VkQueue queue;
   VkCommandPool command_pool;
-  VkCommandBuffer cmd;
-  VkFence fence;
+  VkCommandBuffer cmd; /* the one being recorded: ring[current] */
+  VkFence fence;       /* its fence: fences[current] */
+  VkCommandBuffer ring_cmds[CHUNK_RING];
+  VkFence fences[CHUNK_RING];
+  bool submitted[CHUNK_RING]; /* chunks of the pending batch on the queue, not yet waited for */
+  uint32_t current;
+  uint32_t chunk_dispatches, chunk_size; /* this chunk's dispatches; chunk_size 0: no chunks */
   VkQueryPool timestamps; /* VK_NULL_HANDLE: the queue has no timestamps */
   /* VLMC_VULKAN_PROFILE=1: two timestamps around every dispatch, summed per kernel and
    * printed to stderr when the backend closes. */
@@ -321,14 +333,20 @@ static void full_barrier(vk_backend_t *b) {
   b->vk.vkCmdPipelineBarrier(b->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+static vlmc_status_t begin_commands(vk_backend_t *b) {
+  VkCommandBufferBeginInfo info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VK_CHECK(b, b->vk.vkBeginCommandBuffer(b->cmd, &info), "vkBeginCommandBuffer");
+  b->chunk_dispatches = 0;
+  return NULL;
+}
+
 static vlmc_status_t begin_batch(vk_backend_t *b) {
   if (b->lost)
     return vlmc_status_make(VLMC_INTERNAL, "vulkan: device %s was lost earlier in this "
                             "session", device_name(b));
   if (b->recording) return NULL;
-  VkCommandBufferBeginInfo info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  VK_CHECK(b, b->vk.vkBeginCommandBuffer(b->cmd, &info), "vkBeginCommandBuffer");
+  VLMC_RETURN_IF_ERROR(begin_commands(b));
   if (b->timestamps) {
     b->vk.vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
@@ -407,21 +425,8 @@ static void after_batch(vk_backend_t *b) {
   b->current_pool = 0;
 }
 
-/* Submits the pending batch and waits for it. */
-static vlmc_status_t flush(vk_backend_t *b) {
-  if (!b->recording) return NULL;
-  b->recording = false;
-  if (b->timestamps)
-    b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->timestamps, 1);
-  VkResult r = b->vk.vkEndCommandBuffer(b->cmd);
-  VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                         .commandBufferCount = 1,
-                         .pCommandBuffers = &b->cmd};
-  double start = now_seconds();
-  if (r == VK_SUCCESS) r = b->vk.vkQueueSubmit(b->queue, 1, &submit, b->fence);
-  if (r == VK_SUCCESS) r = b->vk.vkWaitForFences(b->device, 1, &b->fence, VK_TRUE, kFenceTimeoutNs);
-  b->wait_seconds += now_seconds() - start;
-  b->submits++;
+/* A fence wait's result as a status (a timeout is a hang: the device is taken as lost). */
+static vlmc_status_t fence_status(vk_backend_t *b, VkResult r) {
   if (r == VK_TIMEOUT) {
     b->lost = true;
     return vlmc_status_make(VLMC_INTERNAL, "vulkan: a batch of %u dispatches on %s did not "
@@ -432,7 +437,70 @@ static vlmc_status_t flush(vk_backend_t *b) {
     if (r == VK_ERROR_DEVICE_LOST) b->lost = true;
     return vk_error(b, r, "a batch of dispatches");
   }
-  VK_CHECK(b, b->vk.vkResetFences(b->device, 1, &b->fence), "vkResetFences");
+  return NULL;
+}
+
+/* Ends the command buffer being recorded and puts it on the queue (fence: fences[current]). */
+static VkResult submit_current(vk_backend_t *b) {
+  VkResult r = b->vk.vkEndCommandBuffer(b->cmd);
+  VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                         .commandBufferCount = 1,
+                         .pCommandBuffers = &b->cmd};
+  if (r == VK_SUCCESS) r = b->vk.vkQueueSubmit(b->queue, 1, &submit, b->fence);
+  if (r == VK_SUCCESS) {
+    b->submitted[b->current] = true;
+    b->submits++;
+  }
+  return r;
+}
+
+/* Waits for ring slot i's chunk (if on the queue) and makes its fence ready again. */
+static vlmc_status_t wait_slot(vk_backend_t *b, uint32_t i) {
+  if (!b->submitted[i]) return NULL;
+  double start = now_seconds();
+  VkResult r = b->vk.vkWaitForFences(b->device, 1, &b->fences[i], VK_TRUE, kFenceTimeoutNs);
+  b->wait_seconds += now_seconds() - start;
+  VLMC_RETURN_IF_ERROR(fence_status(b, r));
+  b->submitted[i] = false;
+  VK_CHECK(b, b->vk.vkResetFences(b->device, 1, &b->fences[i]), "vkResetFences");
+  return NULL;
+}
+
+/* Selects ring slot i as the command buffer to record. */
+static void use_slot(vk_backend_t *b, uint32_t i) {
+  b->current = i;
+  b->cmd = b->ring_cmds[i];
+  b->fence = b->fences[i];
+}
+
+/* The pending batch's dispatches so far go to the queue (no wait); recording goes on in the
+ * next command buffer of the ring, after a barrier (submission order: the barrier orders it
+ * after everything submitted before). Buffers freed meanwhile, the upload ring and the
+ * descriptor pools stay as they are until the whole batch is done (flush). */
+static vlmc_status_t submit_chunk(vk_backend_t *b) {
+  VkResult r = submit_current(b);
+  if (r != VK_SUCCESS) {
+    b->recording = false;
+    return fence_status(b, r);
+  }
+  uint32_t next = (b->current + 1) % CHUNK_RING;
+  VLMC_RETURN_IF_ERROR(wait_slot(b, next)); /* only when the ring is full of running chunks */
+  use_slot(b, next);
+  VLMC_RETURN_IF_ERROR(begin_commands(b));
+  full_barrier(b);
+  return NULL;
+}
+
+/* Submits the pending batch and waits for it (every chunk of it). */
+static vlmc_status_t flush(vk_backend_t *b) {
+  if (!b->recording) return NULL;
+  b->recording = false;
+  if (b->timestamps)
+    b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->timestamps, 1);
+  VkResult r = submit_current(b);
+  if (r != VK_SUCCESS) return fence_status(b, r);
+  for (uint32_t i = 0; i < CHUNK_RING; ++i) VLMC_RETURN_IF_ERROR(wait_slot(b, i));
+  use_slot(b, 0);
   read_timestamps(b);
   read_profile(b);
   after_batch(b);
@@ -839,6 +907,7 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
   }
   b->batch_dispatches++;
   b->calls++;
+  if (b->chunk_size && ++b->chunk_dispatches >= b->chunk_size) return submit_chunk(b);
   return NULL;
 }
 
@@ -1089,10 +1158,14 @@ static vlmc_status_t create_queue_objects(vk_backend_t *b) {
   VkCommandBufferAllocateInfo ca = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                     .commandPool = b->command_pool,
                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                    .commandBufferCount = 1};
-  VK_CHECK(b, b->vk.vkAllocateCommandBuffers(b->device, &ca, &b->cmd), "vkAllocateCommandBuffers");
+                                    .commandBufferCount = CHUNK_RING};
+  VK_CHECK(b, b->vk.vkAllocateCommandBuffers(b->device, &ca, b->ring_cmds), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  VK_CHECK(b, b->vk.vkCreateFence(b->device, &fi, NULL, &b->fence), "vkCreateFence");
+  for (uint32_t i = 0; i < CHUNK_RING; ++i)
+    VK_CHECK(b, b->vk.vkCreateFence(b->device, &fi, NULL, &b->fences[i]), "vkCreateFence");
+  use_slot(b, 0);
+  const char *chunk = getenv("VLMC_VULKAN_CHUNK");
+  b->chunk_size = chunk && *chunk ? (uint32_t)strtoul(chunk, NULL, 10) : CHUNK_DISPATCHES;
   if (b->dev->timestamp_bits) {
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -1260,7 +1333,8 @@ static void destroy_device(vk_backend_t *b) {
   for (size_t i = 0; i < b->num_pools; ++i)
     b->vk.vkDestroyDescriptorPool(b->device, b->pools[i], NULL);
   if (b->timestamps) b->vk.vkDestroyQueryPool(b->device, b->timestamps, NULL);
-  if (b->fence) b->vk.vkDestroyFence(b->device, b->fence, NULL);
+  for (uint32_t i = 0; i < CHUNK_RING; ++i)
+    if (b->fences[i]) b->vk.vkDestroyFence(b->device, b->fences[i], NULL);
   if (b->command_pool) b->vk.vkDestroyCommandPool(b->device, b->command_pool, NULL);
   b->vk.vkDestroyDevice(b->device, NULL);
 }
