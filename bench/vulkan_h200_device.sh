@@ -195,12 +195,14 @@ step "vlmc vulkan f16 --stats: decode64"
   --stats --quiet 2>&1 >/dev/null | grep -E '^stats' | tee -a "$LOG" >"$W/stats.decode64.txt"
 
 # Chunked submission (VLMC_VULKAN_CHUNK, runtime/backends/vulkan/README.md), off by default
-# until measured: the decode64 request with whole batches and with chunks of 96 dispatches.
+# until measured: the decode64 request with whole batches and with chunks of 96 dispatches,
+# appended to stats.decode64.txt (at most 8 files come back from the GPU machine).
 for chunk in 0 96; do
   step "vlmc vulkan f16 decode64, VLMC_VULKAN_CHUNK=$chunk"
+  echo "VLMC_VULKAN_CHUNK=$chunk" >>"$W/stats.decode64.txt"
   VLMC_VULKAN_CHUNK=$chunk "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" \
     --batch "$W/profile.decode64.jsonl" --stats --quiet 2>&1 >/dev/null |
-    grep -E '^stats: backend|submits' | tee -a "$LOG" >"$W/stats.decode64.chunk$chunk.txt"
+    grep -E '^stats: backend|submits' | tee -a "$LOG" >>"$W/stats.decode64.txt"
 done
 
 step "summary"
