@@ -8,6 +8,11 @@ mkdir -p "$W"
 # Keep NVLink multicast off, as the machine's rules ask, for every program started here.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
+# The artifacts travel xz'd (bench/vulkan_h200.sh): unpacked next to themselves, once.
+for z in "$H"/*.vlmc.xz; do
+  [ -e "$z" ] || continue
+  [ -e "${z%.xz}" ] || xz -dk "$z"
+done
 
 # h200_checkpoint: $CKPT rewritten from the skeleton (bench/random_checkpoint.py, seed 1: the
 # bytes the artifacts were compiled against). A warm machine keeps /tmp: the checkpoint of an

@@ -15,7 +15,8 @@
 #   here:  bench/vulkan_h200.sh [--checkpoint DIR] [--build DIR]
 #          builds vlmc and vlmc-run (Release), compiles the 3B checkpoint (made here with
 #          `vlmc random-checkpoint --seed 1` unless given) for --target vulkan at f16 and f32
-#          with --params external (program and kernels only: ~3 MB each), and fills .h200/
+#          with --params external (program and kernels only: 3-6 MB each, xz'd to ~0.5 MB;
+#          bench/h200_lib.sh unpacks them there), and fills .h200/
 #          (git-ignored through .git/info/exclude) with them, vlmc-run with the shared
 #          libraries it links and the Vulkan loader, every tests/kernels case compiled for
 #          vulkan and saved for vlmc-kernel-check (kernel-test --save, as kcases.tar.xz), the
@@ -59,6 +60,8 @@ for P in f16 f32; do
   step "compile --target vulkan --precision $P --params external"
   "$BUILD/tools/vlmc" compile "$CKPT" -o "$H/3b-vk-$P.vlmc" --target vulkan --precision "$P" \
     --params external 2>&1 | grep -E 'dispatches|wrote' >&2
+  # xz: 6.3 MB of f16 artifact (mostly SPIR-V) travel as 0.5 MB; bench/h200_lib.sh unpacks them
+  xz -T0 -6 -f "$H/3b-vk-$P.vlmc"
 done
 step "skeleton of the checkpoint (bench/random_checkpoint.py)"
 $PY bench/random_checkpoint.py skeleton "$CKPT" "$H/skel-3b.json" >&2
