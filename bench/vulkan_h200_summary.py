@@ -16,6 +16,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import sys
 
 from checkpoint_bytes import weights
@@ -35,6 +36,26 @@ def agreement(a, b):
         prefix += 1
     return {"common_prefix": prefix, "equal_positions": sum(x == y for x, y in zip(a, b)),
             "of": min(len(a), len(b))}
+
+
+def chunk_ab(path):
+    """decode tok/s per VLMC_VULKAN_CHUNK setting from stats.decode64.txt (the lines after
+    each "VLMC_VULKAN_CHUNK=N" that vulkan_h200_device.sh appends)."""
+    out, chunk = {}, None
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        m = re.match(r"VLMC_VULKAN_CHUNK=(\d+)", line)
+        if m:
+            chunk = m.group(1)
+            continue
+        m = re.search(r"decode \d+ tokens in [0-9.]+ ms \(([0-9.]+) tokens/s\)", line)
+        if m and chunk is not None:
+            out.setdefault(chunk, {})["decode_tok_s"] = float(m.group(1))
+        m = re.search(r"(\d+) submits", line)
+        if m and chunk is not None:
+            out.setdefault(chunk, {})["submits"] = int(m.group(1))
+    return out
 
 
 def main():
@@ -87,6 +108,15 @@ def main():
                      roof.get("decode_tok_s"), roof.get("prefill_tok_s")))
     for name, agr in tokens.items():
         lines.append("greedy tokens of the 448x448 image prompt, %s: %s" % (name, agr))
+    chunks = chunk_ab(os.path.join(work, "stats.decode64.txt"))
+    if "0" in chunks and len(chunks) > 1:
+        base = chunks["0"].get("decode_tok_s")
+        for c, v in sorted(chunks.items(), key=lambda kv: int(kv[0])):
+            if c != "0" and base and v.get("decode_tok_s"):
+                lines.append("chunked submission, decode64 f16: chunks of %s dispatches %.1f tok/s "
+                             "against whole batches %.1f (%.3fx; %s against %s submits)" % (
+                                 c, v["decode_tok_s"], base, v["decode_tok_s"] / base,
+                                 v.get("submits"), chunks["0"].get("submits")))
     for r in vl:
         if r.get("errors") or r.get("rc"):
             lines.append("vlmc %s: rc %s, errors %s" % (r.get("precision"), r.get("rc"), r.get("errors")))
@@ -101,7 +131,7 @@ def main():
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine, "vulkan_devices": devices, "roofs": copy, "roofline": roof,
               "bytes_per_token": per_token, "transformers": hf, "vlmc": vl, "ratios": ratios,
-              "tokens": tokens, "profiles": profiles}
+              "tokens": tokens, "chunked_submission": chunks, "profiles": profiles}
     os.makedirs(out, exist_ok=True)
     json.dump(result, open(os.path.join(out, "vulkan_h200.json"), "w"), indent=1)
     open(os.path.join(out, "vulkan_h200.txt"), "w").write(text + "\n")
