@@ -17,6 +17,7 @@
 #include <mlir-c/RegisterEverything.h>
 #include <spirv-tools/libspirv.h>
 
+#include "artifact/vulkan_abi.h"
 #include "support/file.h"
 #include "support/strbuf.h"
 
@@ -370,23 +371,17 @@ vlmc_status_t vlmc_vk_lowerer_lower(vlmc_vk_lowerer_t *l, const char *name, cons
 
 /* ---- features ---- */
 
-static const struct { uint32_t capability; const char *feature; } kFeatureMap[] = {
-    {9, "shaderFloat16"},               /* Float16 */
-    {11, "shaderInt64"},                /* Int64 */
-    {22, "shaderInt16"},                /* Int16 */
-    {4433, "storageBuffer16BitAccess"}, /* StorageBuffer16BitAccess */
-    {63, "subgroupArithmetic"},         /* GroupNonUniformArithmetic */
-    {CAP_COOPERATIVE_MATRIX, "cooperativeMatrix"}, /* CooperativeMatrixKHR */
-};
-
+/* The features of the capabilities a module declares, from the ABI's table (the backend
+ * checks modules against the same one). */
 uint32_t vlmc_vk_feature_bits(const uint32_t *words, size_t count) {
   uint32_t used = 0;
   for (size_t at = 5; at < count;) {
     uint32_t length = words[at] >> 16, opcode = words[at] & 0xFFFF;
     if (length == 0) break;
-    if (opcode == OP_CAPABILITY && length >= 2 && at + 1 < count)
-      for (size_t k = 0; k < sizeof kFeatureMap / sizeof kFeatureMap[0]; ++k)
-        if (words[at + 1] == kFeatureMap[k].capability) used |= 1u << k;
+    if (opcode == OP_CAPABILITY && length >= 2 && at + 1 < count) {
+      const vlmc_vk_capability_t *cap = vlmc_vk_capability(words[at + 1]);
+      if (cap) used |= cap->feature;
+    }
     at += length;
   }
   return used;
@@ -395,10 +390,10 @@ uint32_t vlmc_vk_feature_bits(const uint32_t *words, size_t count) {
 void vlmc_vk_feature_list(uint32_t bits, char *out, size_t size) {
   size_t len = 0;
   if (size) out[0] = '\0';
-  for (size_t k = 0; k < sizeof kFeatureMap / sizeof kFeatureMap[0]; ++k) {
-    if (!((bits >> k) & 1)) continue;
+  for (unsigned bit = 0; bit < VLMC_VK_NUM_FEATURES; ++bit) {
+    if (!((bits >> bit) & 1)) continue;
     int n = snprintf(out + len, size > len ? size - len : 0, "%s%s", len ? "," : "",
-                     kFeatureMap[k].feature);
+                     vlmc_vk_feature_name(bit));
     if (n > 0) len += (size_t)n;
   }
 }

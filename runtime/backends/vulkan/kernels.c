@@ -7,13 +7,6 @@
 
 #include "runtime/backends/vulkan/spirv_check.h"
 
-static const char *const kFeatureNames[VLMC_VK_NUM_FEATURES] = {
-    "shaderFloat16", "shaderInt64", "shaderInt16", "storageBuffer16BitAccess",
-    "subgroupArithmetic", "cooperativeMatrix"};
-
-const char *vlmc_vk_feature_name(unsigned bit) {
-  return bit < VLMC_VK_NUM_FEATURES ? kFeatureNames[bit] : "?";
-}
 
 void vlmc_vk_join_names(const char *const *names, size_t count, char *out, size_t size) {
   size_t used = 0;
@@ -26,7 +19,9 @@ void vlmc_vk_join_names(const char *const *names, size_t count, char *out, size_
 }
 
 void vlmc_vk_feature_names(char *out, size_t size) {
-  vlmc_vk_join_names(kFeatureNames, VLMC_VK_NUM_FEATURES, out, size);
+  const char *names[VLMC_VK_NUM_FEATURES];
+  for (unsigned bit = 0; bit < VLMC_VK_NUM_FEATURES; ++bit) names[bit] = vlmc_vk_feature_name(bit);
+  vlmc_vk_join_names(names, VLMC_VK_NUM_FEATURES, out, size);
 }
 
 typedef struct {
@@ -69,8 +64,8 @@ static vlmc_status_t parse_features(const field_ctx_t *c, const char *text, uint
     while (len && *p == ' ') ++p, --len;
     while (len && p[len - 1] == ' ') --len;
     unsigned bit = 0;
-    while (bit < VLMC_VK_NUM_FEATURES &&
-           !(strlen(kFeatureNames[bit]) == len && !strncmp(kFeatureNames[bit], p, len)))
+    while (bit < VLMC_VK_NUM_FEATURES && !(strlen(vlmc_vk_feature_name(bit)) == len &&
+                                            !strncmp(vlmc_vk_feature_name(bit), p, len)))
       ++bit;
     if (bit == VLMC_VK_NUM_FEATURES) {
       char known[256];

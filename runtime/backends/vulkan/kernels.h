@@ -8,24 +8,10 @@
 #include <stdint.h>
 
 #include "artifact/kernel_table.h"
+#include "artifact/vulkan_abi.h" /* the features (vlmc_vk_feature_t) and capabilities */
 #include "support/status.h"
 
-/* The Vulkan features a kernel may list (docs/vulkan.md). */
-typedef enum {
-  VLMC_VK_FEATURE_FLOAT16 = 1u << 0,   /* shaderFloat16 */
-  VLMC_VK_FEATURE_INT64 = 1u << 1,     /* shaderInt64 */
-  VLMC_VK_FEATURE_INT16 = 1u << 2,     /* shaderInt16 */
-  VLMC_VK_FEATURE_STORAGE16 = 1u << 3, /* storageBuffer16BitAccess */
-  VLMC_VK_FEATURE_SUBGROUP_ARITH = 1u << 4, /* subgroupArithmetic (a property of compute) */
-  /* cooperativeMatrix (VK_KHR_cooperative_matrix): the device offers the extension and its
-   * feature, lists 16x16x16 f16 x f16 + f32 at subgroup scope, and has subgroups of 32 (what
-   * kernel_linear_coop.c assumes: device.c) */
-  VLMC_VK_FEATURE_COOP_MATRIX = 1u << 5,
-  VLMC_VK_NUM_FEATURES = 6,
-} vlmc_vk_feature_t;
 
-/* The feature's name as the table spells it, by bit index. */
-const char *vlmc_vk_feature_name(unsigned bit);
 /* Every feature name, comma-separated, for messages ("shaderFloat16, shaderInt64, ..."). */
 void vlmc_vk_feature_names(char *out, size_t size);
 /* names[0 .. count) joined by ", " into out (truncated to size), for messages. */

@@ -30,29 +30,9 @@ enum {
   MEMORY_GLSL450 = 1,
 };
 
-/* The capabilities a vlmc kernel may declare, each with the device feature it needs (0: none
- * beyond Vulkan 1.1 compute) and why it is here. Anything else (Kernel, Addresses, Int8,
- * Float64, VariablePointers, ...) was never asked of the target and is refused before the
- * driver sees it. */
-typedef struct {
-  uint32_t id;
-  const char *name;
-  uint32_t feature;
-} capability_t;
-
-static const capability_t kCapabilities[] = {
-    {0, "Matrix", 0},   /* implied by Shader; some serializers list it */
-    {1, "Shader", 0},   /* every Vulkan compute module */
-    {9, "Float16", VLMC_VK_FEATURE_FLOAT16},  /* f16 values (--precision f16, f16 weights) */
-    {11, "Int64", VLMC_VK_FEATURE_INT64},     /* i64 storage of integer tensors (token ids) */
-    {22, "Int16", VLMC_VK_FEATURE_INT16},     /* bf16 words handled as 16-bit integers */
-    {61, "GroupNonUniform", 0},               /* subgroup ids, elect: the reduction ABI */
-    {62, "GroupNonUniformVote", 0},           /* subgroup all/any, same scope as elect */
-    {63, "GroupNonUniformArithmetic", VLMC_VK_FEATURE_SUBGROUP_ARITH}, /* subgroup_reduce */
-    {64, "GroupNonUniformBallot", 0},         /* broadcast of a subgroup's first lane */
-    {4433, "StorageBuffer16BitAccess", VLMC_VK_FEATURE_STORAGE16}, /* bf16/f16 buffers */
-    {6022, "CooperativeMatrixKHR", VLMC_VK_FEATURE_COOP_MATRIX}, /* kernel_linear_coop.c */
-};
+/* The capabilities a vlmc kernel may declare and the features each needs:
+ * artifact/vulkan_abi.c (the target lists features from the same table). */
+typedef vlmc_vk_capability_t capability_t;
 
 /* Extensions the capabilities above come with. */
 static const char *const kExtensions[] = {"SPV_KHR_storage_buffer_storage_class",
@@ -88,16 +68,16 @@ static bool literal_string(const module_t *m, size_t at, uint32_t count, uint32_
 
 /* The allowed capabilities' names, comma-separated, for the message that refuses another. */
 static void capability_names(char *out, size_t size) {
-  const char *names[sizeof kCapabilities / sizeof kCapabilities[0]];
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) names[i] = kCapabilities[i].name;
-  vlmc_vk_join_names(names, sizeof names / sizeof names[0], out, size);
+  enum { MAX_CAPABILITIES = 64 };
+  size_t count = 0;
+  const capability_t *all = vlmc_vk_capabilities(&count);
+  const char *names[MAX_CAPABILITIES];
+  if (count > MAX_CAPABILITIES) count = MAX_CAPABILITIES;
+  for (size_t i = 0; i < count; ++i) names[i] = all[i].name;
+  vlmc_vk_join_names(names, count, out, size);
 }
 
-static const capability_t *find_capability(uint32_t id) {
-  for (size_t i = 0; i < sizeof kCapabilities / sizeof kCapabilities[0]; ++i)
-    if (kCapabilities[i].id == id) return &kCapabilities[i];
-  return NULL;
-}
+static const capability_t *find_capability(uint32_t id) { return vlmc_vk_capability(id); }
 
 static int lowest_bit(uint32_t bits) {
   for (int i = 0; i < 32; ++i)
