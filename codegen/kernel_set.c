@@ -118,10 +118,8 @@ vlmc_status_t vlmc_kernel_set_add_variant(vlmc_kernel_set_t *set, vlmc_kernel_se
   return append(set, k);
 }
 
-char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, const char *name,
-                                 const char *suffix) {
+char *vlmc_kernel_text_named(const char *src, const char *name, const char *suffix) {
   /* The placeholder occurs once, in the function's signature. */
-  const char *src = set->kernels[index].text;
   const char *at = strstr(src, VLMC_KERNEL_SET_PLACEHOLDER);
   vlmc_strbuf_t text;
   vlmc_strbuf_init(&text);
@@ -135,6 +133,11 @@ char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, con
   char *out = text.failed ? NULL : vlmc_strbuf_take(&text);
   vlmc_strbuf_deinit(&text);
   return out;
+}
+
+char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, const char *name,
+                                 const char *suffix) {
+  return vlmc_kernel_text_named(set->kernels[index].text, name, suffix);
 }
 
 vlmc_status_t vlmc_kernel_set_add_dispatch(vlmc_kernel_set_t *set, const vlmc_func_t *func,

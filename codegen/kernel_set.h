@@ -65,6 +65,9 @@ vlmc_status_t vlmc_kernel_set_intern(vlmc_kernel_set_t *set, vlmc_kernel_set_ker
 vlmc_status_t vlmc_kernel_set_add_variant(vlmc_kernel_set_t *set, vlmc_kernel_set_kernel_t *k,
                                           size_t main_index, const char *for_devices,
                                           size_t *out_index);
+/* Kernel text `src` (written with the placeholder name) with its function named `name` plus
+ * `suffix`; malloc'd, NULL when out of memory. */
+char *vlmc_kernel_text_named(const char *src, const char *name, const char *suffix);
 /* The text of kernel `index` with its function named `name` plus `suffix` ("vk3" + "_body");
  * malloc'd, NULL when out of memory. */
 char *vlmc_kernel_set_named_text(const vlmc_kernel_set_t *set, size_t index, const char *name,

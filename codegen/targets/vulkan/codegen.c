@@ -182,23 +182,6 @@ static vlmc_status_t lower_module(codegen_t *g, const char *name, const char *te
   return g->spirv.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
 }
 
-/* "vkN" for the placeholder of `text` (it occurs once, in the function's signature). */
-static char *named_text(const char *text, const char *name) {
-  const char *at = strstr(text, VLMC_KERNEL_SET_PLACEHOLDER);
-  vlmc_strbuf_t out;
-  vlmc_strbuf_init(&out);
-  if (at) {
-    vlmc_strbuf_append(&out, text, (size_t)(at - text));
-    vlmc_strbuf_puts(&out, name);
-    vlmc_strbuf_puts(&out, at + strlen(VLMC_KERNEL_SET_PLACEHOLDER));
-  } else {
-    vlmc_strbuf_puts(&out, text);
-  }
-  char *named = out.failed ? NULL : vlmc_strbuf_take(&out);
-  vlmc_strbuf_deinit(&out);
-  return named;
-}
-
 /* Lowers new kernel `index` as vkN (and a split kernel's stage 2 as vkN_combine, whose
  * features join stage 1's: the table lists one set for both). */
 static vlmc_status_t lower_kernel(codegen_t *g, size_t index, vk_kernel_t *info) {
@@ -212,7 +195,7 @@ static vlmc_status_t lower_kernel(codegen_t *g, size_t index, vk_kernel_t *info)
   if (!st && info->combine_text) {
     char combine[80];
     snprintf(combine, sizeof combine, "%s_combine", name);
-    text = named_text(info->combine_text, combine);
+    text = vlmc_kernel_text_named(info->combine_text, name, "_combine");
     free(info->combine_text);
     info->combine_text = NULL;
     if (!text) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");

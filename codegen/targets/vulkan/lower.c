@@ -397,7 +397,3 @@ void vlmc_vk_feature_list(uint32_t bits, char *out, size_t size) {
     if (n > 0) len += (size_t)n;
   }
 }
-
-void vlmc_vk_features(const uint32_t *words, size_t count, char *out, size_t size) {
-  vlmc_vk_feature_list(vlmc_vk_feature_bits(words, count), out, size);
-}

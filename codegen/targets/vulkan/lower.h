@@ -25,11 +25,9 @@ void vlmc_vk_lowerer_destroy(vlmc_vk_lowerer_t *lowerer);
 vlmc_status_t vlmc_vk_lowerer_lower(vlmc_vk_lowerer_t *lowerer, const char *name,
                                     const char *mlir, uint32_t **out_words, size_t *out_count);
 
-/* The Vulkan features a SPIR-V module needs, from its OpCapability instructions
- * ("shaderInt64,subgroupArithmetic"; "" for none), docs/vulkan.md's names. */
-void vlmc_vk_features(const uint32_t *words, size_t count, char *out, size_t size);
-/* The same in two steps: the module's features as bits (in the list's order), and bits
- * (of one or more modules, or'd) as the list. */
+/* The Vulkan features a SPIR-V module needs, from its OpCapability instructions, as bits
+ * (artifact/vulkan_abi.h), and bits (of one or more modules, or'd) as the table's list
+ * ("shaderInt64,subgroupArithmetic"; "" for none). */
 uint32_t vlmc_vk_feature_bits(const uint32_t *words, size_t count);
 void vlmc_vk_feature_list(uint32_t bits, char *out, size_t size);
 
