@@ -11,6 +11,8 @@
 
 vlmc_dtype_t vlmc_kernel_input_storage(const vlmc_value_t *v) {
   const vlmc_dtype_info_t *info = vlmc_dtype_info(v->type.dtype);
+  bool is_param = v->def && v->def->kind == VLMC_OP_PARAM;
+  if (is_param && v->type.dtype == VLMC_DTYPE_U32) return VLMC_DTYPE_U32; /* packed weights */
   if (!info->is_float) return VLMC_DTYPE_I64;
   if (v->def && v->def->kind == VLMC_OP_PARAM &&
       (v->type.dtype == VLMC_DTYPE_BF16 || v->type.dtype == VLMC_DTYPE_F16))

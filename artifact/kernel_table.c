@@ -21,7 +21,8 @@ static const struct {
 } kStorage[] = {{"f32", VLMC_DTYPE_F32},
                 {"bf16", VLMC_DTYPE_BF16},
                 {"f16", VLMC_DTYPE_F16},
-                {"i64", VLMC_DTYPE_I64}};
+                {"i64", VLMC_DTYPE_I64},
+                {"u32", VLMC_DTYPE_U32}};
 
 static bool storage_from_name(const char *name, vlmc_dtype_t *out) {
   for (size_t i = 0; i < sizeof kStorage / sizeof kStorage[0]; ++i)
@@ -345,7 +346,7 @@ static vlmc_status_t parse_inputs(const vlmc_json_ref_t *ref, vlmc_dtype_t *inpu
   const cJSON *node;
   cJSON_ArrayForEach(node, ref->node) {
     vlmc_json_ref_t item = vlmc_json_ref_item(ref, node, (int)n);
-    VLMC_RETURN_IF_ERROR(parse_storage(&item, "f32, bf16, f16 or i64", &inputs[n++]));
+    VLMC_RETURN_IF_ERROR(parse_storage(&item, "f32, bf16, f16, i64 or u32", &inputs[n++]));
   }
   *count = n;
   return NULL;

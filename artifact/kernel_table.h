@@ -169,8 +169,9 @@ vlmc_dim_t vlmc_kernel_table_work_dim(const vlmc_kernel_table_work_t *work);
 
 /* ---- the rules a table must follow, shared by the code generators and the check ---- */
 
-/* The storage a kernel reads region input v in: a bf16 / f16 parameter as it is stored, any
- * other float value as f32, integers and bools as i64 (the executor's conventions). */
+/* The storage a kernel reads region input v in: a bf16 / f16 parameter as it is stored, a
+ * u32 parameter (dequantize's packed words) as stored, any other float value as f32, other
+ * integers and bools as i64 (the executor's conventions). */
 vlmc_dtype_t vlmc_kernel_input_storage(const vlmc_value_t *v);
 /* The storage a kernel writes an output of v's type in: f32 or i64. */
 vlmc_dtype_t vlmc_kernel_output_storage(const vlmc_value_t *v);

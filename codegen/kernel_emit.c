@@ -210,7 +210,7 @@ int vlmc_kernel_emit_source_input(const vlmc_kernel_emit_t *e, const vlmc_value_
 }
 
 bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
-  return vlmc_kernel_emit_source_input(e, v) >= 0;
+  return vlmc_kernel_emit_source_input(e, v) >= 0 || vlmc_kernel_emit_dequantizes(e, v);
 }
 
 vlmc_dtype_t vlmc_kernel_emit_input_storage(const vlmc_kernel_emit_t *e, uint32_t i) {
@@ -222,6 +222,7 @@ const char *vlmc_kernel_emit_storage_type(vlmc_dtype_t d) {
     case VLMC_DTYPE_BF16: return "bf16";
     case VLMC_DTYPE_F16: return "f16";
     case VLMC_DTYPE_I64: return "i64";
+    case VLMC_DTYPE_U32: return "i32"; /* MLIR's integers are signless */
     default: return "f32";
   }
 }
@@ -230,12 +231,12 @@ const char *vlmc_kernel_emit_type(vlmc_dtype_t ir_dtype) {
   return vlmc_dtype_info(ir_dtype)->is_float ? "f32" : "i64";
 }
 
-int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat) {
-  int i = vlmc_kernel_emit_source_input(e, v);
-  if (i < 0) {
-    vlmc_kernel_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
-    return vlmc_kernel_emit_f32(e, 0);
-  }
+static int i32_const(vlmc_kernel_emit_t *e, int64_t c);
+static int i32_op(vlmc_kernel_emit_t *e, const char *op, int a, int b);
+
+/* Element `flat` of input i in its storage's load form: f32 for floats (bf16 / f16 widened),
+ * i64 for integers, i32 for packed u32 words. */
+static int load_stored(vlmc_kernel_emit_t *e, int i, int flat) {
   vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)i);
   if (e->hooks && e->hooks->load_input) return e->hooks->load_input(e, i, storage, flat);
   const char *st = vlmc_kernel_emit_storage_type(storage);
@@ -245,6 +246,55 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
   if (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_F16) return raw;
   int wide = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : %s to f32", wide, raw, st);
+  return wide;
+}
+
+bool vlmc_kernel_emit_dequantizes(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
+  return vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v) != NULL;
+}
+
+int vlmc_kernel_emit_dequantized(vlmc_kernel_emit_t *e, const vlmc_op_t *dq, int row, int col) {
+  int64_t bits = vlmc_op_attr_int(dq, "bits"), group = vlmc_op_attr_int(dq, "group");
+  int64_t cols = vlmc_op_attr_int(dq, "cols"), per_word = 32 / bits;
+  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  int packed = vlmc_kernel_emit_source_input(e, dq->operands[0]);
+  int word_at = vlmc_kernel_emit_index_op(
+      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, words)),
+      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_word)));
+  int word = load_stored(e, packed, word_at);
+  int lane = vlmc_kernel_emit_index_op(e, "arith.remui", col, vlmc_kernel_emit_index(e, per_word));
+  int lane32 = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", lane32, lane);
+  int shift = i32_op(e, "muli", lane32, i32_const(e, bits));
+  int q = i32_op(e, "andi", i32_op(e, "shrui", word, shift), i32_const(e, (1 << bits) - 1));
+  int qf = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : i32 to f32", qf, q);
+  int g = vlmc_kernel_emit_index_op(
+      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, groups)),
+      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, group)));
+  int scale = vlmc_kernel_emit_load(e, dq->operands[1], g);
+  int bias = vlmc_kernel_emit_load(e, dq->operands[2], g);
+  /* two roundings, as the reference (reference/exec_quantize.c) */
+  return vlmc_kernel_emit_float_op(e, "arith.addf", vlmc_kernel_emit_float_op(e, "arith.mulf", scale, qf, 0),
+                                   bias, 0);
+}
+
+int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat) {
+  int i = vlmc_kernel_emit_source_input(e, v);
+  if (i < 0) {
+    const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
+    if (dq) {
+      int cols = vlmc_kernel_emit_index(e, vlmc_op_attr_int(dq, "cols"));
+      return vlmc_kernel_emit_dequantized(e, dq, vlmc_kernel_emit_index_op(e, "arith.divui", flat, cols),
+                                          vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols));
+    }
+    vlmc_kernel_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
+    return vlmc_kernel_emit_f32(e, 0);
+  }
+  int raw = load_stored(e, i, flat);
+  if (vlmc_kernel_emit_input_storage(e, (uint32_t)i) != VLMC_DTYPE_U32) return raw;
+  int wide = vlmc_kernel_emit_fresh(e); /* a u32 read as an integer value: i64, unsigned */
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : i32 to i64", wide, raw);
   return wide;
 }
 

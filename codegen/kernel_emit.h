@@ -149,8 +149,16 @@ bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *
 /* Element `flat` (an index SSA) of v as f32 (float values) or i64 (integer / bool values),
  * converted from the storage as it loads. v must be readable. */
 int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat);
-/* The MLIR type of a buffer's elements for a storage dtype ("bf16", "f16", "i64", "f32"):
- * also the kernel table's spelling. */
+/* Whether v is a dequantize prologue's result (vlmc_dispatch_dequantize_source): the kernel
+ * reads its packed words, scales and biases; vlmc_kernel_emit_load dequantizes element by
+ * element, and a hot template may read the words itself. */
+bool vlmc_kernel_emit_dequantizes(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
+/* Element (row, col) (index SSAs) of dequantize `dq`'s result, as f32: its word loaded and
+ * its value shifted out, times its group's scale plus its bias (two roundings, as the
+ * reference). */
+int vlmc_kernel_emit_dequantized(vlmc_kernel_emit_t *e, const vlmc_op_t *dq, int row, int col);
+/* The MLIR type of a buffer's elements for a storage dtype ("bf16", "f16", "i64", "f32";
+ * "i32" for packed u32 words): also the kernel table's spelling for the floats and i64. */
 const char *vlmc_kernel_emit_storage_type(vlmc_dtype_t storage);
 /* The MLIR scalar type a value is computed in: "f32" or "i64". */
 const char *vlmc_kernel_emit_type(vlmc_dtype_t ir_dtype);

@@ -107,6 +107,10 @@ typedef struct {
   int64_t vision_end_token_id;   /* vision_end_token_id */
   /* dtype (5.x) | torch_dtype: "bfloat16", "float16" or "float32"; "" when absent */
   char weights_dtype[16];
+  /* quantization | quantization_config (an mlx-community checkpoint, docs/quantization.md):
+   * {"group_size": G, "bits": B}; both 0 when absent (the weights are not quantized) */
+  int64_t quant_group;
+  int64_t quant_bits;
 } vlmc_model_config_t;
 
 /* A family's config.json parser: what a model family names (models/family.h) and what a

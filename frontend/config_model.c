@@ -303,6 +303,34 @@ static vlmc_status_t parse_weights_dtype(const model_doc_t *doc, vlmc_model_conf
   return NULL;
 }
 
+/* MLX's quantization entry: "quantization" (mlx_lm, mlx_vlm) or "quantization_config"
+ * holding MLX's keys. Per-layer entries (objects keyed by module) are not read: the builder
+ * checks every quantized tensor's shapes against group and bits. */
+static vlmc_status_t parse_quantization(const model_doc_t *doc, vlmc_model_config_t *config) {
+  vlmc_json_ref_t q = vlmc_json_ref(doc->file, doc->root, "", "quantization");
+  if (!q.node) {
+    q = vlmc_json_ref(doc->file, doc->root, "", "quantization_config");
+    if (q.node && cJSON_IsObject(q.node) && !cJSON_GetObjectItemCaseSensitive(q.node, "group_size"))
+      return NULL; /* another tool's quantization_config (e.g. bitsandbytes): not MLX's */
+  }
+  if (!q.node) return NULL;
+  if (!cJSON_IsObject(q.node))
+    return vlmc_json_error(&q, VLMC_INVALID_ARGUMENT, "expected an object, got %s",
+                           vlmc_json_kind(q.node));
+  vlmc_json_ref_t group = vlmc_json_ref(doc->file, q.node, q.path, "group_size");
+  vlmc_json_ref_t bits = vlmc_json_ref(doc->file, q.node, q.path, "bits");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&group, 1, 4096, &config->quant_group));
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&bits, 1, 32, &config->quant_bits));
+  if (config->quant_bits != 4 && config->quant_bits != 8)
+    return vlmc_json_error(&bits, VLMC_UNSUPPORTED, "%lld-bit weights are not supported (4 or 8)",
+                           (long long)config->quant_bits);
+  if (config->quant_group % (32 / config->quant_bits))
+    return vlmc_json_error(&group, VLMC_INVALID_ARGUMENT,
+                           "group_size %lld is not a multiple of %lld (the values in a word)",
+                           (long long)config->quant_group, (long long)(32 / config->quant_bits));
+  return NULL;
+}
+
 static vlmc_status_t parse_multimodal(const model_doc_t *doc, vlmc_model_config_t *config) {
   VLMC_RETURN_IF_ERROR(parse_token_id(doc, "image_token_id", &config->image_token_id));
   VLMC_RETURN_IF_ERROR(parse_token_id(doc, "video_token_id", &config->video_token_id));
@@ -311,6 +339,7 @@ static vlmc_status_t parse_multimodal(const model_doc_t *doc, vlmc_model_config_
   VLMC_RETURN_IF_ERROR(parse_token_id(doc, "vision_end_token_id", &config->vision_end_token_id));
   vlmc_json_ref_t tie = top_ref(doc, "tie_word_embeddings");
   VLMC_RETURN_IF_ERROR(vlmc_json_bool_req(&tie, &config->tie_word_embeddings));
+  VLMC_RETURN_IF_ERROR(parse_quantization(doc, config));
   return parse_weights_dtype(doc, config);
 }
 

@@ -35,13 +35,13 @@ static const dtype_info_t dtype_table[] = {
     [VLMC_ST_F32] = {"F32", 1, 4},   [VLMC_ST_F16] = {"F16", 1, 2}, [VLMC_ST_BF16] = {"BF16", 1, 2},
     [VLMC_ST_F64] = {"F64", 1, 8},   [VLMC_ST_I64] = {"I64", 1, 8}, [VLMC_ST_I32] = {"I32", 1, 4},
     [VLMC_ST_I16] = {"I16", 1, 2},   [VLMC_ST_I8] = {"I8", 1, 1},   [VLMC_ST_U8] = {"U8", 1, 1},
-    [VLMC_ST_BOOL] = {"BOOL", 1, 1},
+    [VLMC_ST_BOOL] = {"BOOL", 1, 1}, [VLMC_ST_U32] = {"U32", 1, 4},
 };
 enum { DTYPE_COUNT = sizeof dtype_table / sizeof dtype_table[0] };
 
 /* dtypes the format defines that vlmc does not read yet: refused as unsupported, not unknown. */
 static const char *const unsupported_dtypes[] = {
-    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "U16", "U32", "U64", "C64",
+    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "U16", "U64", "C64",
 };
 
 static bool dtype_valid(vlmc_st_dtype_t dtype) {
@@ -75,6 +75,7 @@ static const struct {
     {VLMC_ST_F32, VLMC_DTYPE_F32}, {VLMC_ST_F16, VLMC_DTYPE_F16}, {VLMC_ST_BF16, VLMC_DTYPE_BF16},
     {VLMC_ST_F64, VLMC_DTYPE_F64}, {VLMC_ST_I64, VLMC_DTYPE_I64}, {VLMC_ST_I32, VLMC_DTYPE_I32},
     {VLMC_ST_I8, VLMC_DTYPE_I8},   {VLMC_ST_U8, VLMC_DTYPE_U8},   {VLMC_ST_BOOL, VLMC_DTYPE_BOOL},
+    {VLMC_ST_U32, VLMC_DTYPE_U32},
 };
 
 bool vlmc_st_dtype_to_ir(vlmc_st_dtype_t st, vlmc_dtype_t *out_dtype) {
@@ -767,6 +768,11 @@ static float element_to_f32(vlmc_st_dtype_t dtype, const unsigned char *p) {
     case VLMC_ST_I8: return (float)(int8_t)p[0];
     case VLMC_ST_U8: return (float)p[0];
     case VLMC_ST_BOOL: return p[0] ? 1.0f : 0.0f;
+    case VLMC_ST_U32: {
+      uint32_t v;
+      memcpy(&v, p, 4);
+      return (float)v;
+    }
   }
   assert(!"unreachable dtype");
   return 0.0f;

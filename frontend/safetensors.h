@@ -38,6 +38,7 @@ typedef enum {
   VLMC_ST_I8,
   VLMC_ST_U8,
   VLMC_ST_BOOL,
+  VLMC_ST_U32, /* mlx-community packed quantized weights */
 } vlmc_st_dtype_t;
 
 enum { VLMC_ST_MAX_RANK = 8 };

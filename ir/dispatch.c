@@ -325,10 +325,27 @@ int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *r, uint32_t anchor_
   }
 }
 
+/* A dequantize whose three operands the region reads through members before k. */
+static bool is_dequantize_prologue(const vlmc_dispatch_region_t *region, uint32_t k,
+                                   const vlmc_op_t *op) {
+  if (op->kind != VLMC_OP_DEQUANTIZE) return false;
+  for (uint32_t i = 0; i < op->num_operands; ++i)
+    if (vlmc_dispatch_source_input(region, k, op->operands[i]) < 0) return false;
+  return true;
+}
+
+const vlmc_op_t *vlmc_dispatch_dequantize_source(const vlmc_dispatch_region_t *region,
+                                                 uint32_t anchor_index, const vlmc_value_t *v) {
+  int m = region_member_index(region, v->def);
+  if (m < 0 || (uint32_t)m >= anchor_index) return NULL;
+  return is_dequantize_prologue(region, (uint32_t)m, v->def) ? v->def : NULL;
+}
+
 uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region) {
   /* Members before k are the prologue candidates op may read through. */
   for (uint32_t k = 0; k + 1 < region->num_ops; ++k) {
     const vlmc_op_t *op = region->ops[k];
+    if (is_dequantize_prologue(region, k, op)) continue;
     if (!vlmc_dispatch_is_prologue_op(op) ||
         vlmc_dispatch_source_input(region, k, op->operands[0]) < 0)
       return k;

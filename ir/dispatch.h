@@ -68,8 +68,14 @@ bool vlmc_dispatch_is_prologue_op(const vlmc_op_t *op);
  * -1 when v is neither an input nor such a prologue result. */
 int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *region, uint32_t anchor_index,
                                const vlmc_value_t *v);
+/* The dequantize member (before `anchor_index`) that v is the result of, when it reads its
+ * packed words, scales and biases as region inputs (through prologue members): a kernel
+ * dequantizes v's elements as it loads them. NULL otherwise. */
+const vlmc_op_t *vlmc_dispatch_dequantize_source(const vlmc_dispatch_region_t *region,
+                                                 uint32_t anchor_index, const vlmc_value_t *v);
 /* The index in region->ops of the anchor: the first member that is not a prologue op of an
- * input; the root when every member is one. Its kind picks the kernel template. */
+ * input (nor a dequantize of inputs); the root when every member is one. Its kind picks the
+ * kernel template. */
 uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region);
 /* For a region that is a kv_cache_append without epilogue (the anchor is the root): the
  * region input it reads its cache from directly (not through a prologue), which a backend

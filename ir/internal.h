@@ -65,6 +65,7 @@ vlmc_status_t vlmc_ir_check_type(const vlmc_module_t *module, const vlmc_type_t 
 VLMC_IR_SHAPE_RULE(vlmc_shape_param);
 VLMC_IR_SHAPE_RULE(vlmc_shape_constant);
 VLMC_IR_SHAPE_RULE(vlmc_shape_linear);
+VLMC_IR_SHAPE_RULE(vlmc_shape_dequantize);
 VLMC_IR_SHAPE_RULE(vlmc_shape_matmul);
 VLMC_IR_SHAPE_RULE(vlmc_shape_binary);
 VLMC_IR_SHAPE_RULE(vlmc_shape_unary_float);

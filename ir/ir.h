@@ -37,6 +37,7 @@ typedef enum {
   VLMC_DTYPE_I32,
   VLMC_DTYPE_I8,
   VLMC_DTYPE_U8,
+  VLMC_DTYPE_U32, /* packed quantized weights (dequantize's first operand) */
   VLMC_DTYPE_BOOL,
   /* Block-quantized storage types (weights only): blocks of `block_size` elements along the
    * last dimension, each `block_bytes` bytes (scale + packed values, ggml's layouts). */

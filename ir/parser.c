@@ -445,7 +445,7 @@ static vlmc_status_t parse_type(parser_t *p, vlmc_type_t *out) {
   token_t start = p->tok;
   if (p->tok.kind != TOK_IDENT || !vlmc_dtype_from_name(p->tok.start, p->tok.len, &out->dtype))
     return expected(p, "a type such as f32[P,1280] (dtypes: f32 f16 bf16 f64 i64 i32 i8 u8 "
-                       "bool q4_0 q8_0)");
+                       "u32 bool q4_0 q8_0)");
   VLMC_RETURN_IF_ERROR(advance(p));
   VLMC_RETURN_IF_ERROR(expect(p, TOK_LBRACKET, "'[' after the dtype"));
   while (p->tok.kind != TOK_RBRACKET) {

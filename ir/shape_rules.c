@@ -110,6 +110,44 @@ vlmc_status_t vlmc_shape_linear(const vlmc_op_signature_t *sig, vlmc_type_t *out
   return NULL;
 }
 
+/* dequantize(packed u32[N, ceil(cols * bits / 32)], scales F[N, ceil(cols / group)],
+ * biases F[N, ceil(cols / group)]) -> f32[N, cols]. A group spans whole words (group a
+ * multiple of 32 / bits), so a word never mixes two groups; the last group of a row may be
+ * short (cols not a multiple of group) and the last word's unused elements are padding. */
+vlmc_status_t vlmc_shape_dequantize(const vlmc_op_signature_t *sig, vlmc_type_t *out_types) {
+  const vlmc_type_t *packed = OPERAND(0), *scales = OPERAND(1), *biases = OPERAND(2);
+  int64_t bits = vlmc_sig_attr(sig, "bits")->v.i, group = vlmc_sig_attr(sig, "group")->v.i;
+  int64_t cols = vlmc_sig_attr(sig, "cols")->v.i;
+  if (bits != 4 && bits != 8) return ERR("expected bits 4 or 8, got %lld", (long long)bits);
+  int64_t per_word = 32 / bits;
+  if (group < per_word || group > 4096 || group % per_word)
+    return ERR("expected group to be a multiple of %lld (the elements of a word) from %lld to "
+               "4096, got %lld", (long long)per_word, (long long)per_word, (long long)group);
+  if (cols <= 0 || cols > ((int64_t)1 << 40))
+    return ERR("expected cols in [1, 2^40], got %lld", (long long)cols);
+  if (packed->dtype != VLMC_DTYPE_U32) return ERR("expected packed u32 words, got %T", packed);
+  VLMC_RETURN_IF_ERROR(require_rank(sig, 0, 2, "the packed weight [rows, words]"));
+  VLMC_RETURN_IF_ERROR(require_rank(sig, 1, 2, "the scales [rows, groups]"));
+  VLMC_RETURN_IF_ERROR(require_rank(sig, 2, 2, "the biases [rows, groups]"));
+  VLMC_RETURN_IF_ERROR(require_float(sig, 1, "the scales"));
+  VLMC_RETURN_IF_ERROR(require_same_dtype(sig, 1, 2));
+  vlmc_dim_t words = vlmc_dim_static((cols + per_word - 1) / per_word);
+  vlmc_dim_t groups = vlmc_dim_static((cols + group - 1) / group);
+  VLMC_RETURN_IF_ERROR(require_dim_equal(sig, packed->dims[1], words,
+                                         "packed words per row and ceil(cols * bits / 32)"));
+  VLMC_RETURN_IF_ERROR(require_dim_equal(sig, scales->dims[1], groups,
+                                         "scales per row and ceil(cols / group)"));
+  VLMC_RETURN_IF_ERROR(require_dim_equal(sig, biases->dims[1], groups,
+                                         "biases per row and ceil(cols / group)"));
+  VLMC_RETURN_IF_ERROR(require_dim_equal(sig, scales->dims[0], packed->dims[0],
+                                         "scale rows and packed rows"));
+  VLMC_RETURN_IF_ERROR(require_dim_equal(sig, biases->dims[0], packed->dims[0],
+                                         "bias rows and packed rows"));
+  out_types[0] = vlmc_type_make(VLMC_DTYPE_F32, 2, (int64_t[]){0, cols});
+  out_types[0].dims[0] = packed->dims[0];
+  return NULL;
+}
+
 /* Right-aligned numpy broadcasting of dims [a, a+na) and [b, b+nb) into out (rank max(na,nb)).
  * A static 1 stretches; anything else must be equal. */
 static vlmc_status_t broadcast_dims(const vlmc_op_signature_t *sig, const vlmc_type_t *a,

@@ -16,6 +16,7 @@ static const vlmc_dtype_info_t dtype_infos[VLMC_DTYPE_COUNT] = {
     [VLMC_DTYPE_I32] = {"i32", 32, 1, 4, false, true, true, false},
     [VLMC_DTYPE_I8] = {"i8", 8, 1, 1, false, true, true, false},
     [VLMC_DTYPE_U8] = {"u8", 8, 1, 1, false, true, false, false},
+    [VLMC_DTYPE_U32] = {"u32", 32, 1, 4, false, true, false, false},
     [VLMC_DTYPE_BOOL] = {"bool", 8, 1, 1, false, false, false, false},
     /* ggml's Q4_0: an f16 scale + 32 4-bit values; Q8_0: an f16 scale + 32 int8 values. */
     [VLMC_DTYPE_Q4_0] = {"q4_0", 0, 32, 18, false, false, true, true},

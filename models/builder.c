@@ -72,6 +72,13 @@ vlmc_status_t vlmc_model_check_tensor(const vlmc_model_builder_t *m, const char 
   assert(rank <= VLMC_IR_MAX_RANK);
   vlmc_model_tensor_info_t info;
   VLMC_RETURN_IF_ERROR(tensor_find(m, name, &info));
+  if (m->quant_bits > 0 && info.dtype == VLMC_DTYPE_U32 && rank == 2) {
+    /* packed words; quantized_weight checks its scales and biases when it reads them */
+    int64_t per_word = 32 / m->quant_bits;
+    int64_t words[2] = {shape[0], (shape[1] + per_word - 1) / per_word};
+    info.dtype = VLMC_DTYPE_F32;
+    return tensor_check(m, name, &info, 2, words);
+  }
   return tensor_check(m, name, &info, rank, shape);
 }
 
@@ -139,8 +146,89 @@ vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32
   return vlmc_builder_param(&m->b, name, NULL, out_value);
 }
 
+/* A quantized tensor's part `name` (packed words, scales or biases): added to the module
+ * after checking its dtype (u32 for the words, a float for the others) and shape. */
+static vlmc_status_t quantized_part(vlmc_model_builder_t *m, const char *name, bool words,
+                                    const int64_t shape[2], const char *what,
+                                    vlmc_value_t **out_value) {
+  if (!vlmc_module_param_find(m->module, name)) {
+    vlmc_model_tensor_info_t info;
+    VLMC_RETURN_IF_ERROR(tensor_find(m, name, &info));
+    const char *source = table_source(m->tensors);
+    bool dtype_ok = words ? info.dtype == VLMC_DTYPE_U32
+                          : info.dtype >= 0 && info.dtype < VLMC_DTYPE_COUNT &&
+                                vlmc_dtype_info(info.dtype)->is_float;
+    if (!dtype_ok)
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: quantized tensor '%s' has dtype %s; "
+                              "expected %s", source, name,
+                              info.dtype >= 0 && info.dtype < VLMC_DTYPE_COUNT
+                                  ? vlmc_dtype_info(info.dtype)->name : "(one vlmc does not read)",
+                              words ? "u32 (packed words)" : "f32, f16 or bf16");
+    if (info.rank != 2 || info.shape[0] != shape[0] || info.shape[1] != shape[1]) {
+      char got[160], want[160];
+      shape_print(got, sizeof got, info.rank < VLMC_IR_MAX_RANK ? info.rank : VLMC_IR_MAX_RANK,
+                  info.shape);
+      shape_print(want, sizeof want, 2, shape);
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                              "%s: quantized tensor '%s' has shape %s; %s at %lld bits, group "
+                              "size %lld (config.json's quantization) imply %s", source, name, got,
+                              what, (long long)m->quant_bits, (long long)m->quant_group, want);
+    }
+    vlmc_type_t type = vlmc_type_make(info.dtype, 2, shape);
+    VLMC_RETURN_IF_ERROR(vlmc_module_param_add(m->module, name, &type, NULL));
+  }
+  return vlmc_builder_param(&m->b, name, NULL, out_value);
+}
+
+/* Whether `name` ("X.weight") is stored quantized: the checkpoint is, and the tensor's dtype
+ * is u32. */
+static bool is_quantized_weight(const vlmc_model_builder_t *m, const char *name) {
+  if (m->quant_bits <= 0) return false;
+  vlmc_model_tensor_info_t info;
+  vlmc_status_t st = tensor_find(m, name, &info);
+  bool packed = !st && info.dtype == VLMC_DTYPE_U32;
+  vlmc_status_free(st);
+  return packed;
+}
+
+/* dequantize(X.weight, X.scales, X.biases) for a quantized 2-D weight `name` = "X.weight". */
+static vlmc_status_t quantized_weight(vlmc_model_builder_t *m, const char *name, uint32_t rank,
+                                      const int64_t *shape, vlmc_value_t **out_value) {
+  size_t len = strlen(name);
+  if (rank != 2 || len < 7 || strcmp(name + len - 7, ".weight") != 0)
+    return vlmc_status_make(VLMC_UNSUPPORTED,
+                            "%s: tensor '%s' is stored as packed u32 words, but only 2-D '.weight' "
+                            "tensors may be quantized", table_source(m->tensors), name);
+  int64_t per_word = 32 / m->quant_bits, cols = shape[1];
+  int64_t words[2] = {shape[0], (cols + per_word - 1) / per_word};
+  int64_t groups[2] = {shape[0], (cols + m->quant_group - 1) / m->quant_group};
+  char scales_name[VLMC_MODEL_NAME_MAX], biases_name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(scales_name, "%.*s.scales", (int)(len - 7), name);
+  vlmc_model_name(biases_name, "%.*s.biases", (int)(len - 7), name);
+  char what[64];
+  snprintf(what, sizeof what, "[%lld, %lld] weights", (long long)shape[0], (long long)cols);
+  vlmc_value_t *operands[3];
+  VLMC_RETURN_IF_ERROR(quantized_part(m, name, true, words, what, &operands[0]));
+  VLMC_RETURN_IF_ERROR(quantized_part(m, scales_name, false, groups, what, &operands[1]));
+  VLMC_RETURN_IF_ERROR(quantized_part(m, biases_name, false, groups, what, &operands[2]));
+  if (operands[1]->type.dtype != operands[2]->type.dtype)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: '%s' is %s but '%s' is %s; a quantized "
+                            "tensor's scales and biases share one dtype", table_source(m->tensors),
+                            scales_name, vlmc_dtype_info(operands[1]->type.dtype)->name,
+                            biases_name, vlmc_dtype_info(operands[2]->type.dtype)->name);
+  vlmc_named_attr_t attrs[3] = {{"bits", vlmc_attr_int(m->quant_bits)},
+                                {"group", vlmc_attr_int(m->quant_group)},
+                                {"cols", vlmc_attr_int(cols)}};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&m->b, VLMC_OP_DEQUANTIZE, 3, operands, 3, attrs, NULL,
+                                       NULL, &op));
+  *out_value = &op->results[0];
+  return NULL;
+}
+
 vlmc_status_t vlmc_model_weight(vlmc_model_builder_t *m, const char *name, uint32_t rank,
                                 const int64_t *shape, vlmc_value_t **out_value) {
+  if (is_quantized_weight(m, name)) return quantized_weight(m, name, rank, shape, out_value);
   vlmc_value_t *raw;
   VLMC_RETURN_IF_ERROR(vlmc_model_param(m, name, rank, shape, &raw));
   if (raw->type.dtype == VLMC_DTYPE_F32) {
@@ -219,7 +307,10 @@ vlmc_status_t vlmc_model_embedding(vlmc_model_builder_t *m, const char *table_na
                                    vlmc_value_t **out_value) {
   int64_t shape[2] = {vocab, hidden};
   vlmc_value_t *table, *rows;
-  VLMC_RETURN_IF_ERROR(vlmc_model_param(m, table_name, 2, shape, &table));
+  if (is_quantized_weight(m, table_name))
+    VLMC_RETURN_IF_ERROR(quantized_weight(m, table_name, 2, shape, &table));
+  else
+    VLMC_RETURN_IF_ERROR(vlmc_model_param(m, table_name, 2, shape, &table));
   vlmc_value_t *operands[2] = {table, ids};
   VLMC_RETURN_IF_ERROR(vlmc_builder_simple(&m->b, VLMC_OP_EMBEDDING, 2, operands, name, &rows));
   if (rows->type.dtype == VLMC_DTYPE_F32) {

@@ -58,6 +58,10 @@ typedef struct {
   const vlmc_model_tensors_t *tensors;
   vlmc_builder_t b;
   bool taps; /* vlmc_model_tap emits a tap op */
+  /* The checkpoint's quantization (config.json's, docs/quantization.md): a weight stored as
+   * packed u32 words next to `.scales` and `.biases` is read through `dequantize`; 0 when the
+   * checkpoint is not quantized. */
+  int64_t quant_bits, quant_group;
 } vlmc_model_builder_t;
 
 /* Longest tensor or value name a builder formats ("visual.blocks.31.mlp.down_proj.weight" is
@@ -74,7 +78,9 @@ void vlmc_model_name(char *out, const char *fmt, ...) VLMC_PRINTF(2, 3);
  * [4,16]"). */
 vlmc_status_t vlmc_model_param(vlmc_model_builder_t *m, const char *name, uint32_t rank,
                                const int64_t *shape, vlmc_value_t **out_value);
-/* The same parameter in f32 (cast when stored otherwise). */
+/* The same parameter in f32 (cast when stored otherwise; dequantized when the checkpoint
+ * stores it quantized: packed `X.weight` u32[rows, ceil(cols * bits / 32)] with `X.scales`
+ * and `X.biases` [rows, ceil(cols / group)], shapes checked by name). */
 vlmc_status_t vlmc_model_weight(vlmc_model_builder_t *m, const char *name, uint32_t rank,
                                 const int64_t *shape, vlmc_value_t **out_value);
 

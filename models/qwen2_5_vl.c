@@ -161,6 +161,8 @@ vlmc_status_t vlmc_qwen2_5_vl_build(const vlmc_model_config_t *config,
   ctx.options = options;
   ctx.m.tensors = tensors;
   ctx.m.taps = options->taps;
+  ctx.m.quant_bits = config->quant_bits;
+  ctx.m.quant_group = config->quant_group;
   VLMC_RETURN_IF_ERROR(check_tensors_cover_config(&ctx));
   VLMC_RETURN_IF_ERROR(vlmc_module_create(&ctx.m.module));
   vlmc_status_t st = build_all(&ctx);

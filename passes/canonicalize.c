@@ -156,6 +156,7 @@ static bool int_fits(vlmc_dtype_t dtype, int64_t v) {
     case VLMC_DTYPE_I32: return v >= INT32_MIN && v <= INT32_MAX;
     case VLMC_DTYPE_I8: return v >= INT8_MIN && v <= INT8_MAX;
     case VLMC_DTYPE_U8: return v >= 0 && v <= UINT8_MAX;
+    case VLMC_DTYPE_U32: return v >= 0 && v <= UINT32_MAX;
     case VLMC_DTYPE_BOOL: return v == 0 || v == 1;
     default: return false;
   }

@@ -89,6 +89,9 @@ static const vlmc_op_t *table_find_or_insert(op_table_t *table, const vlmc_op_t 
 }
 
 static bool op_is_candidate(const vlmc_op_t *op) {
+  /* Each consumer of a dequantized weight dequantizes as it loads (fuse: a prologue of one
+   * use); one shared dequantize would be a kernel of its own and an f32 copy of the weight. */
+  if (op->kind == VLMC_OP_DEQUANTIZE) return false;
   uint32_t flags = vlmc_op_info(op->kind)->flags;
   return (flags & VLMC_OP_FLAG_PURE) && !(flags & VLMC_OP_FLAG_TERMINATOR) && op->num_results;
 }

@@ -8,6 +8,8 @@
  *             holding exactly representable values) with one use, so that the consumer's
  *             kernel sees the narrow type (a linear on a bf16 input may use a bf16 dot
  *             product, passes/precision.h) and the cast costs no kernel of its own;
+ *             and a `dequantize` of parameters with one use (its consumer's kernel reads
+ *             the packed words, scales and biases and dequantizes as it loads);
  *   anchor    the op that gives the kernel its shape: linear, rms_norm, attention, rope,
  *             gather, ..., or the first op of an elementwise chain;
  *   epilogue  elementwise ops and reshapes that consume the region's output when that output
@@ -56,7 +58,17 @@ static bool is_source(const vlmc_value_t *v, const fuse_t *f) {
   return v->def->kind == VLMC_OP_PARAM || v->def->kind == VLMC_OP_CONSTANT;
 }
 
+/* A dequantize of parameters with one use: its consumer's kernel reads the packed words,
+ * scales and biases and dequantizes as it loads (no f32 copy of the weight). */
+static bool is_dequantize_candidate(const vlmc_op_t *op, const fuse_t *f) {
+  if (op->kind != VLMC_OP_DEQUANTIZE || f->uses[op->results[0].id] != 1) return false;
+  for (uint32_t i = 0; i < op->num_operands; ++i)
+    if (!is_source(op->operands[i], f)) return false;
+  return true;
+}
+
 static bool is_prologue_candidate(const vlmc_op_t *op, const fuse_t *f) {
+  if (is_dequantize_candidate(op, f)) return true;
   if (op->kind != VLMC_OP_RESHAPE && !is_widening_cast(op)) return false;
   return f->uses[op->results[0].id] == 1 &&
          (is_widening_cast(op) || is_source(op->operands[0], f));

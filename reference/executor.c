@@ -49,6 +49,7 @@ int64_t vlmc_ref_wrap_int(vlmc_dtype_t ir_dtype, int64_t value) {
     case VLMC_DTYPE_I32: return (int32_t)(uint32_t)(uint64_t)value;
     case VLMC_DTYPE_I8: return (int8_t)(uint8_t)(uint64_t)value;
     case VLMC_DTYPE_U8: return (uint8_t)(uint64_t)value;
+    case VLMC_DTYPE_U32: return (uint32_t)(uint64_t)value;
     case VLMC_DTYPE_BOOL: return value != 0;
     default: return value;
   }
@@ -257,7 +258,7 @@ static bool is_float_storage(vlmc_dtype_t d) {
 
 static bool is_int_storage(vlmc_dtype_t d) {
   return d == VLMC_DTYPE_I64 || d == VLMC_DTYPE_I32 || d == VLMC_DTYPE_I8 ||
-         d == VLMC_DTYPE_U8 || d == VLMC_DTYPE_BOOL;
+         d == VLMC_DTYPE_U8 || d == VLMC_DTYPE_U32 || d == VLMC_DTYPE_BOOL;
 }
 
 float vlmc_ref_load_float(const void *data, vlmc_dtype_t dtype, int64_t i) {
@@ -274,6 +275,7 @@ static int64_t load_int(const void *data, vlmc_dtype_t dtype, int64_t i) {
     case VLMC_DTYPE_I64: return ((const int64_t *)data)[i];
     case VLMC_DTYPE_I32: return ((const int32_t *)data)[i];
     case VLMC_DTYPE_I8: return ((const int8_t *)data)[i];
+    case VLMC_DTYPE_U32: return ((const uint32_t *)data)[i];
     default: return ((const uint8_t *)data)[i]; /* u8, bool */
   }
 }

@@ -142,6 +142,33 @@ void vlmc_quantize_q4_0(const float *in, size_t blocks, uint8_t *out) {
   }
 }
 
+bool vlmc_quantize_affine_row(const float *x, int64_t cols, int bits, int64_t group,
+                              uint32_t *packed, uint16_t *scales, uint16_t *biases) {
+  const uint32_t top = (1u << bits) - 1u;
+  const int64_t per_word = 32 / bits;
+  memset(packed, 0, (size_t)((cols + per_word - 1) / per_word) * sizeof *packed);
+  for (int64_t g = 0; g * group < cols; ++g) {
+    int64_t lo = g * group, hi = lo + group < cols ? lo + group : cols;
+    float mn = x[lo], mx = x[lo];
+    for (int64_t k = lo; k < hi; ++k) {
+      mn = fminf(mn, x[k]);
+      mx = fmaxf(mx, x[k]);
+    }
+    if (!isfinite(mn) || !isfinite(mx) || fabsf(mn) > 65504.0f || fabsf(mx) > 65504.0f)
+      return false;
+    biases[g] = vlmc_f32_to_f16(mn);
+    float b = vlmc_f16_to_f32(biases[g]);
+    scales[g] = vlmc_f32_to_f16((mx - b) / (float)top);
+    float s = vlmc_f16_to_f32(scales[g]);
+    for (int64_t k = lo; k < hi; ++k) {
+      float q = s > 0.0f ? rintf((x[k] - b) / s) : 0.0f;
+      uint32_t v = q <= 0.0f ? 0u : q >= (float)top ? top : (uint32_t)q;
+      packed[k / per_word] |= v << ((k % per_word) * bits);
+    }
+  }
+  return true;
+}
+
 double vlmc_tensor_max_abs_diff(const vlmc_tensor_t *a, const vlmc_tensor_t *b) {
   if (a->dtype != VLMC_DTYPE_F32 || b->dtype != VLMC_DTYPE_F32 || a->rank != b->rank) return -1;
   for (uint32_t i = 0; i < a->rank; ++i)

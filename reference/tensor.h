@@ -67,4 +67,16 @@ void vlmc_dequantize_q4_0(const uint8_t *data, size_t blocks, float *out);
 void vlmc_quantize_q8_0(const float *in, size_t blocks, uint8_t *out);
 void vlmc_quantize_q4_0(const float *in, size_t blocks, uint8_t *out);
 
+/* vlmc's own affine group quantization (`vlmc compile --quantize q4`, docs/quantization.md),
+ * in dequantize's layout (MLX's): a row of `cols` floats in groups of `group` (the last may be
+ * short), each group's scale s and bias b stored as f16 bits (its minimum is b, and
+ * s = (max - min) / (2^bits - 1), both rounded to f16 first, so that q is chosen for the
+ * values dequantize will use), q = clamp(round((x - b) / s), 0, 2^bits - 1) packed 32 / bits
+ * to a u32 word, element 0 in the low bits, the last word zero-padded. `packed` holds
+ * ceil(cols * bits / 32) words, scales and biases ceil(cols / group) each. Returns false
+ * (writing nothing meaningful) when a group's minimum or maximum is not finite or outside
+ * f16's range: the caller keeps that tensor unquantized. */
+bool vlmc_quantize_affine_row(const float *x, int64_t cols, int bits, int64_t group,
+                              uint32_t *packed, uint16_t *scales, uint16_t *biases);
+
 #endif

@@ -380,16 +380,18 @@ static bool storage_fits(vlmc_dtype_t ir, vlmc_dtype_t stored) {
   if (info->is_float)
     return stored == VLMC_DTYPE_F32 || stored == VLMC_DTYPE_BF16 || stored == VLMC_DTYPE_F16 ||
            stored == VLMC_DTYPE_F64;
+  if (ir == VLMC_DTYPE_U32) return stored == VLMC_DTYPE_U32;
   return stored == VLMC_DTYPE_I64 || stored == VLMC_DTYPE_I32 || stored == VLMC_DTYPE_I8 ||
          stored == VLMC_DTYPE_U8 || stored == VLMC_DTYPE_BOOL;
 }
 
 /* The host form kernels read: floats in their own storage (bf16, f16, f32), f64 narrowed and
- * quantized blocks expanded to f32, integers widened to i64. Returns false when `view`
- * already is that form. */
+ * quantized blocks expanded to f32, packed u32 words as stored (dequantize reads them),
+ * other integers widened to i64. Returns false when `view` already is that form. */
 static bool needs_conversion(const vlmc_tensor_t *view) {
   switch (view->dtype) {
     case VLMC_DTYPE_F32: case VLMC_DTYPE_BF16: case VLMC_DTYPE_F16: case VLMC_DTYPE_I64:
+    case VLMC_DTYPE_U32:
       return false;
     default:
       return true;

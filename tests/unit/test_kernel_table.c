@@ -82,7 +82,7 @@ static void test_malformed_tables(void) {
        "format: kernel table format 1; this runtime reads format 2 only: recompile"},
       {"\"format\": 2", "\"format\": 3", "kernel table format 3"},
       {"\"format\": 2", "\"formt\": 2", "format"},
-      {"[\"f32\", \"f32\"]", "[\"f32\", \"q4\"]", "expected f32, bf16, f16 or i64, got 'q4'"},
+      {"[\"f32\", \"f32\"]", "[\"f32\", \"q4\"]", "expected f32, bf16, f16, i64 or u32, got 'q4'"},
       {"[\"f32\", \"f32\"]", "[\"f32\", 3]", "kernels[0].inputs[1]: expected a string"},
       {"\"output\": \"f32\", \"syms\": [\"S\"]", "\"output\": 7, \"syms\": [\"S\"]", "output"},
       {"\"syms\": [\"S\"]", "\"syms\": [\"T\"]", "symbol 'T' is not in the program"},

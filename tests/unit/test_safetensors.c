@@ -318,7 +318,7 @@ static void test_every_dtype_to_f32(void) {
       {VLMC_ST_F32, "F32", 4},   {VLMC_ST_F16, "F16", 2}, {VLMC_ST_BF16, "BF16", 2},
       {VLMC_ST_F64, "F64", 8},   {VLMC_ST_I64, "I64", 8}, {VLMC_ST_I32, "I32", 4},
       {VLMC_ST_I16, "I16", 2},   {VLMC_ST_I8, "I8", 1},   {VLMC_ST_U8, "U8", 1},
-      {VLMC_ST_BOOL, "BOOL", 1},
+      {VLMC_ST_BOOL, "BOOL", 1}, {VLMC_ST_U32, "U32", 4},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
     EXPECT_STREQ(vlmc_st_dtype_name(table[i].dtype), table[i].name);
@@ -371,6 +371,7 @@ static void test_ir_dtype_mapping(void) {
       {VLMC_ST_F32, VLMC_DTYPE_F32}, {VLMC_ST_F16, VLMC_DTYPE_F16}, {VLMC_ST_BF16, VLMC_DTYPE_BF16},
       {VLMC_ST_F64, VLMC_DTYPE_F64}, {VLMC_ST_I64, VLMC_DTYPE_I64}, {VLMC_ST_I32, VLMC_DTYPE_I32},
       {VLMC_ST_I8, VLMC_DTYPE_I8},   {VLMC_ST_U8, VLMC_DTYPE_U8},   {VLMC_ST_BOOL, VLMC_DTYPE_BOOL},
+      {VLMC_ST_U32, VLMC_DTYPE_U32},
   };
   for (size_t i = 0; i < sizeof same / sizeof same[0]; ++i) {
     vlmc_dtype_t ir = VLMC_DTYPE_COUNT;

@@ -25,7 +25,24 @@ int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width) {
   return vlmc_kernel_emit_memo_add(e, MEMO_ZERO_VECTOR, width, v);
 }
 
+/* `width` dequantized elements from `flat` on, one at a time (the generic path: a template
+ * with a fused path reads the packed words itself). */
+static int load_dequantized_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
+  int lanes[64];
+  for (int j = 0; j < width && j < 64; ++j)
+    lanes[j] = vlmc_kernel_emit_load(e, v, vlmc_kernel_emit_index_op(e, "arith.addi", flat, vlmc_kernel_emit_index(e, j)));
+  vlmc_strbuf_t list;
+  vlmc_strbuf_init(&list);
+  for (int j = 0; j < width && j < 64; ++j) vlmc_strbuf_printf(&list, "%s" VLMC_SSA, j ? ", " : "", lanes[j]);
+  int vec = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.from_elements %s : vector<%dxf32>", vec,
+                        list.data ? list.data : "", width);
+  vlmc_strbuf_deinit(&list);
+  return vec;
+}
+
 int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
+  if (vlmc_kernel_emit_dequantizes(e, v)) return load_dequantized_vector(e, v, flat, width);
   int i = vlmc_kernel_emit_source_input(e, v);
   if (i < 0 || !vlmc_dtype_info(v->type.dtype)->is_float) {
     vlmc_kernel_emit_fail(e, "kernel vector-reads a value that is not a readable float value");
