@@ -16,6 +16,8 @@
 #include "codegen/calibrate.h"
 #include "codegen/target.h"
 #include "models/family.h"
+#include "passes/quantize.h"
+#include "reference/tensor.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "support/file.h"
@@ -47,6 +49,15 @@ typedef struct {
   vlmc_target_config_t target_config[VLMC_TARGET_MAX_LIST];
   char *dump_dir[VLMC_TARGET_MAX_LIST];
   vlmc_target_output_t target_output[VLMC_TARGET_MAX_LIST];
+  /* The last tensor quantized for the artifact (its three parts are written one after the
+   * other): source name, bits, group and the parts' bytes. */
+  struct {
+    char source[512];
+    int64_t bits, group;
+    void *parts[3];
+    size_t sizes[3];
+  } quantized;
+  int64_t quant_bits, quant_group; /* --quantize's, 0 when none */
 } compile_t;
 
 static void progress(const compile_t *c, const char *fmt, ...) VLMC_PRINTF(2, 3);
@@ -330,6 +341,44 @@ static vlmc_status_t record_precision(compile_t *c, const pipeline_split_t *s) {
   return NULL;
 }
 
+/* --quantize's spec: "q4" or "q8", optionally ":gN". */
+static vlmc_status_t parse_quantize(compile_t *c) {
+  const char *spec = c->o->quantize;
+  if (!spec) return NULL;
+  char tail = 0;
+  long long bits = 0, group = 64;
+  int n = 0;
+  bool ok = sscanf(spec, "q%lld%n", &bits, &n) == 1 && (bits == 4 || bits == 8);
+  if (ok && spec[n] == ':') ok = sscanf(spec + n, ":g%lld%c", &group, &tail) == 1;
+  else if (ok) ok = spec[n] == '\0';
+  if (!ok || group < 32 / bits || group > 4096 || group % (32 / bits))
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--quantize %s: expected q4 or q8, optionally with :gN, a group size "
+                            "that is a multiple of %d from %d to 4096 (e.g. q4:g32; the default "
+                            "group is 64)", spec, bits == 8 ? 4 : 8, bits == 8 ? 4 : 8);
+  if (c->o->params_external)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "--quantize writes the quantized weights into the artifact; it cannot "
+                            "be combined with --params external");
+  c->quant_bits = bits;
+  c->quant_group = group;
+  return NULL;
+}
+
+/* The quantize pass (and the dce that drops the weights it replaced) before precision. */
+static vlmc_status_t insert_quantize(compile_t *c, vlmc_strbuf_t *pipeline) {
+  const char *text = vlmc_strbuf_cstr(pipeline), *at = strstr(text, "precision{");
+  if (!at) return vlmc_status_make(VLMC_INTERNAL, "the default pipeline has no precision pass");
+  vlmc_strbuf_t out;
+  vlmc_strbuf_init(&out);
+  vlmc_strbuf_printf(&out, "%.*squantize{bits=%lld,group=%lld,skip=%s},dce{prune-params=true},%s",
+                     (int)(at - text), text, (long long)c->quant_bits, (long long)c->quant_group,
+                     c->o->quantize_vision ? "none" : "encode_image", at);
+  vlmc_strbuf_deinit(pipeline);
+  *pipeline = out;
+  return out.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
+}
+
 static vlmc_status_t build_and_lower(compile_t *c) {
   const char *pipeline_text = c->o->passes;
   if (c->o->program_path) {
@@ -348,7 +397,12 @@ static vlmc_status_t build_and_lower(compile_t *c) {
   vlmc_status_t status = NULL;
   if (!pipeline_text) {
     status = vlmc_target_list_pipeline(&c->targets, c->o->precision, &default_pipeline);
+    if (!status && c->quant_bits) status = insert_quantize(c, &default_pipeline);
     pipeline_text = vlmc_strbuf_cstr(&default_pipeline);
+  } else if (c->quant_bits) {
+    status = vlmc_status_make(VLMC_INVALID_ARGUMENT, "--quantize with --passes: put "
+                              "quantize{bits=B,group=G},dce{prune-params=true} before precision "
+                              "in --passes instead");
   }
   pipeline_split_t split;
   split_pipeline(pipeline_text, &split);
@@ -443,6 +497,77 @@ static vlmc_status_t check_finite(const compile_t *c, const vlmc_st_tensor_t *t)
                           t->name, (unsigned long long)index, what);
 }
 
+/* Quantizes checkpoint tensor `source` ([rows, cols] floats) into c->quantized, unless it
+ * holds it already (passes/quantize.h: the parts of one tensor are written in a row). */
+static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t bits,
+                                     int64_t group) {
+  if (!strcmp(c->quantized.source, source) && c->quantized.bits == bits &&
+      c->quantized.group == group)
+    return NULL;
+  const vlmc_st_tensor_t *t;
+  VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, source, &t));
+  VLMC_RETURN_IF_ERROR(check_finite(c, t));
+  if (t->rank != 2)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "quantize: tensor '%s' has rank %d; only 2-D "
+                            "weights are quantized", source, t->rank);
+  int64_t rows = t->shape[0], cols = t->shape[1], per_word = 32 / bits;
+  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  for (int i = 0; i < 3; ++i) free(c->quantized.parts[i]);
+  memset(&c->quantized, 0, sizeof c->quantized);
+  c->quantized.sizes[VLMC_QUANT_PACKED] = (size_t)(rows * words) * 4;
+  c->quantized.sizes[VLMC_QUANT_SCALES] = c->quantized.sizes[VLMC_QUANT_BIASES] =
+      (size_t)(rows * groups) * 2;
+  float *row = malloc((size_t)cols * sizeof *row);
+  for (int i = 0; i < 3; ++i) c->quantized.parts[i] = malloc(c->quantized.sizes[i] ? c->quantized.sizes[i] : 1);
+  vlmc_status_t st = NULL;
+  if (!row || !c->quantized.parts[0] || !c->quantized.parts[1] || !c->quantized.parts[2])
+    st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "quantize: out of memory for tensor '%s'", source);
+  for (int64_t r = 0; !st && r < rows; ++r) {
+    vlmc_st_tensor_t view = *t; /* row r as a tensor of its own */
+    view.rank = 1;
+    view.shape[0] = cols;
+    view.data = (const unsigned char *)t->data + (size_t)(r * cols) * (t->nbytes / (size_t)(rows * cols));
+    view.nbytes = t->nbytes / (size_t)rows;
+    st = vlmc_st_tensor_to_f32(&view, row, (size_t)cols);
+    if (!st && !vlmc_quantize_affine_row(row, cols, (int)bits, group,
+                                         (uint32_t *)c->quantized.parts[0] + r * words,
+                                         (uint16_t *)c->quantized.parts[1] + r * groups,
+                                         (uint16_t *)c->quantized.parts[2] + r * groups))
+      st = vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "quantize: tensor '%s' row %lld has a group whose values exceed f16's "
+                            "range (the scales and biases are f16); compile without --quantize",
+                            source, (long long)r);
+  }
+  free(row);
+  if (!st) {
+    snprintf(c->quantized.source, sizeof c->quantized.source, "%s", source);
+    c->quantized.bits = bits;
+    c->quantized.group = group;
+  }
+  return st;
+}
+
+/* A parameter the quantize pass added (passes/quantize.h): its bytes made from the checkpoint
+ * tensor it names. */
+static vlmc_status_t derived_param_entry(compile_t *c, const vlmc_param_t *param,
+                                         const void **out_data, vlmc_manifest_param_t *out) {
+  char source[512];
+  int64_t bits, group;
+  vlmc_quant_part_t part;
+  if (!vlmc_quantized_param_parse(param->name, source, sizeof source, &bits, &group, &part))
+    return NULL;
+  VLMC_RETURN_IF_ERROR(quantize_tensor(c, source, bits, group));
+  memset(out, 0, sizeof *out);
+  out->name = (char *)param->name;
+  out->dtype = param->type.dtype;
+  out->rank = param->type.rank;
+  for (uint32_t i = 0; i < out->rank; ++i) out->shape[i] = param->type.dims[i].off;
+  out->nbytes = c->quantized.sizes[part];
+  *out_data = c->quantized.parts[part];
+  out->checksum = vlmc_xxh64(*out_data, out->nbytes, 0);
+  return NULL;
+}
+
 static vlmc_status_t param_entry(compile_t *c, const vlmc_param_t *param,
                                  const vlmc_st_tensor_t **out_tensor,
                                  vlmc_manifest_param_t *out) {
@@ -478,7 +603,22 @@ static vlmc_status_t write_params(compile_t *c) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < c->module->num_params; ++i) {
     const vlmc_st_tensor_t *t = NULL;
+    const void *derived = NULL;
     vlmc_manifest_param_t p;
+    VLMC_RETURN_IF_ERROR(derived_param_entry(c, c->module->params[i], &derived, &p));
+    if (derived) {
+      if (external)
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "parameter '%s' is made by the compiler "
+                                "(quantized); --params external cannot reference it",
+                                c->module->params[i]->name);
+      uint64_t at = vlmc_artifact_writer_section_offset(c->writer);
+      if (at % 64) VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_append(c->writer, zeros, 64 - at % 64));
+      p.offset = vlmc_artifact_writer_section_offset(c->writer);
+      VLMC_RETURN_IF_ERROR(vlmc_artifact_writer_append(c->writer, derived, p.nbytes));
+      total += p.nbytes;
+      VLMC_RETURN_IF_ERROR(vlmc_manifest_add_param(&c->manifest, &p));
+      continue;
+    }
     VLMC_RETURN_IF_ERROR(param_entry(c, c->module->params[i], &t, &p));
     if (external) {
       p.file = (char *)base_name(vlmc_st_archive_shard_path(archive, t->shard));
@@ -647,8 +787,9 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   vlmc_strbuf_init(&c.statistics);
   vlmc_strbuf_init(&c.calibrated_modules);
   vlmc_manifest_init(&c.manifest);
-  vlmc_status_t status = vlmc_model_family_open_checkpoint(o->checkpoint_dir, &c.family,
-                                                           &c.checkpoint);
+  vlmc_status_t status = parse_quantize(&c);
+  if (!status)
+    status = vlmc_model_family_open_checkpoint(o->checkpoint_dir, &c.family, &c.checkpoint);
   if (!status) status = read_tokenizer(&c);
   if (!status) status = read_chat_template(&c);
   if (!status) status = configure_targets(&c);
@@ -670,6 +811,7 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   vlmc_strbuf_deinit(&c.calibrated_modules);
   vlmc_module_destroy(c.module);
   vlmc_checkpoint_destroy(c.checkpoint);
+  for (int i = 0; i < 3; ++i) free(c.quantized.parts[i]);
   if (!status) progress(&c, "compile: wrote %s", o->output_path);
   return status;
 }

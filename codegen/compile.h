@@ -71,6 +71,11 @@ typedef struct {
    * read from the checkpoint by name. For debugging and for tests that plant a defect. */
   const char *program_path;
   bool params_external;    /* reference the checkpoint's safetensors instead of copying */
+  /* --quantize q4[:gN] | q8[:gN]: the quantize pass before precision (passes/quantize.c),
+   * the quantized weights written into the artifact; NULL: none. quantize_vision: the vision
+   * tower's linears too. */
+  const char *quantize;
+  bool quantize_vision;
   /* Compile weights holding a NaN or an infinity (a warning each) instead of refusing them. */
   bool allow_nonfinite;
   /* A fixed image grid (rows of t, h, w in patches): the window order folds to constants.

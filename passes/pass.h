@@ -78,6 +78,7 @@ extern const vlmc_pass_t vlmc_pass_cse;
 extern const vlmc_pass_t vlmc_pass_dce;
 extern const vlmc_pass_t vlmc_pass_mrope_layout;
 extern const vlmc_pass_t vlmc_pass_window_reorder;
+extern const vlmc_pass_t vlmc_pass_quantize;
 extern const vlmc_pass_t vlmc_pass_precision;
 extern const vlmc_pass_t vlmc_pass_fuse;
 extern const vlmc_pass_t vlmc_pass_memory_plan;

@@ -29,8 +29,8 @@ vlmc_status_t vlmc_pass_registry_add(vlmc_pass_registry_t *registry, const vlmc_
 vlmc_status_t vlmc_pass_registry_add_builtin(vlmc_pass_registry_t *registry) {
   static const vlmc_pass_t *const builtin[] = {
       &vlmc_pass_canonicalize, &vlmc_pass_cse,           &vlmc_pass_dce,
-      &vlmc_pass_mrope_layout, &vlmc_pass_window_reorder, &vlmc_pass_precision,
-      &vlmc_pass_fuse,          &vlmc_pass_memory_plan,
+      &vlmc_pass_mrope_layout, &vlmc_pass_window_reorder, &vlmc_pass_quantize,
+      &vlmc_pass_precision,    &vlmc_pass_fuse,           &vlmc_pass_memory_plan,
   };
   for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; ++i)
     VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add(registry, builtin[i]));

@@ -37,6 +37,11 @@ static void print_help(FILE *out) {
           "                            every value whose |x| passed the dtype's max / 4\n"
           "  --calibrate-prompt TEXT   the calibration prompt (default \"Describe this\n"
           "                            image.\"; needs the checkpoint's tokenizer)\n"
+          "  --quantize q4[:gN]        4-bit affine group quantization of the language model's\n"
+          "                            linears (q8: 8-bit), groups of N weights along the input\n"
+          "                            (default 64: MLX's, 4.5 bits a weight with f16 scale and\n"
+          "                            bias); written into the artifact (docs/quantization.md)\n"
+          "  --quantize-vision         with --quantize: the vision tower's linears too\n"
           "  --passes LIST             replace the target's pipeline\n"
           "  --params inline|external  copy the weights into the artifact (default), or\n"
           "                            reference them by name and checksum in CKPT_DIR\n"
@@ -223,6 +228,10 @@ int vlmc_cmd_compile(int argc, char **argv) {
       vlmc_strbuf_deinit(&command_line);
       return 0;
     }
+    if (!strcmp(a, "--quantize-vision")) {
+      o.quantize_vision = true;
+      continue;
+    }
     if (!strcmp(a, "--allow-nonfinite")) {
       o.allow_nonfinite = true;
       continue;
@@ -244,6 +253,7 @@ int vlmc_cmd_compile(int argc, char **argv) {
         vlmc_tool_flag_value(argc, argv, &i, "--precision", &o.precision) ||
         vlmc_tool_flag_value(argc, argv, &i, "--calibrate-prompt", &o.calibrate_prompt) ||
         vlmc_tool_flag_value(argc, argv, &i, "--passes", &o.passes) ||
+        vlmc_tool_flag_value(argc, argv, &i, "--quantize", &o.quantize) ||
         vlmc_tool_flag_value(argc, argv, &i, "--program", &o.program_path) ||
         vlmc_tool_flag_value(argc, argv, &i, "--params", &params))
       continue;
