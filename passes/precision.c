@@ -601,6 +601,9 @@ static vlmc_status_t apply_op(policy_t *pol, vlmc_op_t *op, uint32_t index) {
     }
     case VLMC_OP_PARAM: case VLMC_OP_CONSTANT: case VLMC_OP_EMBEDDING: case VLMC_OP_TAP:
     case VLMC_OP_ARGMAX:
+    /* A dequantized weight stays f32, as a bf16 weight keeps its widening cast
+     * (keeps_bf16_param): its kernel dequantizes each element as it loads. */
+    case VLMC_OP_DEQUANTIZE:
       return NULL;
     default:
       break;
