@@ -205,3 +205,22 @@ if(VLMC_COMPILER AND NOT VLMC_SANITIZE)
     set_tests_properties(e2e.shapes_heldout.vulkan_${precision} PROPERTIES COST 10000)
   endforeach()
 endif()
+
+# MLX 4-bit checkpoints (docs/mlx_format.md) against the numpy oracle: the tiny checkpoint
+# made MLX by tests/oracle/make_mlx_checkpoint.py (group 64; group 32 with embed_tokens and
+# the vision tower; 8 bits) must match its --dequantize-to f32 twin (compiled --target ref)
+# to diff-taps' default 1e-4 with identical greedy ids, on text_only and img336; malformed
+# MLX checkpoints are refused by tensor name. Needs numpy (Debian's python3). ref and cpu
+# here, with the refusals; the vulkan backend where the model-sized vulkan runs are (above).
+if(VLMC_COMPILER)
+  add_test(NAME e2e.quantized_mlx
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantized_mlx.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} ref,cpu refusals
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+if(VLMC_COMPILER AND NOT VLMC_SANITIZE)
+  add_test(NAME e2e.quantized_mlx.vulkan
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantized_mlx.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} vulkan
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()

@@ -52,7 +52,80 @@ static void print_params(const vlmc_manifest_t *m) {
              (unsigned long long)count[d], (unsigned long long)bytes[d]);
 }
 
-static void print_program(const vlmc_artifact_t *a) {
+/* ---- weights by storage: bits per weight of each quantized group and of the rest ---- */
+
+typedef struct {
+  int64_t bits, group;
+  vlmc_dtype_t scale_dtype;
+  uint64_t tensors, weights, bytes;
+} weight_group_t;
+
+enum { MAX_WEIGHT_GROUPS = 16 };
+
+static const vlmc_manifest_param_t *param_of(const vlmc_manifest_t *m, const vlmc_value_t *v) {
+  if (!v->def || v->def->kind != VLMC_OP_PARAM) return NULL;
+  return vlmc_manifest_find_param(m, vlmc_op_attr(v->def, "name")->v.symbol);
+}
+
+/* Adds dequantize `op`'s tensor to its group (once per packed parameter: `seen`). */
+static void count_quantized(const vlmc_manifest_t *m, const vlmc_op_t *op, bool *seen,
+                            weight_group_t *groups, size_t *num_groups) {
+  const vlmc_manifest_param_t *parts[3];
+  for (int i = 0; i < 3; ++i)
+    if (!(parts[i] = param_of(m, op->operands[i]))) return;
+  size_t index = (size_t)(parts[0] - m->params);
+  if (seen[index]) return;
+  seen[index] = seen[parts[1] - m->params] = seen[parts[2] - m->params] = true;
+  weight_group_t key = {vlmc_op_attr_int(op, "bits"), vlmc_op_attr_int(op, "group"),
+                        parts[1]->dtype, 0, 0, 0};
+  size_t g = 0;
+  while (g < *num_groups && !(groups[g].bits == key.bits && groups[g].group == key.group &&
+                              groups[g].scale_dtype == key.scale_dtype))
+    ++g;
+  if (g == *num_groups) {
+    if (g == MAX_WEIGHT_GROUPS) return;
+    groups[(*num_groups)++] = key;
+  }
+  groups[g].tensors += 1;
+  groups[g].weights += (uint64_t)parts[0]->shape[0] * (uint64_t)vlmc_op_attr_int(op, "cols");
+  groups[g].bytes += parts[0]->nbytes + parts[1]->nbytes + parts[2]->nbytes;
+}
+
+static void print_weight_storage(const vlmc_module_t *module, const vlmc_manifest_t *m) {
+  bool *seen = calloc(m->num_params + 1, sizeof *seen);
+  if (!seen) return;
+  weight_group_t groups[MAX_WEIGHT_GROUPS];
+  size_t num_groups = 0;
+  for (uint32_t f = 0; f < module->num_funcs; ++f)
+    for (const vlmc_op_t *op = module->funcs[f]->body.first; op; op = op->next)
+      if (op->kind == VLMC_OP_DEQUANTIZE) count_quantized(m, op, seen, groups, &num_groups);
+  uint64_t plain_bytes[VLMC_DTYPE_COUNT] = {0}, plain_weights[VLMC_DTYPE_COUNT] = {0};
+  for (size_t i = 0; i < m->num_params; ++i) {
+    const vlmc_manifest_param_t *p = &m->params[i];
+    if (seen[i] || !vlmc_dtype_info(p->dtype)->is_float) continue;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < p->rank; ++d) n *= (uint64_t)p->shape[d];
+    plain_weights[p->dtype] += n;
+    plain_bytes[p->dtype] += p->nbytes;
+  }
+  printf("weights by storage:\n");
+  for (size_t g = 0; g < num_groups; ++g)
+    printf("  q%lld g%lld (%s scale + bias) %5llu tensors %14llu weights %6.2f bits/weight "
+           "%14llu bytes\n", (long long)groups[g].bits, (long long)groups[g].group,
+           vlmc_dtype_info(groups[g].scale_dtype)->name, (unsigned long long)groups[g].tensors,
+           (unsigned long long)groups[g].weights,
+           groups[g].weights ? 8.0 * (double)groups[g].bytes / (double)groups[g].weights : 0.0,
+           (unsigned long long)groups[g].bytes);
+  for (int d = 0; d < VLMC_DTYPE_COUNT; ++d)
+    if (plain_weights[d])
+      printf("  %-26s %14llu weights %6.2f bits/weight %14llu bytes\n",
+             vlmc_dtype_info((vlmc_dtype_t)d)->name, (unsigned long long)plain_weights[d],
+             8.0 * (double)plain_bytes[d] / (double)plain_weights[d],
+             (unsigned long long)plain_bytes[d]);
+  free(seen);
+}
+
+static void print_program(const vlmc_artifact_t *a, const vlmc_manifest_t *m) {
   const vlmc_artifact_section_t *s = vlmc_artifact_find(a, "program");
   vlmc_module_t *module = NULL;
   vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
@@ -81,6 +154,7 @@ static void print_program(const vlmc_artifact_t *a) {
     }
     printf(")\n");
   }
+  print_weight_storage(module, m);
   vlmc_module_destroy(module);
 }
 
@@ -332,7 +406,7 @@ static int inspect(const char *path, bool verify) {
            (long long)m.preprocess.min_pixels, (long long)m.preprocess.max_pixels,
            m.preprocess.resample == VLMC_RESAMPLE_PIL ? "pil" : "torchvision");
     print_sections(a);
-    print_program(a);
+    print_program(a, &m);
     print_kernels(a, path);
     print_vulkan_kernels(a, path);
     print_all_backend_checks(a, path);
