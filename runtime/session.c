@@ -284,6 +284,11 @@ void vlmc_session_stats(const vlmc_session_t *s, vlmc_session_stats_t *out) {
   vlmc_program_memory(s->program, &out->memory);
   out->transfers = vlmc_program_transfers(s->program, &out->num_transfers);
   out->host_memory = (s->backend->iface->caps & VLMC_BACKEND_HOST_MEMORY) != 0;
+  for (size_t i = 0; i < s->manifest.num_params; ++i) {
+    out->weight_bytes += s->manifest.params[i].nbytes;
+    if (s->manifest.params[i].dtype == VLMC_DTYPE_U32)
+      out->packed_weight_bytes += s->manifest.params[i].nbytes;
+  }
 }
 double vlmc_session_open_ms(const vlmc_session_t *s) { return s->open_ms; }
 bool vlmc_session_has_tokenizer(const vlmc_session_t *s) { return s->tokenizer != NULL; }

@@ -67,6 +67,9 @@ typedef struct {
   const vlmc_program_transfers_t *transfers; /* per function, borrowed */
   size_t num_transfers;
   bool host_memory; /* the backend's memory is the host's: nothing is ever copied */
+  /* The weights as the artifact stores them (what a resident copy or an upload holds), and
+   * the packed quantized words among them (u32 parameters, read through dequantize). */
+  uint64_t weight_bytes, packed_weight_bytes;
 } vlmc_session_stats_t;
 void vlmc_session_stats(const vlmc_session_t *session, vlmc_session_stats_t *out);
 /* Milliseconds vlmc_session_open took (mapping, parsing, verifying the program). */

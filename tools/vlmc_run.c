@@ -369,6 +369,11 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
             (unsigned long long)st.backend.kernel_calls, st.backend.kernel_seconds * 1e3,
             (double)st.memory.slot_bytes / 1e6, st.memory.slots,
             (double)st.memory.largest_live_set / 1e6);
+  fprintf(stderr, "stats: weights %.2f MB as stored", (double)st.weight_bytes / 1e6);
+  if (st.packed_weight_bytes)
+    fprintf(stderr, " (%.2f MB of packed quantized words; vlmc inspect gives bits per weight)",
+            (double)st.packed_weight_bytes / 1e6);
+  fputc('\n', stderr);
   if (st.backend.submits)
     fprintf(stderr, "stats: %s: %llu submits, %.1f ms GPU time (timestamp queries), %.1f ms "
             "of host time recording dispatches | weights uploaded at open %.2f MB\n",
