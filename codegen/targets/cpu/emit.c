@@ -41,6 +41,94 @@ static int load_dequantized_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v,
   return vec;
 }
 
+bool vlmc_cpu_emit_dequantizes_aligned(const vlmc_kernel_emit_t *e, const vlmc_value_t *v,
+                                       int width) {
+  const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
+  if (!dq || width < 1 || width > 16) return false;
+  int64_t cols = vlmc_op_attr_int(dq, "cols"), group = vlmc_op_attr_int(dq, "group");
+  return cols % width == 0 && group % width == 0;
+}
+
+static int i32_vector_constant(vlmc_kernel_emit_t *e, const int64_t *lanes, int width) {
+  vlmc_strbuf_t list;
+  vlmc_strbuf_init(&list);
+  for (int j = 0; j < width; ++j) vlmc_strbuf_printf(&list, "%s%lld", j ? ", " : "", (long long)lanes[j]);
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<[%s]> : vector<%dxi32>", v,
+                        list.data ? list.data : "", width);
+  vlmc_strbuf_deinit(&list);
+  return v;
+}
+
+static int splat(vlmc_kernel_emit_t *e, int scalar, const char *type, int width) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : %s to vector<%dx%s>", v, scalar,
+                        type, width, type);
+  return v;
+}
+
+int vlmc_cpu_emit_load_dequantized(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
+  const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
+  int64_t bits = vlmc_op_attr_int(dq, "bits"), group = vlmc_op_attr_int(dq, "group");
+  int64_t cols = vlmc_op_attr_int(dq, "cols"), per_word = 32 / bits;
+  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  int packed = vlmc_kernel_emit_source_input(e, dq->operands[0]);
+  int row = vlmc_kernel_emit_index_op(e, "arith.divui", flat, vlmc_kernel_emit_index(e, cols));
+  int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, vlmc_kernel_emit_index(e, cols));
+  int word_at = vlmc_kernel_emit_index_op(
+      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, words)),
+      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_word)));
+  int64_t shifts[16] = {0};
+  for (int j = 0; j < width; ++j) shifts[j] = (j % per_word) * bits;
+  int lanes, shift = i32_vector_constant(e, shifts, width);
+  if (width >= per_word) {
+    /* whole words: lane j takes word j / per_word (col is a multiple of width) */
+    int nw = (int)(width / per_word), raw = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?xi32>, vector<%dxi32>",
+                          raw, packed, word_at, nw);
+    vlmc_strbuf_t mask;
+    vlmc_strbuf_init(&mask);
+    for (int j = 0; j < width; ++j) vlmc_strbuf_printf(&mask, "%s%lld", j ? ", " : "", (long long)(j / per_word));
+    lanes = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : vector<%dxi32>, "
+                          "vector<%dxi32>", lanes, raw, raw, mask.data ? mask.data : "", nw, nw);
+    vlmc_strbuf_deinit(&mask);
+  } else {
+    /* part of one word: its values from col mod per_word on */
+    int word = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xi32>", word, packed, word_at);
+    lanes = splat(e, word, "i32", width);
+    int first = vlmc_kernel_emit_index_op(e, "arith.remui", col, vlmc_kernel_emit_index(e, per_word));
+    int first32 = vlmc_kernel_emit_fresh(e), bits32 = vlmc_kernel_emit_fresh(e);
+    int base = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", first32, first);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", bits32, (long long)bits);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.muli " VLMC_SSA ", " VLMC_SSA " : i32", base, first32, bits32);
+    int moved = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", moved, shift,
+                          splat(e, base, "i32", width), width);
+    shift = moved;
+  }
+  int64_t mask_lanes[16] = {0};
+  for (int j = 0; j < width; ++j) mask_lanes[j] = (1 << bits) - 1;
+  int shifted = vlmc_kernel_emit_fresh(e), q = vlmc_kernel_emit_fresh(e), qf = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", shifted, lanes,
+                        shift, width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", q, shifted,
+                        i32_vector_constant(e, mask_lanes, width), width);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q,
+                        width, width);
+  /* one group for all lanes (group is a multiple of width): its scale and bias, splat */
+  int g = vlmc_kernel_emit_index_op(
+      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, groups)),
+      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, group)));
+  int scale = splat(e, vlmc_kernel_emit_load(e, dq->operands[1], g), "f32", width);
+  int bias = splat(e, vlmc_kernel_emit_load(e, dq->operands[2], g), "f32", width);
+  /* two roundings, as the reference */
+  return vlmc_kernel_emit_float_op(e, "arith.addf", vlmc_kernel_emit_float_op(e, "arith.mulf", scale, qf, width),
+                                   bias, width);
+}
+
 int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
   if (vlmc_kernel_emit_dequantizes(e, v)) return load_dequantized_vector(e, v, flat, width);
   int i = vlmc_kernel_emit_source_input(e, v);

@@ -18,6 +18,15 @@ const vlmc_cpu_machine_t *vlmc_cpu_emit_machine(vlmc_kernel_emit_t *e);
 int vlmc_cpu_emit_zero_vector(vlmc_kernel_emit_t *e, int width);
 /* Elements flat .. flat+width-1 of a float v as a vector<width x f32>. */
 int vlmc_cpu_emit_load_vector(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width);
+/* Whether v is a dequantize prologue's result (vlmc_kernel_emit_dequantizes) whose rows and
+ * groups are multiples of `width` (<= 16) elements: then a width-aligned vector of it lies in
+ * one row and one group, and vlmc_cpu_emit_load_dequantized may read it. */
+bool vlmc_cpu_emit_dequantizes_aligned(const vlmc_kernel_emit_t *e, const vlmc_value_t *v,
+                                       int width);
+/* `width` elements of such a v from `flat` on (a multiple of width): the packed words loaded
+ * as a vector (or one word), each lane's value shifted out, times the group's scale plus its
+ * bias, the reference's two roundings. */
+int vlmc_cpu_emit_load_dequantized(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width);
 /* Whether v's source in the region (through prologue ops) is a bf16 value: a bf16 parameter,
  * or a bf16 activation (stored in f32, holding values bf16 represents exactly). */
 bool vlmc_cpu_emit_reads_bf16(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);

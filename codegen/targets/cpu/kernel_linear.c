@@ -64,6 +64,7 @@ typedef struct {
   int64_t k, n;
   int vl;
   bool dot;      /* bf16 dot products (vdpbf16ps): x and W both read bf16, AVX512_BF16 */
+  bool dequantized; /* W is a dequantize prologue's, rows and groups multiples of vl */
   int kb;        /* k elements one block of FMAs takes: VL, or 2 VL bf16 pairs with dot */
   int64_t kc;    /* k elements per chunk: a multiple of kb, but for the last chunk */
   /* x's chunk of the block rounded to bf16 (dot with x in f32 storage): the scratch's SSA
@@ -124,8 +125,11 @@ static void emit_block_fmas(const linear_t *L, const tile_t *t, const int *x_row
   int xv[MAX_MR], wv[UNIT];
   for (int r = 0; r < t->mr; ++r)
     xv[r] = vlmc_cpu_emit_load_vector(e, L->x, vlmc_kernel_emit_index_op(e, "arith.addi", x_row[r], k0), L->vl);
-  for (int c = 0; c < t->nr; ++c)
-    wv[c] = vlmc_cpu_emit_load_vector(e, L->w, vlmc_kernel_emit_index_op(e, "arith.addi", w_row[c], k0), L->vl);
+  for (int c = 0; c < t->nr; ++c) {
+    int at = vlmc_kernel_emit_index_op(e, "arith.addi", w_row[c], k0); /* k0: a multiple of vl */
+    wv[c] = L->dequantized ? vlmc_cpu_emit_load_dequantized(e, L->w, at, L->vl)
+                           : vlmc_cpu_emit_load_vector(e, L->w, at, L->vl);
+  }
   for (int r = 0; r < t->mr; ++r)
     for (int c = 0; c < t->nr; ++c) {
       int a = r * t->nr + c;
@@ -445,7 +449,7 @@ static void emit_pack_x(const linear_t *L, int from, int to, const chunk_t *ch) 
 vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                0, 0, e->vector_width, false, e->vector_width, 0, -1, -1, 0, "", {0}, {0}};
+                0, 0, e->vector_width, false, false, e->vector_width, 0, -1, -1, 0, "", {0}, {0}};
   const vlmc_cpu_machine_t *machine = vlmc_cpu_emit_machine(e);
   pick_tiles(&L, machine);
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
@@ -458,6 +462,7 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   L.dot = machine->bf16_dot && L.vl == 16 && vlmc_cpu_emit_reads_bf16(e, L.x) &&
           vlmc_cpu_emit_reads_bf16(e, L.w);
   L.kb = L.dot ? 2 * L.vl : L.vl;
+  L.dequantized = vlmc_cpu_emit_dequantizes_aligned(e, L.w, L.vl);
   /* Many rows on bf16 pairs: the outer product over packed panels (kernel_linear_panels.c). */
   bool panels = vlmc_cpu_linear_panels_apply(e, L.x, L.w);
   /* x in f32 storage, read as bf16 pairs: round each chunk of a block once (file comment). */
