@@ -11,6 +11,10 @@
 vlmc_status_t vlmc_cpu_kernel_elementwise(vlmc_kernel_emit_t *e);
 /* kernel_linear.c: linear (x W^T + b) with register-blocked vector tiles; matmul. */
 vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e);
+/* A linear whose weight is quantized (kernel_linear_dequant.c): the group scale and bias
+ * factored out of the sums. vlmc_cpu_kernel_linear hands it the linears it takes. */
+bool vlmc_cpu_linear_dequant_applies(const vlmc_kernel_emit_t *e, const vlmc_value_t *w);
+vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_kernel_emit_t *e);
 
 /* kernel_linear_panels.c: the linear's rows in blocks of MR as an outer product over panels of

@@ -1,0 +1,221 @@
+/* linear with a quantized weight (a dequantize prologue: docs/quantization.md) on the cpu.
+ * The same work units as kernel_linear.c (blocks of UNIT output features, every row of x),
+ * but the group's scale and bias are taken out of the sum:
+ *
+ *   y[m, n] = sum_g ( s[n, g] * sum_{k in g} q[n, k] x[m, k]  +  b[n, g] * sum_{k in g} x[m, k] )
+ *
+ * so that a weight costs its unpacking (one vector load of words for a vector of values, a
+ * lane shuffle, a shift, a mask, a conversion) and one FMA, and the scale and bias two vector
+ * FMAs per group and feature; the x sum of a group is shared by the unit's UNIT features. It
+ * is the reference's sum in another order (the reference dequantizes each weight first):
+ * equal up to f32 rounding, not bit for bit.
+ *
+ * Per unit, per row of x, the groups in a loop (static count), each group's vectors unrolled
+ * (G / VL steps); a short last group (K not a multiple of G) after the loop. Taken when N is
+ * a multiple of UNIT, G and K multiples of the vector width and G / VL <= MAX_STEPS; any other
+ * quantized linear goes through kernel_linear.c's tiles, which dequantize each vector.
+ * Rows one at a time: a prefill re-unpacks the weights per row. */
+#include <stdio.h>
+#include <string.h>
+
+#include "artifact/kernel_table.h"
+#include "codegen/targets/cpu/kernels.h"
+
+enum { UNIT = VLMC_KERNEL_LINEAR_UNIT, MAX_STEPS = 16 };
+
+typedef struct {
+  vlmc_kernel_emit_t *e;
+  const vlmc_value_t *x, *w, *b;
+  const vlmc_op_t *dq;
+  int64_t n, k, bits, group, per_word, words, groups;
+  int vl;
+  int packed; /* the packed words' input */
+  int word_row[UNIT], group_row[UNIT]; /* per feature of the unit: index SSAs */
+} qlinear_t;
+
+static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
+static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
+static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+
+bool vlmc_cpu_linear_dequant_applies(const vlmc_kernel_emit_t *e, const vlmc_value_t *w) {
+  int vl = e->vector_width;
+  if (!vlmc_cpu_emit_dequantizes_aligned(e, w, vl)) return false;
+  const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, w);
+  int64_t group = vlmc_op_attr_int(dq, "group");
+  return w->type.dims[0].off % UNIT == 0 && group / vl <= MAX_STEPS;
+}
+
+static int vector_type_zero(vlmc_kernel_emit_t *e, int vl) { return vlmc_cpu_emit_zero_vector(e, vl); }
+
+static int splat_f32(vlmc_kernel_emit_t *e, int scalar, int vl) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to vector<%dxf32>", v, scalar, vl);
+  return v;
+}
+
+static int vec_fma(vlmc_kernel_emit_t *e, int a, int b, int c, int vl) {
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : vector<%dxf32>",
+                        v, a, b, c, vl);
+  return v;
+}
+
+static int i32_lanes(vlmc_kernel_emit_t *e, const int64_t *lanes, int vl) {
+  char list[16 * 12] = "";
+  size_t n = 0;
+  for (int j = 0; j < vl; ++j) n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", j ? ", " : "", (long long)lanes[j]);
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<[%s]> : vector<%dxi32>", v, list, vl);
+  return v;
+}
+
+/* The VL values of feature c's row from column `col0 + offset` on (col0: an index SSA that is
+ * a multiple of the group; offset static, a multiple of VL), as f32 q. */
+static int unpack(const qlinear_t *Q, int c, int col0, int64_t offset) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int64_t first = offset % Q->per_word; /* the vector's first value within its word */
+  int word_at = add(e, add(e, Q->word_row[c], vlmc_kernel_emit_index_op(e, "arith.divui", col0, idx(e, Q->per_word))),
+                    idx(e, offset / Q->per_word));
+  int64_t shifts[16], masks[16];
+  for (int j = 0; j < Q->vl; ++j) {
+    shifts[j] = ((first + j) % Q->per_word) * Q->bits;
+    masks[j] = (1 << Q->bits) - 1;
+  }
+  int lanes = vlmc_kernel_emit_fresh(e);
+  if (Q->vl >= Q->per_word) {
+    int nw = (int)(Q->vl / Q->per_word), raw = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?xi32>, vector<%dxi32>", raw,
+                          Q->packed, word_at, nw);
+    char list[16 * 4] = "";
+    size_t n = 0;
+    for (int j = 0; j < Q->vl; ++j) n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", j ? ", " : "", (long long)(j / Q->per_word));
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : vector<%dxi32>, vector<%dxi32>",
+                          lanes, raw, raw, list, nw, nw);
+  } else {
+    int word = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xi32>", word, Q->packed, word_at);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : i32 to vector<%dxi32>", lanes, word, Q->vl);
+  }
+  int shifted = vlmc_kernel_emit_fresh(e), q = vlmc_kernel_emit_fresh(e), qf = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", shifted, lanes,
+                        i32_lanes(e, shifts, Q->vl), Q->vl);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", q, shifted,
+                        i32_lanes(e, masks, Q->vl), Q->vl);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q,
+                        Q->vl, Q->vl);
+  return qf;
+}
+
+/* One group (g: its index SSA, col0 = g * G, len static) of row x_row: acc[c] += s * sum q x,
+ * bacc[c] += b * sum x (vectors; the new values in out_acc / out_bacc). */
+static void emit_group(const qlinear_t *Q, int x_row, int g, int col0, int64_t len, const int *acc,
+                       const int *bacc, int *out_acc, int *out_bacc) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int zero = vector_type_zero(e, Q->vl);
+  int p[UNIT], px = zero;
+  for (int c = 0; c < UNIT; ++c) p[c] = zero;
+  for (int64_t off = 0; off < len; off += Q->vl) {
+    int xv = vlmc_cpu_emit_load_vector(e, Q->x, add(e, add(e, x_row, col0), idx(e, off)), Q->vl);
+    px = vlmc_kernel_emit_float_op(e, "arith.addf", px, xv, Q->vl);
+    for (int c = 0; c < UNIT; ++c) p[c] = vec_fma(e, unpack(Q, c, col0, off), xv, p[c], Q->vl);
+  }
+  for (int c = 0; c < UNIT; ++c) {
+    int s = vlmc_kernel_emit_load(e, Q->dq->operands[1], add(e, Q->group_row[c], g));
+    int b = vlmc_kernel_emit_load(e, Q->dq->operands[2], add(e, Q->group_row[c], g));
+    out_acc[c] = vec_fma(e, splat_f32(e, s, Q->vl), p[c], acc[c], Q->vl);
+    out_bacc[c] = vec_fma(e, splat_f32(e, b, Q->vl), px, bacc[c], Q->vl);
+  }
+}
+
+static void list_vectors(vlmc_strbuf_t *out, const int *values, int count, int vl, bool types) {
+  for (int i = 0; i < count; ++i) {
+    if (types) vlmc_strbuf_printf(out, "%svector<%dxf32>", i ? ", " : "", vl);
+    else vlmc_strbuf_printf(out, "%s" VLMC_SSA, i ? ", " : "", values[i]);
+  }
+}
+
+/* Row m of x against the unit's features at n0: every group, then the sums, bias, epilogue. */
+static void emit_row(const qlinear_t *Q, int m, int n0) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int x_row = mul(e, m, idx(e, Q->k));
+  int64_t whole = Q->k / Q->group, rest = Q->k % Q->group;
+  int zero = vector_type_zero(e, Q->vl);
+  int acc[2 * UNIT], in[2 * UNIT], out[2 * UNIT];
+  int g = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
+  for (int i = 0; i < 2 * UNIT; ++i) in[i] = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, 2 * UNIT,
+                     g, idx(e, 0), idx(e, whole), idx(e, 1));
+  for (int i = 0; i < 2 * UNIT; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
+  vlmc_strbuf_puts(&line, ") -> (");
+  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  emit_group(Q, x_row, g, mul(e, g, idx(e, Q->group)), Q->group, in, in + UNIT, out, out + UNIT);
+  vlmc_strbuf_clear(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  list_vectors(&line, out, 2 * UNIT, Q->vl, false);
+  vlmc_strbuf_puts(&line, " : ");
+  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_strbuf_deinit(&line);
+  for (int i = 0; i < 2 * UNIT; ++i) {
+    acc[i] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : vector<%dxf32>", acc[i], results, i,
+                          zero, Q->vl);
+  }
+  if (rest) { /* the short last group */
+    int last[2 * UNIT];
+    int gl = idx(e, whole);
+    emit_group(Q, x_row, gl, idx(e, whole * Q->group), rest, acc, acc + UNIT, last, last + UNIT);
+    for (int i = 0; i < 2 * UNIT; ++i) acc[i] = last[i];
+  }
+  for (int c = 0; c < UNIT; ++c) {
+    int both = vlmc_kernel_emit_float_op(e, "arith.addf", acc[c], acc[UNIT + c], Q->vl);
+    int sum = vlmc_cpu_emit_reduce_add(e, both, Q->vl);
+    int col = add(e, n0, idx(e, c));
+    if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
+    vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, m, idx(e, Q->n)), col));
+  }
+}
+
+vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
+  const vlmc_op_t *op = e->anchor;
+  qlinear_t Q;
+  memset(&Q, 0, sizeof Q);
+  Q.e = e;
+  Q.x = op->operands[0];
+  Q.w = op->operands[1];
+  Q.b = op->num_operands > 2 ? op->operands[2] : NULL;
+  Q.dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, Q.w);
+  Q.n = Q.w->type.dims[0].off;
+  Q.k = Q.w->type.dims[1].off;
+  Q.bits = vlmc_op_attr_int(Q.dq, "bits");
+  Q.group = vlmc_op_attr_int(Q.dq, "group");
+  Q.per_word = 32 / Q.bits;
+  Q.words = (Q.k + Q.per_word - 1) / Q.per_word;
+  Q.groups = (Q.k + Q.group - 1) / Q.group;
+  Q.vl = e->vector_width;
+  Q.packed = vlmc_kernel_emit_source_input(e, Q.dq->operands[0]);
+  e->template_name = "linear";
+  e->cost = 2 * Q.k * UNIT * 64;
+  const vlmc_type_t *xt = &Q.x->type;
+  int m_total = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  int u = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(e, 1));
+  int n0 = mul(e, u, idx(e, UNIT));
+  for (int c = 0; c < UNIT; ++c) {
+    int row = add(e, n0, idx(e, c));
+    Q.word_row[c] = mul(e, row, idx(e, Q.words));
+    Q.group_row[c] = mul(e, row, idx(e, Q.groups));
+  }
+  int m = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
+                        m_total, idx(e, 1));
+  emit_row(&Q, m, n0);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+  return NULL;
+}
