@@ -14,14 +14,18 @@
  * (G / VL steps); a short last group (K not a multiple of G) after the loop. Taken when N is
  * a multiple of UNIT, G and K multiples of the vector width and G / VL <= MAX_STEPS; any other
  * quantized linear goes through kernel_linear.c's tiles, which dequantize each vector.
- * Rows one at a time: a prefill re-unpacks the weights per row. */
+ * A call with fewer than MR rows (decode) runs that row by row. With MR rows or more (prefill,
+ * vision) the unit's UNIT weight rows are dequantized once, exactly as the reference does
+ * (two roundings), into a scratch of UNIT x K floats on the stack (at most SCRATCH_FLOATS: 176
+ * KiB at K = 11008, L2-resident), and MR x UNIT tiles of f32 FMAs run over every row of x
+ * against it: the unpacking is paid once per unit, not once per row. */
 #include <stdio.h>
 #include <string.h>
 
 #include "artifact/kernel_table.h"
 #include "codegen/targets/cpu/kernels.h"
 
-enum { UNIT = VLMC_KERNEL_LINEAR_UNIT, MAX_STEPS = 16 };
+enum { UNIT = VLMC_KERNEL_LINEAR_UNIT, MAX_STEPS = 16, MR = 4, SCRATCH_FLOATS = UNIT * 12288 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
@@ -30,6 +34,7 @@ typedef struct {
   int64_t n, k, bits, group, per_word, words, groups;
   int vl;
   int packed; /* the packed words' input */
+  int scratch; /* the unit's dequantized rows (memref<UNIT*K x f32>), -1: none */
   int word_row[UNIT], group_row[UNIT]; /* per feature of the unit: index SSAs */
 } qlinear_t;
 
@@ -42,7 +47,8 @@ bool vlmc_cpu_linear_dequant_applies(const vlmc_kernel_emit_t *e, const vlmc_val
   if (!vlmc_cpu_emit_dequantizes_aligned(e, w, vl)) return false;
   const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, w);
   int64_t group = vlmc_op_attr_int(dq, "group");
-  return w->type.dims[0].off % UNIT == 0 && group / vl <= MAX_STEPS;
+  return w->type.dims[0].off % UNIT == 0 && group / vl <= MAX_STEPS &&
+         w->type.dims[1].off * UNIT <= SCRATCH_FLOATS;
 }
 
 static int vector_type_zero(vlmc_kernel_emit_t *e, int vl) { return vlmc_cpu_emit_zero_vector(e, vl); }
@@ -181,6 +187,102 @@ static void emit_row(const qlinear_t *Q, int m, int n0) {
   }
 }
 
+/* The unit's rows dequantized into the scratch (row c at c * K), a vector at a time. */
+static void emit_dequantize_unit(const qlinear_t *Q) {
+  vlmc_kernel_emit_t *e = Q->e;
+  for (int c = 0; c < UNIT; ++c) {
+    int g = vlmc_kernel_emit_fresh(e);
+    int64_t whole = Q->k / Q->group, rest = Q->k % Q->group;
+    for (int part = 0; part < 2; ++part) {
+      int64_t len = part ? rest : Q->group;
+      if (!len) continue;
+      int gi;
+      if (!part) {
+        vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", g,
+                              idx(e, 0), idx(e, whole), idx(e, 1));
+        gi = g;
+      } else {
+        gi = idx(e, whole);
+      }
+      int col0 = mul(e, gi, idx(e, Q->group));
+      int s = splat_f32(e, vlmc_kernel_emit_load(e, Q->dq->operands[1], add(e, Q->group_row[c], gi)), Q->vl);
+      int b = splat_f32(e, vlmc_kernel_emit_load(e, Q->dq->operands[2], add(e, Q->group_row[c], gi)), Q->vl);
+      for (int64_t off = 0; off < len; off += Q->vl) {
+        int w = vlmc_kernel_emit_float_op(
+            e, "arith.addf", vlmc_kernel_emit_float_op(e, "arith.mulf", s, unpack(Q, c, col0, off), Q->vl), b, Q->vl);
+        vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<%dxf32>",
+                              w, Q->scratch, add(e, add(e, idx(e, c * Q->k), col0), idx(e, off)),
+                              (long long)(UNIT * Q->k), Q->vl);
+      }
+      if (!part) vlmc_kernel_emit_line(e, "}");
+    }
+  }
+}
+
+/* Rows [m0, m0 + rows) (rows static, <= MR) against the scratch: a tile of rows x UNIT
+ * vector accumulators over k, the sums, bias, epilogue. */
+static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows, int n0) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int pairs = rows * UNIT, zero = vector_type_zero(e, Q->vl);
+  int in[MR * UNIT], out[MR * UNIT], x_row[MR];
+  for (int r = 0; r < rows; ++r) x_row[r] = mul(e, add(e, m0, idx(e, r)), idx(e, Q->k));
+  int k = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
+  for (int i = 0; i < pairs; ++i) in[i] = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, pairs,
+                     k, idx(e, 0), idx(e, Q->k), idx(e, Q->vl));
+  for (int i = 0; i < pairs; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
+  vlmc_strbuf_puts(&line, ") -> (");
+  list_vectors(&line, NULL, pairs, Q->vl, true);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  int xv[MR], wv[UNIT];
+  for (int r = 0; r < rows; ++r) xv[r] = vlmc_cpu_emit_load_vector(e, Q->x, add(e, x_row[r], k), Q->vl);
+  for (int c = 0; c < UNIT; ++c) {
+    wv[c] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<%dxf32>",
+                          wv[c], Q->scratch, add(e, idx(e, c * Q->k), k), (long long)(UNIT * Q->k), Q->vl);
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < UNIT; ++c) out[r * UNIT + c] = vec_fma(e, xv[r], wv[c], in[r * UNIT + c], Q->vl);
+  vlmc_strbuf_clear(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  list_vectors(&line, out, pairs, Q->vl, false);
+  vlmc_strbuf_puts(&line, " : ");
+  list_vectors(&line, NULL, pairs, Q->vl, true);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_strbuf_deinit(&line);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < UNIT; ++c) {
+      int acc = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : vector<%dxf32>", acc, results,
+                            r * UNIT + c, zero, Q->vl);
+      int sum = vlmc_cpu_emit_reduce_add(e, acc, Q->vl);
+      int col = add(e, n0, idx(e, c));
+      if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
+      vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, add(e, m0, idx(e, r)), idx(e, Q->n)), col));
+    }
+}
+
+/* Every row of x against the dequantized unit: MR-row tiles, then the rest one by one. */
+static void emit_scratch_rows(const qlinear_t *Q, int m_total, int n0) {
+  vlmc_kernel_emit_t *e = Q->e;
+  emit_dequantize_unit(Q);
+  int tiles_end = mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", m_total, idx(e, MR)), idx(e, MR));
+  int m0 = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m0, idx(e, 0),
+                        tiles_end, idx(e, MR));
+  emit_scratch_tile(Q, m0, MR, n0);
+  vlmc_kernel_emit_line(e, "}");
+  int m = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, tiles_end,
+                        m_total, idx(e, 1));
+  emit_scratch_tile(Q, m, 1, n0);
+  vlmc_kernel_emit_line(e, "}");
+}
+
 vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   qlinear_t Q;
@@ -203,6 +305,10 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   e->cost = 2 * Q.k * UNIT * 64;
   const vlmc_type_t *xt = &Q.x->type;
   int m_total = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
+  Q.scratch = vlmc_kernel_emit_fresh(e); /* before the loops: an alloca inside would grow the stack */
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", Q.scratch, (long long)(UNIT * Q.k));
+  int many = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi uge, " VLMC_SSA ", " VLMC_SSA " : index", many, m_total, idx(e, MR));
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(e, 1));
   int n0 = mul(e, u, idx(e, UNIT));
@@ -211,10 +317,14 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
     Q.word_row[c] = mul(e, row, idx(e, Q.words));
     Q.group_row[c] = mul(e, row, idx(e, Q.groups));
   }
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", many);
+  emit_scratch_rows(&Q, m_total, n0);
+  vlmc_kernel_emit_line(e, "} else {");
   int m = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
                         m_total, idx(e, 1));
   emit_row(&Q, m, n0);
+  vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   return NULL;
