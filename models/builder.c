@@ -200,6 +200,14 @@ static vlmc_status_t quantized_weight(vlmc_model_builder_t *m, const char *name,
                             "%s: tensor '%s' is stored as packed u32 words, but only 2-D '.weight' "
                             "tensors may be quantized", table_source(m->tensors), name);
   int64_t per_word = 32 / m->quant_bits, cols = shape[1];
+  /* MLX quantizes only rows that are whole groups; checking it also pins the group size (a
+   * wrong one could give the same ceil(cols / group) scale count: 256 in groups of 72 or 64) */
+  if (cols % m->quant_group != 0)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "%s: quantized tensor '%s' has rows of %lld weights, not a multiple of "
+                            "config.json's quantization.group_size %lld (MLX quantizes whole groups "
+                            "only)", table_source(m->tensors), name, (long long)cols,
+                            (long long)m->quant_group);
   int64_t words[2] = {shape[0], (cols + per_word - 1) / per_word};
   int64_t groups[2] = {shape[0], (cols + m->quant_group - 1) / m->quant_group};
   char scales_name[VLMC_MODEL_NAME_MAX], biases_name[VLMC_MODEL_NAME_MAX];

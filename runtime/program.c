@@ -432,9 +432,11 @@ static vlmc_status_t load_param_at(vlmc_program_t *p, uint32_t index) {
     bool same = view.rank == param->type.rank && storage_fits(param->type.dtype, view.dtype);
     for (uint32_t d = 0; same && d < view.rank; ++d) same = view.shape[d] == param->type.dims[d].off;
     if (!same) {
-      vlmc_tensor_release(&view);
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "param @%s: stored as %s of rank %u, which "
-                              "does not fit its type", name, dtype_name(view.dtype), view.rank);
+      vlmc_status_t st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "param @%s: stored as %s of "
+                                          "rank %u, which does not fit its type", name,
+                                          dtype_name(view.dtype), view.rank);
+      vlmc_tensor_release(&view); /* after the message reads it */
+      return st;
     }
     const vlmc_tensor_t *host = &view;
     vlmc_status_t st = NULL;

@@ -208,14 +208,27 @@ endif()
 
 # MLX 4-bit checkpoints (docs/mlx_format.md) against the numpy oracle: the tiny checkpoint
 # made MLX by tests/oracle/make_mlx_checkpoint.py (group 64; group 32 with embed_tokens and
-# the vision tower; 8 bits) must match its --dequantize-to f32 twin (compiled --target ref)
-# to diff-taps' default 1e-4 with identical greedy ids, on text_only and img336; malformed
-# MLX checkpoints are refused by tensor name. Needs numpy (Debian's python3). ref and cpu
-# here, with the refusals; the vulkan backend where the model-sized vulkan runs are (above).
+# the vision tower; 8 bits; tied embeddings) must
+# match its --dequantize-to f32 twin (compiled --target ref) to diff-taps' default 1e-4 with
+# identical greedy ids, on text_only and img336; malformed MLX checkpoints are refused by
+# tensor name. Needs numpy (Debian's python3). ref, cpu (portable) and cpu=native (the host's
+# quantized linear kernels) here, with the refusals; the vulkan backend where the model-sized
+# vulkan runs are (above).
 if(VLMC_COMPILER)
   add_test(NAME e2e.quantized_mlx
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantized_mlx.sh $<TARGET_FILE:vlmc>
-                   $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} ref,cpu refusals
+                   $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} ref,cpu,cpu@native refusals
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+# vlmc's own --quantize (docs/quantization.md): the tiny checkpoint at q4 (g64: the down
+# projections' K = 176 makes a short last group and a padded word), q4:g32 with
+# --quantize-vision and q8, compiled for ref, cpu and vulkan, every backend's taps equal to
+# the ref backend's to 1e-4 and its ids identical; inspect's bits per weight, --stats'
+# weight bytes, the flags' refusals.
+if(VLMC_COMPILER)
+  add_test(NAME e2e.quantize_own
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantize_own.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> $<IF:$<BOOL:${VLMC_SANITIZE}>,ref;cpu,ref;cpu;vulkan>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 if(VLMC_COMPILER AND NOT VLMC_SANITIZE)

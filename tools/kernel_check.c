@@ -166,6 +166,7 @@ static vlmc_status_t random_tensor(vlmc_dtype_t dtype, uint32_t rank, const int6
       case VLMC_DTYPE_BF16: ((uint16_t *)out->data)[i] = vlmc_f32_to_bf16((float)v); break;
       case VLMC_DTYPE_F16: ((uint16_t *)out->data)[i] = vlmc_f32_to_f16((float)v); break;
       case VLMC_DTYPE_I64: ((int64_t *)out->data)[i] = (int64_t)floor(v); break;
+      case VLMC_DTYPE_U32: ((uint32_t *)out->data)[i] = (uint32_t)rng_next(); break; /* packed */
       default: return vlmc_status_make(VLMC_UNSUPPORTED, "kernel-test: no random %s data",
                                        vlmc_dtype_info(dtype)->name);
     }
@@ -193,7 +194,8 @@ static vlmc_status_t make_params(const vlmc_module_t *m, params_t *p) {
     const vlmc_type_t *t = &m->params[i]->type;
     int64_t shape[VLMC_IR_MAX_RANK];
     for (uint32_t d = 0; d < t->rank; ++d) shape[d] = t->dims[d].off;
-    vlmc_dtype_t storage = vlmc_dtype_info(t->dtype)->is_float ? t->dtype : VLMC_DTYPE_I64;
+    vlmc_dtype_t storage = vlmc_dtype_info(t->dtype)->is_float || t->dtype == VLMC_DTYPE_U32
+                               ? t->dtype : VLMC_DTYPE_I64;
     VLMC_RETURN_IF_ERROR(random_tensor(storage, t->rank, shape, NULL, &p->params[i]));
   }
   return NULL;

@@ -3,10 +3,8 @@
 #   - tests/oracle/make_mlx_checkpoint.py turns the tiny checkpoint into MLX's affine 4-bit
 #     format (group 64; group 32 with embed_tokens and the vision tower quantized too; 8 bits,
 #     group 64, with embed_tokens) and writes its numpy-dequantized f32 twin (--dequantize-to);
-#     a fourth round adds what MLX never writes but docs/ir.md's dequantize allows: the down
-#     projections (in 176 and 172) in groups of 64, the last short, 172's last word padded
-#     (tests/e2e/mlx_edit.py short-groups quantizes them and their twin); a fifth, the 3B
-#     layout: tie_word_embeddings with a quantized embed_tokens and no lm_head;
+#     a fourth, the 3B layout: tie_word_embeddings with a quantized embed_tokens and no
+#     lm_head;
 #   - the MLX checkpoint compiled for each TARGET and run on its backend must match the twin
 #     compiled --target ref on the ref backend: every tap within diff-taps' default 1e-4 of
 #     the tap's scale and the 16 greedy ids identical, on the text_only and img336 parity
@@ -15,9 +13,9 @@
 #   - with `refusals`: malformed MLX checkpoints (group size 32 in config.json over tensors
 #     made with 64, a `.scales` of the wrong shape, a packed `.weight` one word short, bits 3,
 #     a `.biases` missing, u32 scales, scales and biases of two dtypes, 4-bit tensors without
-#     config.json's quantization, a NaN scale) are refused by name with exit status 1 and no
-#     artifact.
-#   The malformed copies and the short groups are made by tests/e2e/mlx_edit.py.
+#     config.json's quantization, a NaN scale, group size 72: rows of no whole groups) are
+#     refused by name with exit status 1 and no artifact.
+#   The malformed copies are made by tests/e2e/mlx_edit.py.
 #   usage: quantized_mlx.sh VLMC VLMC_RUN PYTHON3 BACKENDS [refusals]
 #   (PYTHON3: one with numpy, Debian's /usr/bin/python3; BACKENDS: comma-separated, each
 #   compiled with --target of the same name: ref, cpu, vulkan; cpu@LEVEL: --target cpu
@@ -178,11 +176,9 @@ round() {
 round g64 --group-size 64
 round g32 --group-size 32 --quantize-embed --quantize-vision
 round b8 --bits 8 --group-size 64 --quantize-embed
-# Beyond MLX's own shapes (docs/ir.md allows them): the down projections, in-dim 176 and 172,
-# quantized in groups of 64 with a short last group (48, 44) and, for 172, a padded last word.
-down="model.layers.0.mlp.down_proj.weight model.layers.1.mlp.down_proj.weight"
-for block in 0 1 2 3; do down+=" visual.blocks.$block.mlp.down_proj.weight"; done
-round short --short-groups "64 $down" --group-size 64 --quantize-vision
+# Short groups (rows no multiple of the group, which docs/ir.md allows) are not MLX's: an
+# MLX checkpoint with them is refused below (j); vlmc's own --quantize makes them
+# (tests/e2e/quantize_own.sh) and the kernel cases cover them (tests/kernels/linear_q4_short_*).
 # The mlx-community 3B layout: tied embeddings, the quantized embed_tokens also the lm head.
 round tied --tie --group-size 64 --quantize-embed
 
@@ -272,6 +268,9 @@ refused "(g) scales f16, biases bf16" "$(mutated f16scales f16 "$T.scales")" \
   "'$T.scales' is f16 but '$T.biases' is bf16"
 refused "(h) packed u32 weights without config.json's quantization" \
   "$(mutated noquant noquant)" "~tensor '[A-Za-z0-9_.]+\.weight' has dtype u32"
+refused "(j) group_size 72 in config.json: the rows are no whole groups" \
+  "$(mutated group72 config group_size=72)" \
+  "~quantized tensor '[A-Za-z0-9_.]+\.weight' has rows of [0-9]+ weights, not a multiple of config.json's quantization.group_size 72"
 refused "(i) a NaN scale" "$(mutated nanscale nan "$T.scales" 5)" \
   "tensor '$T.scales': element 5 is a NaN" "--allow-nonfinite"
 summary
