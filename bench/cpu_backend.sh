@@ -22,7 +22,11 @@
 #                            with --target ref,cpu --cpu native, and when the cpu target cannot
 #                            compile the model yet ("no cpu kernel for ..."), with --target ref,
 #                            the cpu column then saying why it is empty
-#   --models LIST            tiny and/or 3b (default both)
+#   --models LIST            tiny, 3b and/or 3b-q4 (default "tiny 3b"); 3b-q4 is the same 3B
+#                            checkpoint compiled with --quantize q4 (docs/quantization.md),
+#                            measured on cpu only (ref would hold every weight in f32), in the
+#                            same run as 3b: its roofline counts the bytes of the quantized
+#                            weights (vlmc inspect's "weights by storage")
 #   --threads N              vlmc-run --threads and membw's thread count (default $(nproc))
 #   --runs N                 tiny model: runs per figure (default 3); each figure is their median
 #   --runs-3b N              3B on cpu: runs per figure (default 3), and llama-bench's repetitions
@@ -160,7 +164,7 @@ for b in $BACKENDS; do
   case $b in ref|cpu) ;; *) echo "unknown backend '$b' (ref, cpu)" >&2; exit 2 ;; esac
 done
 for m in $MODELS; do
-  case $m in tiny|3b) ;; *) echo "unknown model '$m' (tiny, 3b)" >&2; exit 2 ;; esac
+  case $m in tiny|3b|3b-q4) ;; *) echo "unknown model '$m' (tiny, 3b, 3b-q4)" >&2; exit 2 ;; esac
 done
 [ "$FULL" = 1 ] && REF_PREFILL_3B=$PREFILL
 
@@ -255,14 +259,20 @@ EOF
 # backends it carries, and records them (a cpu compile that fails leaves a ref-only artifact,
 # and the reason).
 compile_model() {
-  local name=$1 ckpt=$2 targets
+  local name=$1 ckpt=$2 targets quantize=()
   targets=$(for b in ref cpu; do has "$BACKENDS" $b && echo $b; done | paste -sd, -)
+  if [ "${name%-q4}" != "$name" ]; then quantize=(--quantize q4); targets=cpu; fi
   TARGETS=${targets//,/ }
-  step "compile $name (--target $targets --cpu native --precision $PRECISION)"
+  step "compile $name (--target $targets --cpu native --precision $PRECISION ${quantize[*]})"
   if "$VLMC" compile "$ckpt" -o "$WORK/$name.vlmc" --target "$targets" --cpu native \
-       --precision "$PRECISION" >"$WORK/$name.compile.log" 2>&1; then
+       --precision "$PRECISION" "${quantize[@]}" >"$WORK/$name.compile.log" 2>&1; then
     printf '%s\tartifact\t%s\t%s\n' "$name" "$targets" "$(stat -c %s "$WORK/$name.vlmc")" \
       >>"$RESULTS"
+    if [ ${#quantize[@]} -gt 0 ]; then
+      # the bytes a decode step reads: the quantized weights (every one is the text model's)
+      printf '%s\tqbytes\t%s\n' "$name" "$("$VLMC" inspect "$WORK/$name.vlmc" |
+        awk '/^  q[0-9]+ g[0-9]+ /{s += $(NF-1)} END{print s+0}')" >>"$RESULTS"
+    fi
     return 0
   fi
   local why
@@ -361,7 +371,7 @@ bench_model() {
     else
       lens="$PREFILL"
       has "$BACKENDS" ref && lens="$lens $ref_prefill"
-      [ "$name" = 3b ] && lens="$lens $LLAMA_PREFILL_TOKENS"
+      [ "${name%-q4}" = 3b ] && lens="$lens $LLAMA_PREFILL_TOKENS"
       lens=$(tr ' ' '\n' <<<"$lens" | sort -nru | paste -sd' ' -)
     fi
     for n in $lens; do
@@ -424,6 +434,15 @@ if has "$MODELS" 3b; then
   rm -f "$WORK/3b.vlmc"
   [ -z "$LLAMA_BENCH" ] || llama_bench "$CKPT_3B"
 fi
+if has "$MODELS" 3b-q4; then
+  if [ -z "$CKPT_3B" ]; then
+    step "random 3B-shaped checkpoint (7.5 GB of bf16, ~40 s)"
+    CKPT_3B=$WORK/ckpt-3b
+    "$VLMC" random-checkpoint --config "$CONFIG_3B" -o "$CKPT_3B" --seed 1 2>&1 | tail -1 >&2
+  fi
+  bench_model 3b-q4 "$CKPT_3B" "$RUNS_3B" 1 "$REF_PREFILL_3B" "$FULL"
+  rm -f "$WORK/3b-q4.vlmc"
+fi
 
 step "tables"
 echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --threads $THREADS," \
@@ -438,7 +457,8 @@ from checkpoint_bytes import headers, weights
 results, membw_path, threads, decode_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 peak_path, llama_pre_n = sys.argv[5], int(sys.argv[6])
 backends = sys.argv[7].split()
-NAMES = {"tiny": "tiny (assets/shapes-vl)", "3b": "3B-shaped, random weights"}
+NAMES = {"tiny": "tiny (assets/shapes-vl)", "3b": "3B-shaped, random weights",
+         "3b-q4": "3B-shaped, random weights, --quantize q4"}
 
 # --- the stats lines -------------------------------------------------------------------------
 def stats_lines(path):
@@ -491,6 +511,7 @@ for row in open(results):
         m["ckpt"] = f[2]
         m["runs_of"] = {"cpu": int(f[3]), "ref": int(f[4]) if len(f) > 4 else int(f[3])}
     elif f[1] == "artifact": m["targets"] = f[2].split(","); m["artifact_bytes"] = int(f[3])
+    elif f[1] == "qbytes": m["qbytes"] = int(f[2])
     elif f[1] == "compile-failed": m["notes"].append("cpu: compile failed: " + f[3])
     elif f[2] == "skipped": m["runs"].setdefault((f[1], "encode", 0), "skipped")
     elif f[2] == "failed":
@@ -572,6 +593,8 @@ for name, m in models.items():
     if "ckpt" not in m:
         continue
     total, per_token, tied = weights(m["ckpt"])
+    if m.get("qbytes"):  # --quantize q4: a step reads the quantized weights (norms: noise)
+        per_token = m["qbytes"]
     m.update(total=total, per_token=per_token)
     def why_empty(b):
         """An empty cell: the backend was not asked for, the artifact has no code for it,

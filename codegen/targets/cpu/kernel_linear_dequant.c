@@ -15,10 +15,11 @@
  * a multiple of UNIT, G and K multiples of the vector width and G / VL <= MAX_STEPS; any other
  * quantized linear goes through kernel_linear.c's tiles, which dequantize each vector.
  * A call with fewer than MR rows (decode) runs that row by row. With MR rows or more (prefill,
- * vision) the unit's UNIT weight rows are dequantized once, exactly as the reference does
- * (two roundings), into a scratch of UNIT x K floats on the stack (at most SCRATCH_FLOATS: 176
- * KiB at K = 11008, L2-resident), and MR x UNIT tiles of f32 FMAs run over every row of x
- * against it: the unpacking is paid once per unit, not once per row. */
+ * vision) the rows go in blocks whose x stays within half the L2, and per block each of the
+ * thread's units has its UNIT weight rows dequantized, exactly as the reference does (two
+ * roundings), into a scratch of UNIT x K floats on the stack (at most SCRATCH_FLOATS: 176 KiB
+ * at K = 11008), and MR x UNIT tiles of f32 FMAs run over the block's rows against it: the
+ * unpacking is paid once per unit and block, not once per row. */
 #include <stdio.h>
 #include <string.h>
 
@@ -266,21 +267,36 @@ static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows, int n0) {
     }
 }
 
-/* Every row of x against the dequantized unit: MR-row tiles, then the rest one by one. */
-static void emit_scratch_rows(const qlinear_t *Q, int m_total, int n0) {
+/* Rows [from, to) of x against the dequantized unit: MR-row tiles, then the rest one by one. */
+static void emit_scratch_rows(const qlinear_t *Q, int from, int to, int n0) {
   vlmc_kernel_emit_t *e = Q->e;
   emit_dequantize_unit(Q);
-  int tiles_end = mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", m_total, idx(e, MR)), idx(e, MR));
+  int tiles_end = add(e, from, mul(e, vlmc_kernel_emit_index_op(e, "arith.divui",
+                                                                 vlmc_kernel_emit_index_op(e, "arith.subi", to, from),
+                                                                 idx(e, MR)), idx(e, MR)));
   int m0 = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m0, idx(e, 0),
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m0, from,
                         tiles_end, idx(e, MR));
   emit_scratch_tile(Q, m0, MR, n0);
   vlmc_kernel_emit_line(e, "}");
   int m = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, tiles_end,
-                        m_total, idx(e, 1));
+                        to, idx(e, 1));
   emit_scratch_tile(Q, m, 1, n0);
   vlmc_kernel_emit_line(e, "}");
+}
+
+/* Feature block u's rows in the packed words and in the scales (Q->word_row, group_row);
+ * returns its first feature. */
+static int unit_rows(qlinear_t *Q, int u) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int n0 = mul(e, u, idx(e, UNIT));
+  for (int c = 0; c < UNIT; ++c) {
+    int row = add(e, n0, idx(e, c));
+    Q->word_row[c] = mul(e, row, idx(e, Q->words));
+    Q->group_row[c] = mul(e, row, idx(e, Q->groups));
+  }
+  return n0;
 }
 
 vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
@@ -309,17 +325,24 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", Q.scratch, (long long)(UNIT * Q.k));
   int many = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi uge, " VLMC_SSA ", " VLMC_SSA " : index", many, m_total, idx(e, MR));
+  /* Many rows: blocks of MB rows whose x (MB x K floats) stays within half the L2 while the
+   * thread's units pass it (each unit dequantized once per block). */
+  int64_t mb = vlmc_cpu_emit_machine(e)->l2_bytes / 2 / (Q.k * 4);
+  mb = mb < 2 * MR ? 2 * MR : mb / MR * MR;
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", many);
+  int mb0 = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", mb0, idx(e, 0),
+                        m_total, idx(e, mb));
+  int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, mb)), m_total);
+  int ub = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", ub, idx(e, 1));
+  emit_scratch_rows(&Q, mb0, end, unit_rows(&Q, ub));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "} else {");
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(e, 1));
-  int n0 = mul(e, u, idx(e, UNIT));
-  for (int c = 0; c < UNIT; ++c) {
-    int row = add(e, n0, idx(e, c));
-    Q.word_row[c] = mul(e, row, idx(e, Q.words));
-    Q.group_row[c] = mul(e, row, idx(e, Q.groups));
-  }
-  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", many);
-  emit_scratch_rows(&Q, m_total, n0);
-  vlmc_kernel_emit_line(e, "} else {");
+  int n0 = unit_rows(&Q, u);
   int m = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
                         m_total, idx(e, 1));
