@@ -108,7 +108,7 @@ static int unpack(const qlinear_t *Q, int c, int col0, int64_t offset) {
                         i32_lanes(e, shifts, Q->vl), Q->vl);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", q, shifted,
                         i32_lanes(e, masks, Q->vl), Q->vl);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q,
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q,
                         Q->vl, Q->vl);
   return qf;
 }
@@ -138,6 +138,137 @@ static void list_vectors(vlmc_strbuf_t *out, const int *values, int count, int v
   for (int i = 0; i < count; ++i) {
     if (types) vlmc_strbuf_printf(out, "%svector<%dxf32>", i ? ", " : "", vl);
     else vlmc_strbuf_printf(out, "%s" VLMC_SSA, i ? ", " : "", values[i]);
+  }
+}
+
+/* ---- few rows: blocks of VL whole words ----
+ * A block is VL consecutive words of a weight row, VL * P values (P = 32 / bits): lane j of
+ * one vector load holds word j, and shifting every lane by s * bits gives the vector of
+ * values j * P + s. x is permuted to match once per row and call (x'[b * BS + s * VL + j] =
+ * x[b * BS + j * P + s], in the scratch), so a weight costs a shift by a constant, a mask, a
+ * conversion and an FMA, and no lane shuffle. A lane's P values lie in one group (G is a
+ * multiple of P), so the group scales multiply the per-lane sums lane by lane. */
+
+static int64_t block_size(const qlinear_t *Q) { return Q->vl * Q->per_word; }
+
+/* Whether the block path takes this weight: whole blocks, and a block within one group or
+ * made of whole groups. */
+static bool blocks_fit(const qlinear_t *Q) {
+  int64_t bs = block_size(Q);
+  return Q->k % bs == 0 && (Q->group % bs == 0 || bs % Q->group == 0) && Q->vl <= 16;
+}
+
+/* Row m of x permuted into the scratch at `dst` (index SSA). */
+static void emit_permute_row(const qlinear_t *Q, int m, int dst) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int64_t bs = block_size(Q);
+  int k = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", k, idx(e, 0),
+                        idx(e, Q->k), idx(e, 1));
+  int r = vlmc_kernel_emit_index_op(e, "arith.remui", k, idx(e, bs));
+  int at = add(e, add(e, vlmc_kernel_emit_index_op(e, "arith.subi", k, r),
+                      mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", r, idx(e, Q->per_word)), idx(e, Q->vl))),
+               vlmc_kernel_emit_index_op(e, "arith.divui", r, idx(e, Q->per_word)));
+  int v = vlmc_kernel_emit_load(e, Q->x, add(e, mul(e, m, idx(e, Q->k)), k));
+  vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", v, Q->scratch,
+                        add(e, dst, at), (long long)(UNIT * Q->k));
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* Feature c's scales (part 1) or biases (part 2) for block col0 (index SSA), one per lane. */
+static int lane_params(const qlinear_t *Q, int c, int part, int col0) {
+  vlmc_kernel_emit_t *e = Q->e;
+  const vlmc_value_t *v = Q->dq->operands[part];
+  int g0 = add(e, Q->group_row[c], vlmc_kernel_emit_index_op(e, "arith.divui", col0, idx(e, Q->group)));
+  int64_t bs = block_size(Q), ng = bs > Q->group ? bs / Q->group : 1;
+  if (ng == 1) return splat_f32(e, vlmc_kernel_emit_load(e, v, g0), Q->vl);
+  int loaded = vlmc_cpu_emit_load_vector(e, v, g0, (int)ng);
+  char list[16 * 4] = "";
+  size_t n = 0;
+  for (int j = 0; j < Q->vl; ++j)
+    n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", j ? ", " : "", (long long)(j * Q->per_word / Q->group));
+  int lanes = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%s] : vector<%lldxf32>, vector<%lldxf32>",
+                        lanes, loaded, loaded, list, (long long)ng, (long long)ng);
+  return lanes;
+}
+
+/* One block at col0 of the permuted row at x_at: acc[c] += scales * (sum q x'), bacc[c] +=
+ * biases * (sum x'), lane by lane. */
+static void emit_block(const qlinear_t *Q, int x_at, int col0, const int *acc, const int *bacc, int *out_acc,
+                       int *out_bacc) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int xs[8], px = -1;
+  for (int64_t s = 0; s < Q->per_word; ++s) {
+    xs[s] = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<%dxf32>",
+                          xs[s], Q->scratch, add(e, add(e, x_at, col0), idx(e, s * Q->vl)), (long long)(UNIT * Q->k),
+                          Q->vl);
+    px = s ? vlmc_kernel_emit_float_op(e, "arith.addf", px, xs[s], Q->vl) : xs[s];
+  }
+  int64_t mask[16], shift[16];
+  for (int j = 0; j < Q->vl; ++j) mask[j] = (1 << Q->bits) - 1;
+  int mask_v = i32_lanes(e, mask, Q->vl);
+  for (int c = 0; c < UNIT; ++c) {
+    int words = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?xi32>, vector<%dxi32>", words,
+                          Q->packed, add(e, Q->word_row[c], vlmc_kernel_emit_index_op(e, "arith.divui", col0, idx(e, Q->per_word))),
+                          Q->vl);
+    int p[2] = {-1, -1}; /* two chains (even and odd s): half the FMA latency in a row */
+    for (int64_t s = 0; s < Q->per_word; ++s) {
+      for (int j = 0; j < Q->vl; ++j) shift[j] = s * Q->bits;
+      int shifted = vlmc_kernel_emit_fresh(e), q = vlmc_kernel_emit_fresh(e), qf = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", shifted, words,
+                            i32_lanes(e, shift, Q->vl), Q->vl);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : vector<%dxi32>", q, shifted, mask_v,
+                            Q->vl);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q, Q->vl,
+                            Q->vl);
+      int *chain = &p[s % 2];
+      *chain = *chain >= 0 ? vec_fma(e, qf, xs[s], *chain, Q->vl)
+                           : vlmc_kernel_emit_float_op(e, "arith.mulf", qf, xs[s], Q->vl);
+    }
+    int sum = vlmc_kernel_emit_float_op(e, "arith.addf", p[0], p[1], Q->vl);
+    out_acc[c] = vec_fma(e, lane_params(Q, c, 1, col0), sum, acc[c], Q->vl);
+    out_bacc[c] = vec_fma(e, lane_params(Q, c, 2, col0), px, bacc[c], Q->vl);
+  }
+}
+
+/* Row m's permuted copy (at x_at in the scratch) against the unit at n0: every block, then the
+ * sums, bias, epilogue. */
+static void emit_row_blocks(const qlinear_t *Q, int m, int x_at, int n0) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int64_t bs = block_size(Q);
+  int zero = vector_type_zero(e, Q->vl);
+  int in[2 * UNIT], out[2 * UNIT];
+  int b = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
+  for (int i = 0; i < 2 * UNIT; ++i) in[i] = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, 2 * UNIT,
+                     b, idx(e, 0), idx(e, Q->k), idx(e, bs));
+  for (int i = 0; i < 2 * UNIT; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
+  vlmc_strbuf_puts(&line, ") -> (");
+  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  emit_block(Q, x_at, b, in, in + UNIT, out, out + UNIT);
+  vlmc_strbuf_clear(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  list_vectors(&line, out, 2 * UNIT, Q->vl, false);
+  vlmc_strbuf_puts(&line, " : ");
+  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_strbuf_deinit(&line);
+  for (int c = 0; c < UNIT; ++c) {
+    int both = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, %%v%d#%d : vector<%dxf32>", both, results, c, results,
+                          UNIT + c, Q->vl);
+    int sum = vlmc_cpu_emit_reduce_add(e, both, Q->vl);
+    int col = add(e, n0, idx(e, c));
+    if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
+    vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, m, idx(e, Q->n)), col));
   }
 }
 
@@ -340,6 +471,24 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "} else {");
+  if (blocks_fit(&Q)) { /* the (< MR) rows permuted into the scratch once, then every unit */
+    int m = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
+                          m_total, idx(e, 1));
+    emit_permute_row(&Q, m, mul(e, m, idx(e, Q.k)));
+    vlmc_kernel_emit_line(e, "}");
+    int uf = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", uf, idx(e, 1));
+    int n0 = unit_rows(&Q, uf);
+    int mm = vlmc_kernel_emit_fresh(e);
+    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", mm, idx(e, 0),
+                          m_total, idx(e, 1));
+    emit_row_blocks(&Q, mm, mul(e, mm, idx(e, Q.k)), n0);
+    vlmc_kernel_emit_line(e, "}");
+    vlmc_kernel_emit_line(e, "}");
+    vlmc_kernel_emit_line(e, "}");
+    return NULL;
+  }
   int u = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(e, 1));
   int n0 = unit_rows(&Q, u);
