@@ -33,21 +33,45 @@ static bool respell(const char *name, const char *prefix, const char *replacemen
   return n >= 0 && (size_t)n < size;
 }
 
-bool vlmc_checkpoint_alternate_name(const char *name, char *out, size_t size) {
-  if (starts_with(name, "visual.")) return respell(name, "", "model.", out, size);
-  if (starts_with(name, "model.visual.")) return respell(name, "model.", "", out, size);
-  if (starts_with(name, "model.language_model."))
-    return respell(name, "model.language_model.", "model.", out, size);
-  if (starts_with(name, "model."))
-    return respell(name, "model.", "model.language_model.", out, size);
+/* The three spellings of each part of a Qwen2.5-VL checkpoint: transformers 4.x, 5.x, and
+ * mlx_vlm's (docs/mlx_format.md §6). */
+static const char *const kSpellings[][3] = {
+    {"visual.", "model.visual.", "vision_tower."},
+    {"model.", "model.language_model.", "language_model.model."},
+    {"lm_head.", "", "language_model.lm_head."},
+};
+
+bool vlmc_checkpoint_alternate_name_at(const char *name, int k, char *out, size_t size) {
+  /* the longest matching prefix names the part and the spelling in use ("model.visual." is
+   * not "model." + "visual.") */
+  int part = -1, used = -1;
+  size_t best = 0;
+  for (int p = 0; p < 3; ++p)
+    for (int s = 0; s < 3; ++s) {
+      size_t n = strlen(kSpellings[p][s]);
+      if (n > best && starts_with(name, kSpellings[p][s])) {
+        best = n;
+        part = p;
+        used = s;
+      }
+    }
+  if (part < 0 || k < 0) return false;
+  for (int s = 0; s < 3; ++s) {
+    if (s == used || !kSpellings[part][s][0]) continue;
+    if (k-- == 0) return respell(name, kSpellings[part][used], kSpellings[part][s], out, size);
+  }
   return false;
+}
+
+bool vlmc_checkpoint_alternate_name(const char *name, char *out, size_t size) {
+  return vlmc_checkpoint_alternate_name_at(name, 0, out, size);
 }
 
 /* The tensor under `name` or its other spelling, without lm_head tying. */
 static const vlmc_st_tensor_t *find_spelling(const vlmc_st_archive_t *archive, const char *name) {
   const vlmc_st_tensor_t *tensor = vlmc_st_archive_find(archive, name);
   char other[NAME_MAX_BYTES];
-  if (!tensor && vlmc_checkpoint_alternate_name(name, other, sizeof other))
+  for (int k = 0; !tensor && vlmc_checkpoint_alternate_name_at(name, k, other, sizeof other); ++k)
     tensor = vlmc_st_archive_find(archive, other);
   return tensor;
 }
@@ -70,8 +94,9 @@ static vlmc_status_t not_found(const vlmc_checkpoint_t *checkpoint, const char *
   vlmc_strbuf_init(&buf);
   vlmc_strbuf_printf(&buf, "tensor '%.200s' not found", name);
   char other[NAME_MAX_BYTES];
-  if (vlmc_checkpoint_alternate_name(name, other, sizeof other))
-    vlmc_strbuf_printf(&buf, " (also tried '%s')", other);
+  for (int k = 0; vlmc_checkpoint_alternate_name_at(name, k, other, sizeof other); ++k)
+    vlmc_strbuf_printf(&buf, "%s'%s'", k ? ", " : " (also tried ", other);
+  if (vlmc_checkpoint_alternate_name(name, other, sizeof other)) vlmc_strbuf_puts(&buf, ")");
   if (strcmp(name, "lm_head.weight") == 0) {
     if (checkpoint->config.tie_word_embeddings)
       vlmc_strbuf_puts(&buf, ", nor model.embed_tokens.weight that config.json ties it to");
@@ -128,13 +153,13 @@ static vlmc_status_t check_single_spelling(const vlmc_st_archive_t *archive) {
   for (size_t i = 0; i < vlmc_st_archive_count(archive); ++i) {
     const vlmc_st_tensor_t *tensor = vlmc_st_archive_tensor(archive, i);
     char other[NAME_MAX_BYTES];
-    if (!vlmc_checkpoint_alternate_name(tensor->name, other, sizeof other)) continue;
-    if (vlmc_st_archive_find(archive, other))
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                              "%s: tensor '%s' is also present as '%s'; a checkpoint must use one "
-                              "naming layout",
-                              vlmc_st_archive_shard_path(archive, tensor->shard), tensor->name,
-                              other);
+    for (int k = 0; vlmc_checkpoint_alternate_name_at(tensor->name, k, other, sizeof other); ++k)
+      if (vlmc_st_archive_find(archive, other))
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                                "%s: tensor '%s' is also present as '%s'; a checkpoint must use "
+                                "one naming layout",
+                                vlmc_st_archive_shard_path(archive, tensor->shard), tensor->name,
+                                other);
   }
   return NULL;
 }

@@ -58,5 +58,8 @@ vlmc_status_t vlmc_checkpoint_get_shaped(const vlmc_checkpoint_t *checkpoint, co
 /* The other spelling of a tensor name (see above) into `out` (size bytes); false when the
  * name has none or it does not fit. */
 bool vlmc_checkpoint_alternate_name(const char *name, char *out, size_t size);
+/* The k-th other spelling (k = 0, 1: transformers 4.x / 5.x / mlx_vlm's `language_model.model.`,
+ * `language_model.lm_head.`, `vision_tower.`, docs/mlx_format.md); false past the last. */
+bool vlmc_checkpoint_alternate_name_at(const char *name, int k, char *out, size_t size);
 
 #endif

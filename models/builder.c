@@ -36,13 +36,16 @@ static vlmc_status_t tensor_find(const vlmc_model_builder_t *m, const char *name
   const vlmc_model_tensors_t *t = m->tensors;
   memset(out_info, 0, sizeof *out_info);
   if (t->find(t->user, name, out_info)) return NULL;
-  char other[VLMC_MODEL_NAME_MAX + 32];
-  bool has_other = vlmc_checkpoint_alternate_name(name, other, sizeof other);
-  if (has_other && t->find(t->user, other, out_info)) return NULL;
-  if (has_other)
-    return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found (also tried '%s') in %s", name,
-                            other, table_source(t));
-  return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found in %s", name, table_source(t));
+  char other[VLMC_MODEL_NAME_MAX + 32], tried[3 * (VLMC_MODEL_NAME_MAX + 36)] = "";
+  size_t used = 0;
+  for (int k = 0; vlmc_checkpoint_alternate_name_at(name, k, other, sizeof other); ++k) {
+    if (t->find(t->user, other, out_info)) return NULL;
+    used += (size_t)snprintf(tried + used, sizeof tried - used, "%s'%s'", k ? ", " : " (also tried ",
+                             other);
+    if (used >= sizeof tried) used = sizeof tried - 1;
+  }
+  return vlmc_status_make(VLMC_NOT_FOUND, "tensor '%s' not found%s%s in %s", name, tried,
+                          tried[0] ? ")" : "", table_source(t));
 }
 
 static vlmc_status_t tensor_check(const vlmc_model_builder_t *m, const char *name,
@@ -65,6 +68,13 @@ static vlmc_status_t tensor_check(const vlmc_model_builder_t *m, const char *nam
   return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                           "%s: tensor '%s' has shape %s, config.json implies %s", source, name, got,
                           want);
+}
+
+bool vlmc_model_tensor_info(const vlmc_model_builder_t *m, const char *name,
+                            vlmc_model_tensor_info_t *out_info) {
+  vlmc_status_t st = tensor_find(m, name, out_info);
+  vlmc_status_free(st);
+  return st == NULL;
 }
 
 vlmc_status_t vlmc_model_check_tensor(const vlmc_model_builder_t *m, const char *name,

@@ -72,6 +72,9 @@ enum { VLMC_MODEL_NAME_MAX = 256 };
  * config's small integers, so a longer one is a bug). */
 void vlmc_model_name(char *out, const char *fmt, ...) VLMC_PRINTF(2, 3);
 
+/* The table's entry for `name` under any of its spellings; false when it has none. */
+bool vlmc_model_tensor_info(const vlmc_model_builder_t *m, const char *name,
+                            vlmc_model_tensor_info_t *out_info);
 /* The raw parameter `name` (checkpoint dtype), e.g. for an embedding gather: added to the
  * module on first use, after checking the table's tensor against `shape` ("tensor 'x' not
  * found (also tried 'model.x') in DIR", "DIR: tensor 'x' has shape [4,8], config.json implies

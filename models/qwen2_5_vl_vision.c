@@ -202,8 +202,22 @@ static vlmc_status_t patch_embed(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
    * of a pixel_values row (spec §2.4), so the convolution is a linear over F features. */
   int64_t shape[5] = {t->width, v->in_channels, v->temporal_patch_size, v->patch_size,
                       v->patch_size};
+  /* mlx_vlm stores it channels-last, [out, T, kh, kw, C] (docs/mlx_format.md §6): read as it
+   * is and transposed back (once, at load: a value of parameters alone). */
+  int64_t mlx[5] = {t->width, v->temporal_patch_size, v->patch_size, v->patch_size,
+                    v->in_channels};
+  vlmc_model_tensor_info_t info;
+  bool channels_last = vlmc_model_tensor_info(&ctx->m, "visual.patch_embed.proj.weight", &info) &&
+                       info.rank == 5 && memcmp(info.shape, mlx, sizeof mlx) == 0 &&
+                       memcmp(info.shape, shape, sizeof shape) != 0;
   vlmc_value_t *w, *w2d;
-  VLMC_RETURN_IF_ERROR(vlmc_model_param(&ctx->m, "visual.patch_embed.proj.weight", 5, shape, &w));
+  if (channels_last) {
+    static const int64_t kToChannelsFirst[5] = {0, 4, 1, 2, 3};
+    VLMC_RETURN_IF_ERROR(vlmc_model_param(&ctx->m, "visual.patch_embed.proj.weight", 5, mlx, &w));
+    VLMC_RETURN_IF_ERROR(vlmc_builder_transpose(&ctx->m.b, w, kToChannelsFirst, NULL, &w));
+  } else {
+    VLMC_RETURN_IF_ERROR(vlmc_model_param(&ctx->m, "visual.patch_embed.proj.weight", 5, shape, &w));
+  }
   vlmc_dim_t dims[2] = {vlmc_dim_static(t->width), vlmc_dim_static(features)};
   VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, w, 2, dims, NULL, &w2d));
   if (w2d->type.dtype != VLMC_DTYPE_F32)

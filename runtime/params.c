@@ -196,7 +196,7 @@ static vlmc_status_t resolve_external(vlmc_params_t *p, const vlmc_manifest_para
                                       const void **out, const char **file, uint64_t *offset) {
   const vlmc_st_tensor_t *t = vlmc_st_archive_find(p->external, mp->name);
   char other[512];
-  if (!t && vlmc_checkpoint_alternate_name(mp->name, other, sizeof other))
+  for (int k = 0; !t && vlmc_checkpoint_alternate_name_at(mp->name, k, other, sizeof other); ++k)
     t = vlmc_st_archive_find(p->external, other);
   if (!t)
     return vlmc_status_make(VLMC_NOT_FOUND, "--params: tensor '%s' (expected in %s) not found",

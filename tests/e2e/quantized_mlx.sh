@@ -4,7 +4,7 @@
 #     format (group 64; group 32 with embed_tokens and the vision tower quantized too; 8 bits,
 #     group 64, with embed_tokens) and writes its numpy-dequantized f32 twin (--dequantize-to);
 #     a fourth, the 3B layout: tie_word_embeddings with a quantized embed_tokens and no
-#     lm_head;
+#     lm_head; a fifth with mlx_vlm's tensor names and channels-last patch embedding;
 #   - the MLX checkpoint compiled for each TARGET and run on its backend must match the twin
 #     compiled --target ref on the ref backend: every tap within diff-taps' default 1e-4 of
 #     the tap's scale and the 16 greedy ids identical, on the text_only and img336 parity
@@ -181,6 +181,9 @@ round b8 --bits 8 --group-size 64 --quantize-embed
 # (tests/e2e/quantize_own.sh) and the kernel cases cover them (tests/kernels/linear_q4_short_*).
 # The mlx-community 3B layout: tied embeddings, the quantized embed_tokens also the lm head.
 round tied --tie --group-size 64 --quantize-embed
+# mlx_vlm's own tensor names (language_model.model.*, vision_tower.*, the patch embedding
+# channels-last [out, T, H, W, C]): what the published mlx-community files hold.
+round mlxnames --group-size 64 --quantize-embed --mlx-names
 
 # The oracle is not vacuous: the quantized model's logits are not the source checkpoint's.
 if [ -d "$WORK/taps/g64-twin-text_only" ] &&

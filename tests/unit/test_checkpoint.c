@@ -59,7 +59,19 @@ static void test_alternate_names(void) {
   EXPECT_STREQ(out, "model.language_model.layers.3.mlp.up_proj.weight");
   EXPECT_TRUE(vlmc_checkpoint_alternate_name("model.language_model.norm.weight", out, sizeof out));
   EXPECT_STREQ(out, "model.norm.weight");
-  EXPECT_TRUE(!vlmc_checkpoint_alternate_name("lm_head.weight", out, sizeof out));
+  /* mlx_vlm's spellings (docs/mlx_format.md §6) are the second alternative, and lm_head's only */
+  EXPECT_TRUE(vlmc_checkpoint_alternate_name_at("model.layers.3.mlp.up_proj.weight", 1, out, sizeof out));
+  EXPECT_STREQ(out, "language_model.model.layers.3.mlp.up_proj.weight");
+  EXPECT_TRUE(vlmc_checkpoint_alternate_name_at("visual.blocks.0.norm1.weight", 1, out, sizeof out));
+  EXPECT_STREQ(out, "vision_tower.blocks.0.norm1.weight");
+  EXPECT_TRUE(vlmc_checkpoint_alternate_name("vision_tower.merger.ln_q.weight", out, sizeof out));
+  EXPECT_STREQ(out, "visual.merger.ln_q.weight");
+  EXPECT_TRUE(vlmc_checkpoint_alternate_name("language_model.model.norm.weight", out, sizeof out));
+  EXPECT_STREQ(out, "model.norm.weight");
+  EXPECT_TRUE(!vlmc_checkpoint_alternate_name_at("model.norm.weight", 2, out, sizeof out));
+  EXPECT_TRUE(vlmc_checkpoint_alternate_name("lm_head.weight", out, sizeof out));
+  EXPECT_STREQ(out, "language_model.lm_head.weight");
+  EXPECT_TRUE(!vlmc_checkpoint_alternate_name_at("lm_head.weight", 1, out, sizeof out));
   EXPECT_TRUE(!vlmc_checkpoint_alternate_name("visualx", out, sizeof out));
   char tiny[8];
   EXPECT_TRUE(!vlmc_checkpoint_alternate_name("visual.blocks.0", tiny, sizeof tiny)); /* no room */
@@ -136,13 +148,15 @@ static void test_missing_tensors_are_named(void) {
   char expected[1024];
   snprintf(expected, sizeof expected,
            "tensor 'visual.blocks.0.norm1.weight' not found (also tried "
-           "'model.visual.blocks.0.norm1.weight') in %s/model.safetensors",
+           "'model.visual.blocks.0.norm1.weight', 'vision_tower.blocks.0.norm1.weight') in "
+           "%s/model.safetensors",
            dir);
   EXPECT_ERROR(vlmc_checkpoint_get(checkpoint, "visual.blocks.0.norm1.weight", &tensor), expected);
   EXPECT_TRUE(tensor == NULL);
   /* Not tied (tie_word_embeddings false) and absent. */
   snprintf(expected, sizeof expected,
-           "tensor 'lm_head.weight' not found and config.json tie_word_embeddings is false in "
+           "tensor 'lm_head.weight' not found (also tried 'language_model.lm_head.weight') and "
+           "config.json tie_word_embeddings is false in "
            "%s/model.safetensors",
            dir);
   EXPECT_ERROR(vlmc_checkpoint_get(checkpoint, "lm_head.weight", &tensor), expected);
@@ -171,8 +185,8 @@ static void test_missing_tensors_are_named(void) {
   EXPECT_OK(vlmc_checkpoint_open(dir, vlmc_qwen2_5_vl_config_parse, &checkpoint));
   if (checkpoint)
     EXPECT_ERROR(vlmc_checkpoint_get(checkpoint, "lm_head.weight", &tensor),
-                 "tensor 'lm_head.weight' not found, nor model.embed_tokens.weight that "
-                 "config.json ties it to in");
+                 "tensor 'lm_head.weight' not found (also tried 'language_model.lm_head.weight'), "
+                 "nor model.embed_tokens.weight that config.json ties it to in");
   vlmc_checkpoint_destroy(checkpoint);
   scratch_dir_remove(dir);
 }

@@ -166,7 +166,8 @@ static void test_missing_tensor_is_named(void) {
   vlmc_module_t *module = NULL;
   EXPECT_ERROR(build(&config, &table, NULL, &module),
                "tensor 'visual.blocks.2.mlp.up_proj.bias' not found (also tried "
-               "'model.visual.blocks.2.mlp.up_proj.bias') in fake.safetensors");
+               "'model.visual.blocks.2.mlp.up_proj.bias', "
+               "'vision_tower.blocks.2.mlp.up_proj.bias') in fake.safetensors");
   EXPECT_TRUE(module == NULL);
   fake_free(&table);
 }

@@ -130,7 +130,8 @@ static void test_tensors_refused_by_name(void) {
                "tensor 'missing.weight' not found in fake.safetensors");
   EXPECT_ERROR(vlmc_model_linear(&m, x, "model.missing", 6, 8, false, NULL, &y),
                "tensor 'model.missing.weight' not found (also tried "
-               "'model.language_model.missing.weight') in fake.safetensors");
+               "'model.language_model.missing.weight', 'language_model.model.missing.weight') in "
+               "fake.safetensors");
   EXPECT_ERROR(vlmc_model_linear(&m, x, "lin", 6, 9, false, NULL, &y),
                "fake.safetensors: tensor 'lin.weight' has shape [6,8], config.json implies "
                "[6,9]");
