@@ -29,6 +29,7 @@ void vlmc_manifest_deinit(vlmc_manifest_t *m) {
   free(m->compile_options);
   free(m->targets);
   free(m->chat_template_source);
+  free(m->quantization.source);
   free(m->precision.compute);
   free(m->precision.calibrated_modules);
   convention_deinit(m);
@@ -168,6 +169,15 @@ static cJSON *precision_to_json(const vlmc_manifest_t *m) {
   return o;
 }
 
+static cJSON *quantization_to_json(const vlmc_manifest_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "source", m->quantization.source);
+  cJSON_AddNumberToObject(o, "bits", (double)m->quantization.bits);
+  cJSON_AddNumberToObject(o, "group", (double)m->quantization.group);
+  cJSON_AddNumberToObject(o, "tensors", (double)m->quantization.tensors);
+  return o;
+}
+
 static cJSON *convention_to_json(const vlmc_manifest_t *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "encode_image", m->convention.encode_image);
@@ -201,6 +211,8 @@ vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out
   cJSON_AddStringToObject(root, "chat_template_source",
                           m->chat_template_source ? m->chat_template_source : "");
   if (m->precision.compute) cJSON_AddItemToObject(root, "precision", precision_to_json(m));
+  if (m->quantization.source)
+    cJSON_AddItemToObject(root, "quantization", quantization_to_json(m));
   cJSON *params = cJSON_AddObjectToObject(root, "params");
   cJSON_AddStringToObject(params, "storage", m->params_external ? "external" : "inline");
   cJSON *list = cJSON_AddArrayToObject(params, "tensors");
@@ -495,6 +507,21 @@ static vlmc_status_t read_precision(const reader_t *r, const cJSON *root, vlmc_m
   return read_module_list(r, o, m);
 }
 
+/* Optional: absent when no weight is quantized (and in artifacts from before it existed). */
+static vlmc_status_t read_quantization(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "quantization");
+  if (!o) return NULL;
+  if (!cJSON_IsObject(o)) return field_error(r, "quantization", "an object");
+  VLMC_RETURN_IF_ERROR(get_string(r, o, "source", "quantization.source", &m->quantization.source));
+  if (strcmp(m->quantization.source, "vlmc") && strcmp(m->quantization.source, "checkpoint"))
+    return field_error(r, "quantization.source", "\"vlmc\" or \"checkpoint\"");
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "bits", "quantization.bits", 1, &m->quantization.bits));
+  if (m->quantization.bits != 4 && m->quantization.bits != 8)
+    return field_error(r, "quantization.bits", "4 or 8");
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "group", "quantization.group", 1, &m->quantization.group));
+  return get_int(r, o, "tensors", "quantization.tensors", 0, &m->quantization.tensors);
+}
+
 static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
   if (!cJSON_IsObject(root)) return field_error(r, "(top level)", "a JSON object");
   char *format = NULL;
@@ -517,6 +544,7 @@ static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manife
   VLMC_RETURN_IF_ERROR(get_string(r, root, "chat_template_source", "chat_template_source",
                                   &m->chat_template_source));
   VLMC_RETURN_IF_ERROR(read_precision(r, root, m));
+  VLMC_RETURN_IF_ERROR(read_quantization(r, root, m));
   return read_params(r, root, m);
 }
 

@@ -64,6 +64,13 @@ typedef struct {
     int64_t upcasts_calibrated; /* values kept in f32 by calibration */
     char *calibrated_modules; /* their checkpoint modules, comma-separated ("" for none) */
   } precision;
+  /* Quantized weights (optional: NULL `source` when none, docs/quantization.md). Written
+   * "quantization": {"source": "vlmc" (--quantize) or "checkpoint" (an mlx-community one),
+   * "bits": 4, "group": 64, "tensors": 253}: the dequantize ops' packed tensors. */
+  struct {
+    char *source;
+    int64_t bits, group, tensors;
+  } quantization;
   bool params_external;
   vlmc_manifest_param_t *params;
   size_t num_params;

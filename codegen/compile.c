@@ -379,6 +379,33 @@ static vlmc_status_t insert_quantize(compile_t *c, vlmc_strbuf_t *pipeline) {
   return out.failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
 }
 
+/* The manifest's quantization object: what made the dequantize ops (--quantize, or the
+ * checkpoint's own), their bits and group, and how many tensors they read. */
+static vlmc_status_t record_quantization(compile_t *c) {
+  int64_t tensors = 0, bits = 0, group = 0;
+  for (uint32_t f = 0; f < c->module->num_funcs; ++f)
+    for (const vlmc_op_t *op = c->module->funcs[f]->body.first; op; op = op->next) {
+      if (op->kind != VLMC_OP_DEQUANTIZE) continue;
+      bits = vlmc_op_attr_int(op, "bits");
+      group = vlmc_op_attr_int(op, "group");
+      ++tensors;
+    }
+  if (!tensors) return NULL;
+  /* each function reads its own dequantize of a weight: count the packed parameters */
+  int64_t packed = 0;
+  for (uint32_t i = 0; i < c->module->num_params; ++i)
+    packed += c->module->params[i]->type.dtype == VLMC_DTYPE_U32;
+  vlmc_manifest_t *m = &c->manifest;
+  m->quantization.source = strdup(c->quant_bits ? "vlmc" : "checkpoint");
+  m->quantization.bits = bits;
+  m->quantization.group = group;
+  m->quantization.tensors = packed;
+  if (!m->quantization.source) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  progress(c, "quantization: %lld tensors at %lld bits in groups of %lld (%s)", (long long)packed,
+           (long long)bits, (long long)group, c->quant_bits ? "--quantize" : "the checkpoint's");
+  return NULL;
+}
+
 static vlmc_status_t build_and_lower(compile_t *c) {
   const char *pipeline_text = c->o->passes;
   if (c->o->program_path) {
@@ -412,6 +439,7 @@ static vlmc_status_t build_and_lower(compile_t *c) {
                                         : run_pipeline(c, pipeline_text, c->o->debug.dump_dir);
   }
   if (!status) status = record_precision(c, &split);
+  if (!status) status = record_quantization(c);
   split_deinit(&split);
   vlmc_strbuf_deinit(&default_pipeline);
   return status;

@@ -399,6 +399,11 @@ static int inspect(const char *path, bool verify) {
              (long long)m.precision.upcasts_calibrated, m.precision.calibrated ? " (" : "",
              m.precision.calibrated ? m.precision.calibrated_modules : " (not calibrated)",
              m.precision.calibrated ? ")" : "");
+    if (m.quantization.source)
+      printf("quantization: %lld tensors at %lld bits in groups of %lld (%s)\n",
+             (long long)m.quantization.tensors, (long long)m.quantization.bits,
+             (long long)m.quantization.group,
+             strcmp(m.quantization.source, "vlmc") ? "the checkpoint's own" : "vlmc --quantize");
     printf("tokenizer: %s; chat template: %s\n",
            vlmc_artifact_find(a, "tokenizer") ? "yes" : "none (token ids only)",
            vlmc_artifact_find(a, "chat_template") ? m.chat_template_source : "none");

@@ -23,6 +23,10 @@ static void fill(vlmc_manifest_t *m) {
   m->eos_token_ids[1] = 151643;
   vlmc_preprocess_params_init(&m->preprocess);
   m->chat_template_source = strdup("chat_template.jinja");
+  m->quantization.source = strdup("vlmc");
+  m->quantization.bits = 4;
+  m->quantization.group = 64;
+  m->quantization.tensors = 253;
   vlmc_manifest_param_t p = {.name = "visual.blocks.0.norm1.weight", .dtype = VLMC_DTYPE_BF16,
                              .rank = 1, .shape = {1280}, .offset = 128, .nbytes = 2560,
                              .checksum = 0xfedcba9876543210ULL};
@@ -46,6 +50,10 @@ static void test_round_trip(void) {
   EXPECT_EQ_INT(back.eos_token_ids[1], 151643);
   EXPECT_EQ_INT(back.preprocess.max_pixels, 12845056);
   EXPECT_EQ_INT(back.num_params, 1);
+  EXPECT_STREQ(back.quantization.source, "vlmc");
+  EXPECT_EQ_INT(back.quantization.bits, 4);
+  EXPECT_EQ_INT(back.quantization.group, 64);
+  EXPECT_EQ_INT(back.quantization.tensors, 253);
   const vlmc_manifest_param_t *p = vlmc_manifest_find_param(&back, "visual.blocks.0.norm1.weight");
   EXPECT_TRUE(p != NULL);
   if (p) {
@@ -82,6 +90,11 @@ static void test_malformed_fields_are_named(void) {
        "calling_convention.positions: expected \"mrope\" or \"plain\""},
       {"\"prefill\":\"prefill\"", "\"prefill\":\"\"", "calling_convention.prefill: expected"},
       {"\"decode\":\"decode\"", "\"decode\":7", "calling_convention.decode: expected a string"},
+      {"\"bits\":4", "\"bits\":3", "quantization.bits: expected 4 or 8"},
+      {"\"source\":\"vlmc\"", "\"source\":\"gptq\"",
+       "quantization.source: expected \"vlmc\" or \"checkpoint\""},
+      {"\"group\":64", "\"grup\":64", "quantization.group: missing"},
+      {"\"quantization\":{", "\"quantization\":7,\"x\":{", "quantization: expected an object"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const char *at = strstr(json.data, cases[i].from);
