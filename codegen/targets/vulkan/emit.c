@@ -293,8 +293,9 @@ void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end) {
 
 int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at) {
   vlmc_vk_emit_t *vk = e->target;
-  if (input < 0 || input >= 32 || vlmc_kernel_emit_input_storage(e, (uint32_t)input) != VLMC_DTYPE_BF16) {
-    vlmc_kernel_emit_fail(e, "wide loads are for bf16 inputs 0..31 (input %d)", input);
+  vlmc_dtype_t storage = input < 0 ? VLMC_DTYPE_F32 : vlmc_kernel_emit_input_storage(e, (uint32_t)input);
+  if (input < 0 || input >= 32 || (storage != VLMC_DTYPE_BF16 && storage != VLMC_DTYPE_U32)) {
+    vlmc_kernel_emit_fail(e, "wide loads are for bf16 and packed u32 inputs 0..31 (input %d)", input);
     return vlmc_kernel_emit_f32(e, 0);
   }
   vk->wide_inputs |= 1u << input;

@@ -14,6 +14,12 @@
  * reader of this one passes only after reading). A feature past N reads row N - 1 and is not
  * stored; no barrier or subgroup operation ever sits under divergent control flow.
  *
+ * A quantized weight (a dequantize prologue of 4- or 8-bit words, docs/quantization.md) whose
+ * rows and groups are whole 16-byte words (K and G multiples of 128 / bits) is read 16 bytes
+ * (4 words, 32 4-bit values) per load (gemv_partials_packed) with the group's scale and bias
+ * factored out of the load's sum: s * sum q x + b * sum x, the x sums shared by the unit's 4
+ * features (the reference's sum in another order); any other goes element by element.
+ *
  * matmul: x [..., M, K] @ y [..., K, N] with equal batch dims, one work unit per output row;
  * a workgroup of MM_THREADS (64) per row: the x row is staged in chunks of 64 in workgroup
  * memory, invocation t computes the columns t, t + 64, ... (no Qwen2.5-VL graph uses it). */
@@ -35,6 +41,8 @@ typedef struct {
   int n_end;   /* one past the group's last feature: min(units end * 4, N) */
   int64_t threads; /* invocations per workgroup */
   int w_input;     /* the GEMV's bf16 weight input, read 16 bytes at a time; -1: elementwise */
+  const vlmc_op_t *dq; /* the weight's dequantize when its words are read 16 bytes at a time */
+  int q_input;     /* its packed words' input (-1: none) */
 } linear_t;
 
 /* ---- small emitters ---- */
@@ -110,6 +118,61 @@ static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
     partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, words, partial[j], zero, "f32");
 }
 
+/* The same for a quantized weight: 16-byte words of V = 4 * 32 / bits values, one group per
+ * load (G a multiple of V), s * sum q x + b * sum x per load and feature. */
+static void gemv_partials_packed(const linear_t *L, int n0, int *partial) {
+  vlmc_kernel_emit_t *e = L->e;
+  int64_t bits = vlmc_op_attr_int(L->dq, "bits"), group = vlmc_op_attr_int(L->dq, "group");
+  int64_t per_word = 32 / bits, v = 4 * per_word, groups = (L->k + group - 1) / group;
+  int zero = vlmc_kernel_emit_f32(e, 0), loads = idx(e, L->k / v);
+  int w_row[UNIT], g_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], t;
+  for (int j = 0; j < UNIT; ++j) init[j] = zero;
+  weight_rows(L, n0, loads, w_row);
+  weight_rows(L, n0, idx(e, groups), g_row);
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, loads, idx(e, L->threads), UNIT, init, &t, inner);
+  int base = mul(e, t, idx(e, v));
+  int xv[32], sx = zero;
+  for (int64_t c = 0; c < v; ++c) {
+    xv[c] = vlmc_kernel_emit_load(e, L->x, add(e, base, idx(e, c)));
+    sx = vlmc_kernel_emit_float_op(e, "arith.addf", sx, xv[c], 0);
+  }
+  int g = vlmc_kernel_emit_index_op(e, "arith.divui", base, idx(e, group));
+  int words[UNIT];
+  for (int j = 0; j < UNIT; ++j) words[j] = vlmc_vk_emit_load_words4(e, L->q_input, add(e, w_row[j], t));
+  for (int j = 0; j < UNIT; ++j) {
+    int p = zero;
+    for (int w = 0; w < 4; ++w) {
+      int word = vlmc_kernel_emit_fresh(e);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : i32 from vector<4xi32>", word,
+                            words[j], w);
+      for (int64_t s = 0; s < per_word; ++s) {
+        int sh = vlmc_kernel_emit_fresh(e), sv = vlmc_kernel_emit_fresh(e), mk = vlmc_kernel_emit_fresh(e);
+        int q = vlmc_kernel_emit_fresh(e), qf = vlmc_kernel_emit_fresh(e);
+        vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %lld : i32", sh, (long long)(s * bits));
+        vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %d : i32", mk, (1 << bits) - 1);
+        vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : i32", sv, word, sh);
+        vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", q, sv, mk);
+        vlmc_kernel_emit_line(e, VLMC_SSA " = arith.sitofp " VLMC_SSA " : i32 to f32", qf, q);
+        p = vlmc_vk_emit_fma(e, qf, xv[w * per_word + s], p);
+      }
+    }
+    int at = add(e, g_row[j], g);
+    int scale = vlmc_kernel_emit_load(e, L->dq->operands[1], at);
+    int bias = vlmc_kernel_emit_load(e, L->dq->operands[2], at);
+    next[j] = vlmc_vk_emit_fma(e, scale, p, vlmc_vk_emit_fma(e, bias, sx, inner[j]));
+  }
+  vlmc_vk_emit_close_f32_loop(e, results, UNIT, next, partial);
+  for (int j = 0; j < UNIT; ++j)
+    partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, loads, partial[j], zero, "f32");
+}
+
+/* Whether the GEMV reads this quantized weight 16 bytes at a time (see the file comment). */
+static bool packed_fits(const linear_t *L, const vlmc_op_t *dq, int packed) {
+  if (!dq || packed < 0 || packed >= 32) return false;
+  int64_t v = 4 * 32 / vlmc_op_attr_int(dq, "bits");
+  return L->k % v == 0 && vlmc_op_attr_int(dq, "group") % v == 0 && v <= 32;
+}
+
 /* Per unit (4 features) of [first, end): the partials, 4 subgroup reductions, one partial per
  * subgroup in workgroup memory, a barrier, and invocations 0..3 add up their feature's. */
 static void emit_gemv(const linear_t *L, int first, int end) {
@@ -121,7 +184,8 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
   int n0 = mul(e, u, idx(e, UNIT));
   int partial[UNIT];
-  if (L->w_input >= 0) gemv_partials_wide(L, n0, partial);
+  if (L->q_input >= 0) gemv_partials_packed(L, n0, partial);
+  else if (L->w_input >= 0) gemv_partials_wide(L, n0, partial);
   else gemv_partials(L, n0, partial);
   int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * L->threads));
   int elect = vlmc_kernel_emit_fresh(e);
@@ -157,7 +221,7 @@ static void emit_gemv(const linear_t *L, int first, int end) {
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                0, 0, -1, -1, -1, GEMV_THREADS, -1};
+                0, 0, -1, -1, -1, GEMV_THREADS, -1, NULL, -1};
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
   if (vlmc_vk_static_rows(xt) != 1) return vlmc_vk_kernel_linear_tiles(e); /* prefill, vision */
   if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
@@ -172,6 +236,12 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   int w = vlmc_kernel_emit_source_input(e, L.w);
   if (L.k % 8 == 0 && w >= 0 && w < 32 && vlmc_kernel_emit_input_storage(e, (uint32_t)w) == VLMC_DTYPE_BF16)
     L.w_input = w;
+  const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, L.w);
+  int packed = dq ? vlmc_kernel_emit_source_input(e, dq->operands[0]) : -1;
+  if (packed_fits(&L, dq, packed)) {
+    L.dq = dq;
+    L.q_input = packed;
+  }
   vlmc_vk_emit_set_workgroup(e, (int)L.threads, 1, 1, 1);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   int first, end;
