@@ -63,6 +63,17 @@ for P in f16 f32; do
   # xz: 6.3 MB of f16 artifact (mostly SPIR-V) travel as 0.5 MB; bench/h200_lib.sh unpacks them
   xz -T0 -6 -f "$H/3b-vk-$P.vlmc"
 done
+# 4-bit weights (issue 16): the same checkpoint in MLX's 4-bit format, as mlx-community
+# publishes it (group 64, embed_tokens quantized too), made with numpy by
+# tests/oracle/make_mlx_checkpoint.py, which the GPU machine runs again on its rewritten
+# checkpoint (deterministic: the same bytes, so the artifact's --params external checksums hold).
+step "the 3B in MLX 4-bit format (tests/oracle/make_mlx_checkpoint.py, a few minutes)"
+Q4=${CKPT}-mlx-q4
+[ -f "$Q4/config.json" ] || $PY tests/oracle/make_mlx_checkpoint.py "$CKPT" "$Q4" --quantize-embed >&2
+step "compile the 4-bit one --target vulkan --precision f16 --params external"
+"$BUILD/tools/vlmc" compile "$Q4" -o "$H/3b-vk-f16-q4.vlmc" --target vulkan --precision f16 \
+  --params external 2>&1 | grep -E 'dispatches|quantization|wrote' >&2
+xz -T0 -6 -f "$H/3b-vk-f16-q4.vlmc"
 step "skeleton of the checkpoint (bench/random_checkpoint.py)"
 $PY bench/random_checkpoint.py skeleton "$CKPT" "$H/skel-3b.json" >&2
 

@@ -173,6 +173,44 @@ EOF
   tail -1 "$W/vlmc.jsonl" | cut -c1-400 | tee -a "$LOG"
 done
 
+# 4-bit weights (issue 16): the same checkpoint in MLX's 4-bit format, made here as
+# bench/vulkan_h200.sh made it there (tests/oracle/make_mlx_checkpoint.py, numpy), and the
+# f16 artifact compiled from it: decode after 64 and after 1,024, prefill 512 (precision
+# "f16-q4" in vlmc.jsonl; its decode profile in log.txt: at most 8 files come back).
+if [ -f "$H/3b-vk-f16-q4.vlmc" ]; then
+  Q4=$CKPT-mlx-q4
+  step "the 3B in MLX 4-bit format (tests/oracle/make_mlx_checkpoint.py)"
+  [ -f "$Q4/config.json" ] && cmp -s "$CKPT.skeleton" "$Q4.skeleton" 2>/dev/null ||
+    { python3 tests/oracle/make_mlx_checkpoint.py "$CKPT" "$Q4" --quantize-embed >>"$LOG" 2>&1 &&
+      cp "$CKPT.skeleton" "$Q4.skeleton"; }
+  grep -E '"id": "(warm|prefill512|decode64|decode1024)"' "$W/requests.jsonl" >"$W/requests.q4.jsonl"
+  step "vlmc vulkan f16-q4: batch of $(wc -l <"$W/requests.q4.jsonl") requests"
+  "$RUN" "$H/3b-vk-f16-q4.vlmc" --backend vulkan --params "$Q4" --batch "$W/requests.q4.jsonl" \
+    --stats --quiet >"$W/answers.f16-q4.jsonl" 2>"$W/stderr.f16-q4.txt"
+  rc=$?
+  grep -v '^stats: .*prefill' "$W/stderr.f16-q4.txt" | tail -3 | tee -a "$LOG"
+  python3 - "$W/answers.f16-q4.jsonl" "$rc" >>"$W/vlmc.jsonl" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    if "error" not in r: by.setdefault(r["id"], []).append(r)
+def med(v): return round(statistics.median(v), 2) if v else None
+out = {"engine": "vlmc vulkan", "precision": "f16-q4", "rc": int(sys.argv[2]),
+       "errors": [r["error"] for r in rows if "error" in r][:3]}
+out["prefill512_tok_s"] = med([r["prompt_tokens"] * 1e3 / r["prefill_ms"] for r in by.get("prefill512", [])])
+for key in ("decode64", "decode1024"):
+    out[key + "_tok_s"] = med([(r["generated_tokens"] - 1) * 1e3 / r["decode_ms"]
+                              for r in by.get(key, []) if r["generated_tokens"] > 1])
+print(json.dumps(out))
+EOF
+  tail -1 "$W/vlmc.jsonl" | tee -a "$LOG"
+  grep '"id": "decode64"' "$W/requests.jsonl" | head -1 >"$W/profile.decode64_q4.jsonl"
+  VLMC_VULKAN_PROFILE=1 "$RUN" "$H/3b-vk-f16-q4.vlmc" --backend vulkan --params "$Q4" \
+    --batch "$W/profile.decode64_q4.jsonl" --quiet >/dev/null 2>"$W/q4.profile.decode64.txt"
+  grep -v "^weights" "$W/q4.profile.decode64.txt" | head -16 | tee -a "$LOG"
+fi
+
 # Per-kernel GPU time (f16), one phase per run: decode after 64, prefill 512, 1080p encode.
 python3 - "$W/requests.jsonl" "$W" <<'EOF'
 import json, sys

@@ -117,6 +117,12 @@ def main():
                              "against whole batches %.1f (%.3fx; %s against %s submits)" % (
                                  c, v["decode_tok_s"], base, v["decode_tok_s"] / base,
                                  v.get("submits"), chunks["0"].get("submits")))
+    q4 = pick(vl, precision="f16-q4")
+    if q4:
+        lines.append("4-bit weights (MLX format, f16 compute): decode %s tok/s after 64, %s after "
+                     "1024, prefill 512 %s tok/s" % (q4.get("decode64_tok_s"),
+                                                     q4.get("decode1024_tok_s"),
+                                                     q4.get("prefill512_tok_s")))
     for r in vl:
         if r.get("errors") or r.get("rc"):
             lines.append("vlmc %s: rc %s, errors %s" % (r.get("precision"), r.get("rc"), r.get("errors")))
