@@ -304,8 +304,9 @@ static vlmc_status_t parse_weights_dtype(const model_doc_t *doc, vlmc_model_conf
 }
 
 /* MLX's quantization entry: "quantization" (mlx_lm, mlx_vlm) or "quantization_config"
- * holding MLX's keys. Per-layer entries (objects keyed by module) are not read: the builder
- * checks every quantized tensor's shapes against group and bits. */
+ * holding MLX's keys. Per-module entries (mixed recipes: objects keyed by module path, or
+ * false for a module left unquantized) are refused by name: every quantized tensor is read at
+ * the one group size and bit width. */
 static vlmc_status_t parse_quantization(const model_doc_t *doc, vlmc_model_config_t *config) {
   vlmc_json_ref_t q = vlmc_json_ref(doc->file, doc->root, "", "quantization");
   if (!q.node) {
@@ -317,6 +318,20 @@ static vlmc_status_t parse_quantization(const model_doc_t *doc, vlmc_model_confi
   if (!cJSON_IsObject(q.node))
     return vlmc_json_error(&q, VLMC_INVALID_ARGUMENT, "expected an object, got %s",
                            vlmc_json_kind(q.node));
+  const cJSON *entry;
+  cJSON_ArrayForEach(entry, q.node) {
+    if (!cJSON_IsObject(entry) && !cJSON_IsBool(entry)) continue;
+    vlmc_json_ref_t module = vlmc_json_ref(doc->file, q.node, q.path, entry->string);
+    return vlmc_json_error(&module, VLMC_UNSUPPORTED,
+                           "per-module quantization (a mixed recipe) is not supported; vlmc reads "
+                           "one group_size and bits for every quantized tensor");
+  }
+  vlmc_json_ref_t mode = vlmc_json_ref(doc->file, q.node, q.path, "mode");
+  const char *mode_name = "affine";
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&mode, &mode_name, NULL));
+  if (strcmp(mode_name, "affine") != 0)
+    return vlmc_json_error(&mode, VLMC_UNSUPPORTED, "'%.40s' quantization is not supported (affine "
+                           "only: scale * q + bias)", mode_name);
   vlmc_json_ref_t group = vlmc_json_ref(doc->file, q.node, q.path, "group_size");
   vlmc_json_ref_t bits = vlmc_json_ref(doc->file, q.node, q.path, "bits");
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&group, 1, 4096, &config->quant_group));

@@ -1,7 +1,8 @@
 """Edits an MLX-format checkpoint folder written by tests/oracle/make_mlx_checkpoint.py, in place,
 for tests/e2e/quantized_mlx.sh (numpy; Debian's python3).
 
-  mlx_edit.py DIR config KEY=INT        quantization.KEY and quantization_config.KEY := INT
+  mlx_edit.py DIR config KEY=VALUE      quantization.KEY and quantization_config.KEY := VALUE
+                                        (JSON: 72, "mxfp4", {"bits": 8})
   mlx_edit.py DIR noquant               config.json without quantization / quantization_config
   mlx_edit.py DIR drop-col TENSOR       the last column of a 2-D tensor removed
   mlx_edit.py DIR drop TENSOR           the tensor removed (and from the index)
@@ -111,8 +112,8 @@ def main(argv):
             if action == "noquant":
                 config.pop(key, None)
             else:
-                k, v = args[0].split("=")
-                config[key][k] = int(v)
+                k, v = args[0].split("=", 1)
+                config[key][k] = json.loads(v)
         json.dump(config, open(path, "w"), indent=4, sort_keys=True)
         return
     if action == "tie":

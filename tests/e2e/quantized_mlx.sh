@@ -13,7 +13,8 @@
 #   - with `refusals`: malformed MLX checkpoints (group size 32 in config.json over tensors
 #     made with 64, a `.scales` of the wrong shape, a packed `.weight` one word short, bits 3,
 #     a `.biases` missing, u32 scales, scales and biases of two dtypes, 4-bit tensors without
-#     config.json's quantization, a NaN scale, group size 72: rows of no whole groups) are
+#     config.json's quantization, a NaN scale, group size 72: rows of no whole groups, a
+#     per-module entry, mode mxfp4) are
 #     refused by name with exit status 1 and no artifact.
 #   The malformed copies are made by tests/e2e/mlx_edit.py.
 #   usage: quantized_mlx.sh VLMC VLMC_RUN PYTHON3 BACKENDS [refusals]
@@ -274,6 +275,11 @@ refused "(h) packed u32 weights without config.json's quantization" \
 refused "(j) group_size 72 in config.json: the rows are no whole groups" \
   "$(mutated group72 config group_size=72)" \
   "~quantized tensor '[A-Za-z0-9_.]+\.weight' has rows of [0-9]+ weights, not a multiple of config.json's quantization.group_size 72"
+refused "(k) a per-module entry (a mixed recipe)" \
+  "$(mutated mixed config 'model.layers.0.mlp.up_proj={"group_size": 32, "bits": 8}')" \
+  "quantization.model.layers.0.mlp.up_proj: per-module quantization (a mixed recipe) is not supported"
+refused "(l) mode mxfp4" "$(mutated mxfp4 config 'mode="mxfp4"')" \
+  "quantization.mode: 'mxfp4' quantization is not supported (affine only"
 refused "(i) a NaN scale" "$(mutated nanscale nan "$T.scales" 5)" \
   "tensor '$T.scales': element 5 is a NaN" "--allow-nonfinite"
 summary
