@@ -141,6 +141,57 @@ static void list_vectors(vlmc_strbuf_t *out, const int *values, int count, int v
   }
 }
 
+/* Opens "%r:n = scf.for %iv = lo to hi step step iter_args(%in.. = zero..) -> (vectors)":
+ * *iv and in[0 .. n) get the loop's SSAs; returns the results' SSA (%r#i). */
+static int open_vector_loop(const qlinear_t *Q, int lo, int hi, int step, int n, int *iv, int *in) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int zero = vector_type_zero(e, Q->vl), results = vlmc_kernel_emit_fresh(e);
+  *iv = vlmc_kernel_emit_fresh(e);
+  for (int i = 0; i < n; ++i) in[i] = vlmc_kernel_emit_fresh(e);
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, n, *iv,
+                     lo, hi, step);
+  for (int i = 0; i < n; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
+  vlmc_strbuf_puts(&line, ") -> (");
+  list_vectors(&line, NULL, n, Q->vl, true);
+  vlmc_strbuf_puts(&line, ") {");
+  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
+  return results;
+}
+
+/* Yields out[0 .. n) and closes the loop; result i then reads as "%r#i". */
+static void close_vector_loop(const qlinear_t *Q, const int *out, int n) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "scf.yield ");
+  list_vectors(&line, out, n, Q->vl, false);
+  vlmc_strbuf_puts(&line, " : ");
+  list_vectors(&line, NULL, n, Q->vl, true);
+  vlmc_kernel_emit_line(Q->e, "%s", vlmc_strbuf_cstr(&line));
+  vlmc_kernel_emit_line(Q->e, "}");
+  vlmc_strbuf_deinit(&line);
+}
+
+/* Loop result i as an SSA of its own. */
+static int loop_result(const qlinear_t *Q, int results, int i) {
+  int v = vlmc_kernel_emit_fresh(Q->e);
+  vlmc_kernel_emit_line(Q->e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : vector<%dxf32>", v, results, i,
+                        vector_type_zero(Q->e, Q->vl), Q->vl);
+  return v;
+}
+
+/* Output (row m, feature n0 + c) from its vector of partial sums: the lanes added, the bias,
+ * the epilogue, the store. */
+static void finish_feature(const qlinear_t *Q, int vec, int m, int n0, int c) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int sum = vlmc_cpu_emit_reduce_add(e, vec, Q->vl);
+  int col = add(e, n0, idx(e, c));
+  if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
+  vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, m, idx(e, Q->n)), col));
+}
+
 /* ---- few rows: blocks of VL whole words ----
  * A block is VL consecutive words of a weight row, VL * P values (P = 32 / bits): lane j of
  * one vector load holds word j, and shifting every lane by s * bits gives the vector of
@@ -238,38 +289,13 @@ static void emit_block(const qlinear_t *Q, int x_at, int col0, const int *acc, c
  * sums, bias, epilogue. */
 static void emit_row_blocks(const qlinear_t *Q, int m, int x_at, int n0) {
   vlmc_kernel_emit_t *e = Q->e;
-  int64_t bs = block_size(Q);
-  int zero = vector_type_zero(e, Q->vl);
-  int in[2 * UNIT], out[2 * UNIT];
-  int b = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
-  for (int i = 0; i < 2 * UNIT; ++i) in[i] = vlmc_kernel_emit_fresh(e);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, 2 * UNIT,
-                     b, idx(e, 0), idx(e, Q->k), idx(e, bs));
-  for (int i = 0; i < 2 * UNIT; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
-  vlmc_strbuf_puts(&line, ") -> (");
-  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  int in[2 * UNIT], out[2 * UNIT], b;
+  int results = open_vector_loop(Q, idx(e, 0), idx(e, Q->k), idx(e, block_size(Q)), 2 * UNIT, &b, in);
   emit_block(Q, x_at, b, in, in + UNIT, out, out + UNIT);
-  vlmc_strbuf_clear(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  list_vectors(&line, out, 2 * UNIT, Q->vl, false);
-  vlmc_strbuf_puts(&line, " : ");
-  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_strbuf_deinit(&line);
-  for (int c = 0; c < UNIT; ++c) {
-    int both = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, %%v%d#%d : vector<%dxf32>", both, results, c, results,
-                          UNIT + c, Q->vl);
-    int sum = vlmc_cpu_emit_reduce_add(e, both, Q->vl);
-    int col = add(e, n0, idx(e, c));
-    if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
-    vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, m, idx(e, Q->n)), col));
-  }
+  close_vector_loop(Q, out, 2 * UNIT);
+  for (int c = 0; c < UNIT; ++c)
+    finish_feature(Q, vlmc_kernel_emit_float_op(e, "arith.addf", loop_result(Q, results, c),
+                                                loop_result(Q, results, UNIT + c), Q->vl), m, n0, c);
 }
 
 /* Row m of x against the unit's features at n0: every group, then the sums, bias, epilogue. */
@@ -277,46 +303,18 @@ static void emit_row(const qlinear_t *Q, int m, int n0) {
   vlmc_kernel_emit_t *e = Q->e;
   int x_row = mul(e, m, idx(e, Q->k));
   int64_t whole = Q->k / Q->group, rest = Q->k % Q->group;
-  int zero = vector_type_zero(e, Q->vl);
-  int acc[2 * UNIT], in[2 * UNIT], out[2 * UNIT];
-  int g = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
-  for (int i = 0; i < 2 * UNIT; ++i) in[i] = vlmc_kernel_emit_fresh(e);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, 2 * UNIT,
-                     g, idx(e, 0), idx(e, whole), idx(e, 1));
-  for (int i = 0; i < 2 * UNIT; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
-  vlmc_strbuf_puts(&line, ") -> (");
-  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  int acc[2 * UNIT], in[2 * UNIT], out[2 * UNIT], g;
+  int results = open_vector_loop(Q, idx(e, 0), idx(e, whole), idx(e, 1), 2 * UNIT, &g, in);
   emit_group(Q, x_row, g, mul(e, g, idx(e, Q->group)), Q->group, in, in + UNIT, out, out + UNIT);
-  vlmc_strbuf_clear(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  list_vectors(&line, out, 2 * UNIT, Q->vl, false);
-  vlmc_strbuf_puts(&line, " : ");
-  list_vectors(&line, NULL, 2 * UNIT, Q->vl, true);
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_strbuf_deinit(&line);
-  for (int i = 0; i < 2 * UNIT; ++i) {
-    acc[i] = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : vector<%dxf32>", acc[i], results, i,
-                          zero, Q->vl);
-  }
+  close_vector_loop(Q, out, 2 * UNIT);
+  for (int i = 0; i < 2 * UNIT; ++i) acc[i] = loop_result(Q, results, i);
   if (rest) { /* the short last group */
     int last[2 * UNIT];
-    int gl = idx(e, whole);
-    emit_group(Q, x_row, gl, idx(e, whole * Q->group), rest, acc, acc + UNIT, last, last + UNIT);
+    emit_group(Q, x_row, idx(e, whole), idx(e, whole * Q->group), rest, acc, acc + UNIT, last, last + UNIT);
     for (int i = 0; i < 2 * UNIT; ++i) acc[i] = last[i];
   }
-  for (int c = 0; c < UNIT; ++c) {
-    int both = vlmc_kernel_emit_float_op(e, "arith.addf", acc[c], acc[UNIT + c], Q->vl);
-    int sum = vlmc_cpu_emit_reduce_add(e, both, Q->vl);
-    int col = add(e, n0, idx(e, c));
-    if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
-    vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, m, idx(e, Q->n)), col));
-  }
+  for (int c = 0; c < UNIT; ++c)
+    finish_feature(Q, vlmc_kernel_emit_float_op(e, "arith.addf", acc[c], acc[UNIT + c], Q->vl), m, n0, c);
 }
 
 /* The unit's rows dequantized into the scratch (row c at c * K), a vector at a time. */
@@ -355,20 +353,9 @@ static void emit_dequantize_unit(const qlinear_t *Q) {
  * vector accumulators over k, the sums, bias, epilogue. */
 static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows, int n0) {
   vlmc_kernel_emit_t *e = Q->e;
-  int pairs = rows * UNIT, zero = vector_type_zero(e, Q->vl);
-  int in[MR * UNIT], out[MR * UNIT], x_row[MR];
+  int pairs = rows * UNIT, in[MR * UNIT], out[MR * UNIT], x_row[MR], k;
   for (int r = 0; r < rows; ++r) x_row[r] = mul(e, add(e, m0, idx(e, r)), idx(e, Q->k));
-  int k = vlmc_kernel_emit_fresh(e), results = vlmc_kernel_emit_fresh(e);
-  for (int i = 0; i < pairs; ++i) in[i] = vlmc_kernel_emit_fresh(e);
-  vlmc_strbuf_t line;
-  vlmc_strbuf_init(&line);
-  vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, pairs,
-                     k, idx(e, 0), idx(e, Q->k), idx(e, Q->vl));
-  for (int i = 0; i < pairs; ++i) vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", i ? ", " : "", in[i], zero);
-  vlmc_strbuf_puts(&line, ") -> (");
-  list_vectors(&line, NULL, pairs, Q->vl, true);
-  vlmc_strbuf_puts(&line, ") {");
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
+  int results = open_vector_loop(Q, idx(e, 0), idx(e, Q->k), idx(e, Q->vl), pairs, &k, in);
   int xv[MR], wv[UNIT];
   for (int r = 0; r < rows; ++r) xv[r] = vlmc_cpu_emit_load_vector(e, Q->x, add(e, x_row[r], k), Q->vl);
   for (int c = 0; c < UNIT; ++c) {
@@ -378,24 +365,10 @@ static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows, int n0) {
   }
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < UNIT; ++c) out[r * UNIT + c] = vec_fma(e, xv[r], wv[c], in[r * UNIT + c], Q->vl);
-  vlmc_strbuf_clear(&line);
-  vlmc_strbuf_puts(&line, "scf.yield ");
-  list_vectors(&line, out, pairs, Q->vl, false);
-  vlmc_strbuf_puts(&line, " : ");
-  list_vectors(&line, NULL, pairs, Q->vl, true);
-  vlmc_kernel_emit_line(e, "%s", vlmc_strbuf_cstr(&line));
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_strbuf_deinit(&line);
+  close_vector_loop(Q, out, pairs);
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < UNIT; ++c) {
-      int acc = vlmc_kernel_emit_fresh(e);
-      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.addf %%v%d#%d, " VLMC_SSA " : vector<%dxf32>", acc, results,
-                            r * UNIT + c, zero, Q->vl);
-      int sum = vlmc_cpu_emit_reduce_add(e, acc, Q->vl);
-      int col = add(e, n0, idx(e, c));
-      if (Q->b) sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, vlmc_kernel_emit_load(e, Q->b, col), 0);
-      vlmc_kernel_emit_finish_element(e, sum, add(e, mul(e, add(e, m0, idx(e, r)), idx(e, Q->n)), col));
-    }
+    for (int c = 0; c < UNIT; ++c)
+      finish_feature(Q, loop_result(Q, results, r * UNIT + c), add(e, m0, idx(e, r)), n0, c);
 }
 
 /* Rows [from, to) of x against the dequantized unit: MR-row tiles, then the rest one by one. */
@@ -430,6 +403,45 @@ static int unit_rows(qlinear_t *Q, int u) {
   return n0;
 }
 
+/* Opens the loop over the thread's units (%lo .. %hi) and returns the unit's first feature;
+ * close it with a "}" line. */
+static int open_unit_loop(qlinear_t *Q) {
+  int u = vlmc_kernel_emit_fresh(Q->e);
+  vlmc_kernel_emit_line(Q->e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(Q->e, 1));
+  return unit_rows(Q, u);
+}
+
+/* Many rows: blocks of MB rows whose x (MB x K floats) stays within half the L2 while the
+ * thread's units pass it (each unit dequantized once per block). */
+static void emit_many_rows(qlinear_t *Q, int m_total) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int64_t mb = vlmc_cpu_emit_machine(e)->l2_bytes / 2 / (Q->k * 4);
+  mb = mb < 2 * MR ? 2 * MR : mb / MR * MR;
+  int mb0 = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, mb));
+  int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, mb)), m_total);
+  emit_scratch_rows(Q, mb0, end, open_unit_loop(Q));
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+}
+
+/* Fewer than MR rows (decode): blocks of whole words against x permuted once per row and
+ * call, or else (shapes the blocks do not fit) group by group. */
+static void emit_few_rows(qlinear_t *Q, int m_total) {
+  vlmc_kernel_emit_t *e = Q->e;
+  bool blocks = blocks_fit(Q);
+  if (blocks) {
+    int m = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, 1));
+    emit_permute_row(Q, m, mul(e, m, idx(e, Q->k)));
+    vlmc_kernel_emit_line(e, "}");
+  }
+  int n0 = open_unit_loop(Q);
+  int m = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, 1));
+  if (blocks) emit_row_blocks(Q, m, mul(e, m, idx(e, Q->k)), n0);
+  else emit_row(Q, m, n0);
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+}
+
 vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   qlinear_t Q;
@@ -456,48 +468,10 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", Q.scratch, (long long)(UNIT * Q.k));
   int many = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi uge, " VLMC_SSA ", " VLMC_SSA " : index", many, m_total, idx(e, MR));
-  /* Many rows: blocks of MB rows whose x (MB x K floats) stays within half the L2 while the
-   * thread's units pass it (each unit dequantized once per block). */
-  int64_t mb = vlmc_cpu_emit_machine(e)->l2_bytes / 2 / (Q.k * 4);
-  mb = mb < 2 * MR ? 2 * MR : mb / MR * MR;
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", many);
-  int mb0 = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", mb0, idx(e, 0),
-                        m_total, idx(e, mb));
-  int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, mb)), m_total);
-  int ub = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", ub, idx(e, 1));
-  emit_scratch_rows(&Q, mb0, end, unit_rows(&Q, ub));
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_kernel_emit_line(e, "}");
+  emit_many_rows(&Q, m_total);
   vlmc_kernel_emit_line(e, "} else {");
-  if (blocks_fit(&Q)) { /* the (< MR) rows permuted into the scratch once, then every unit */
-    int m = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
-                          m_total, idx(e, 1));
-    emit_permute_row(&Q, m, mul(e, m, idx(e, Q.k)));
-    vlmc_kernel_emit_line(e, "}");
-    int uf = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", uf, idx(e, 1));
-    int n0 = unit_rows(&Q, uf);
-    int mm = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", mm, idx(e, 0),
-                          m_total, idx(e, 1));
-    emit_row_blocks(&Q, mm, mul(e, mm, idx(e, Q.k)), n0);
-    vlmc_kernel_emit_line(e, "}");
-    vlmc_kernel_emit_line(e, "}");
-    vlmc_kernel_emit_line(e, "}");
-    return NULL;
-  }
-  int u = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = %%lo to %%hi step " VLMC_SSA " {", u, idx(e, 1));
-  int n0 = unit_rows(&Q, u);
-  int m = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m, idx(e, 0),
-                        m_total, idx(e, 1));
-  emit_row(&Q, m, n0);
-  vlmc_kernel_emit_line(e, "}");
-  vlmc_kernel_emit_line(e, "}");
+  emit_few_rows(&Q, m_total);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }
