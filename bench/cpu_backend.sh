@@ -50,6 +50,9 @@
 #                            without it no llama.cpp figure is printed
 #   --gguf PATH              the GGUF llama-bench runs (it must hold the same weights as
 #                            --checkpoint-3b for the comparison to mean anything), or
+#   --llama-model NAME       the vlmc model llama.cpp is compared with: 3b (default; a bf16
+#                            GGUF) or 3b-q4 (give --gguf a Q4_0 GGUF of the same checkpoint,
+#                            made by llama.cpp's llama-quantize from the bf16 one)
 #   --gguf-py DIR            llama.cpp's gguf-py folder: the 3B checkpoint is written as a bf16
 #                            GGUF here (bench/make_gguf.py, ~6 GB more under $TMPDIR)
 #
@@ -131,6 +134,7 @@ LLAMA_BENCH=
 GGUF=
 GGUF_PY=
 PRECISION=f32
+LLAMA_MODEL=3b
 
 help() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 usage() {
@@ -156,6 +160,7 @@ while [ $# -gt 0 ]; do
     --llama-bench) LLAMA_BENCH=$2; shift 2 ;;
     --gguf) GGUF=$2; shift 2 ;;
     --gguf-py) GGUF_PY=$2; shift 2 ;;
+    --llama-model) LLAMA_MODEL=$2; shift 2 ;;
     -h|--help) help; exit 0 ;;
     *) usage ;;
   esac
@@ -176,7 +181,11 @@ if [ -n "$LLAMA_BENCH" ]; then
   [ -z "$GGUF" ] || [ -f "$GGUF" ] || { echo "--gguf $GGUF: no such file" >&2; exit 2; }
   [ -z "$GGUF_PY" ] || [ -d "$GGUF_PY/gguf" ] ||
     { echo "--gguf-py $GGUF_PY: no gguf package folder in it" >&2; exit 2; }
-  has "$MODELS" 3b || { echo "--llama-bench compares on the 3B: add 3b to --models" >&2; exit 2; }
+  case $LLAMA_MODEL in 3b|3b-q4) ;; *) echo "--llama-model: 3b or 3b-q4" >&2; exit 2 ;; esac
+  has "$MODELS" "$LLAMA_MODEL" ||
+    { echo "--llama-bench compares on $LLAMA_MODEL: add it to --models" >&2; exit 2; }
+  [ "$LLAMA_MODEL" = 3b ] || [ -n "$GGUF" ] ||
+    { echo "--llama-model $LLAMA_MODEL needs --gguf (a Q4_0 GGUF of the checkpoint)" >&2; exit 2; }
 fi
 if [ -z "$LLAMA_BENCH" ] && [ -n "$GGUF$GGUF_PY" ]; then
   echo "--gguf and --gguf-py need --llama-bench" >&2; exit 2
@@ -432,7 +441,7 @@ if has "$MODELS" 3b; then
   bench_model 3b "$CKPT_3B" "$RUNS_3B" 1 "$REF_PREFILL_3B" "$FULL"
   # Free the disk early: the artifact and (if made here) the checkpoint are 7.5 GB each.
   rm -f "$WORK/3b.vlmc"
-  [ -z "$LLAMA_BENCH" ] || llama_bench "$CKPT_3B"
+  [ -z "$LLAMA_BENCH" ] || [ "$LLAMA_MODEL" != 3b ] || llama_bench "$CKPT_3B"
 fi
 if has "$MODELS" 3b-q4; then
   if [ -z "$CKPT_3B" ]; then
@@ -442,6 +451,7 @@ if has "$MODELS" 3b-q4; then
   fi
   bench_model 3b-q4 "$CKPT_3B" "$RUNS_3B" 1 "$REF_PREFILL_3B" "$FULL"
   rm -f "$WORK/3b-q4.vlmc"
+  [ -z "$LLAMA_BENCH" ] || [ "$LLAMA_MODEL" != 3b-q4 ] || llama_bench "$CKPT_3B"
 fi
 
 step "tables"
@@ -449,7 +459,7 @@ echo "vlmc cpu backend benchmark, $(date '+%Y-%m-%d %H:%M'), $(nproc) cores, --t
   "--precision $PRECISION;" \
   "load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 $PY - "$RESULTS" "$WORK/membw.txt" "$THREADS" "$DECODE" "$WORK/peakflops.txt" \
-  "$LLAMA_PREFILL_TOKENS" "$BACKENDS" <<'EOF'
+  "$LLAMA_PREFILL_TOKENS" "$BACKENDS" "$LLAMA_MODEL" "${GGUF##*/}" <<'EOF'
 import glob, json, os, re, statistics, subprocess, sys
 sys.path.insert(0, "bench")  # the script runs from the repository root
 from checkpoint_bytes import headers, weights
@@ -457,6 +467,7 @@ from checkpoint_bytes import headers, weights
 results, membw_path, threads, decode_n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 peak_path, llama_pre_n = sys.argv[5], int(sys.argv[6])
 backends = sys.argv[7].split()
+llama_model, gguf_name = sys.argv[8], sys.argv[9] or "bf16 GGUF written by make_gguf.py"
 NAMES = {"tiny": "tiny (assets/shapes-vl)", "3b": "3B-shaped, random weights",
          "3b-q4": "3B-shaped, random weights, --quantize q4"}
 
@@ -836,7 +847,7 @@ for name, m in models.items():
     print("  (share: of the phase's kernel time; matmul = linear kernels, flops = 2 x rows x "
           "weights; attention flops = 4 x head_dim x heads x (query, key) pairs)")
 
-b3 = next((s for s in summary if s[0] == "3b"), None)
+b3 = next((s for s in summary if s[0] == llama_model), None)
 print()
 if llama is None:
     print("llama.cpp: not measured in this run (--llama-bench PATH --gguf-py DIR to compare)")
@@ -847,12 +858,13 @@ else:
     pre = next((r for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0), None)
     gen = next((r for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0), None)
     r0 = rows[0] if rows else {}
-    print("llama.cpp, measured in this run on the same weights (bf16 GGUF), %s threads, build %s "
-          "(%s); load average %s before, %s after:" % (r0.get("n_threads", threads),
-          r0.get("build_commit", "?"), r0.get("cpu_info", "?"), *llama["load"]))
+    print("llama.cpp, measured in this run on the same weights (%s) against vlmc's %s, %s threads, "
+          "build %s (%s); load average %s before, %s after:" % (gguf_name, llama_model,
+          r0.get("n_threads", threads), r0.get("build_commit", "?"), r0.get("cpu_info", "?"),
+          *llama["load"]))
     dec64 = None
     if b3:
-        m3 = models["3b"]
+        m3 = models[llama_model]
         r = m3["runs"].get(("cpu", "text", llama_pre_n))
         dec64 = rate_stat(r, 2) if r else None
     ours = {"pre": b3[3] if b3 else None, "gen": dec64}
