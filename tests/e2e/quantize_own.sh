@@ -6,12 +6,12 @@
 # identical. Also: the pass appears in the pipeline, the bf16 weights it replaced are gone,
 # `vlmc inspect` prints the group's bits per weight, `vlmc-run --stats` the packed bytes, and
 # bad flags are refused by name.
-#   usage: quantize_own.sh VLMC VLMC_RUN "ref;cpu;vulkan"
+#   usage: quantize_own.sh VLMC VLMC_RUN ref,cpu,vulkan
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 VLMC=$1
 RUN=$2
-IFS=';' read -r -a BACKENDS <<<"$3"
+IFS=, read -r -a BACKENDS <<<"$3"
 CKPT=tests/fixtures/parity/tiny-vocab512
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
