@@ -538,6 +538,9 @@ static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t b
   if (t->rank != 2)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "quantize: tensor '%s' has rank %d; only 2-D "
                             "weights are quantized", source, t->rank);
+  if (bits != 4 && bits != 8)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "quantize: %lld-bit parts of '%s' (4 or 8)",
+                            (long long)bits, source);
   int64_t rows = t->shape[0], cols = t->shape[1], per_word = 32 / bits;
   int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
   for (int i = 0; i < 3; ++i) free(c->quantized.parts[i]);
@@ -554,8 +557,9 @@ static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t b
     vlmc_st_tensor_t view = *t; /* row r as a tensor of its own */
     view.rank = 1;
     view.shape[0] = cols;
-    view.data = (const unsigned char *)t->data + (size_t)(r * cols) * (t->nbytes / (size_t)(rows * cols));
-    view.nbytes = t->nbytes / (size_t)rows;
+    size_t row_bytes = t->nbytes / (size_t)rows; /* rows >= 1 here: the loop ran */
+    view.data = (const unsigned char *)t->data + (size_t)r * row_bytes;
+    view.nbytes = row_bytes;
     st = vlmc_st_tensor_to_f32(&view, row, (size_t)cols);
     if (!st && !vlmc_quantize_affine_row(row, cols, (int)bits, group,
                                          (uint32_t *)c->quantized.parts[0] + r * words,
@@ -584,7 +588,26 @@ static vlmc_status_t derived_param_entry(compile_t *c, const vlmc_param_t *param
   vlmc_quant_part_t part;
   if (!vlmc_quantized_param_parse(param->name, source, sizeof source, &bits, &group, &part))
     return NULL;
+  if (group < 1 || group > 4096)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "parameter '%s': group %lld (1 to 4096)",
+                            param->name, (long long)group);
   VLMC_RETURN_IF_ERROR(quantize_tensor(c, source, bits, group));
+  /* A program read back (--program) may declare the part otherwise: refuse, by name. */
+  const vlmc_st_tensor_t *t;
+  VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, source, &t));
+  int64_t per_word = 32 / bits;
+  int64_t want = part == VLMC_QUANT_PACKED ? (t->shape[1] + per_word - 1) / per_word
+                                           : (t->shape[1] + group - 1) / group;
+  vlmc_dtype_t want_dtype = part == VLMC_QUANT_PACKED ? VLMC_DTYPE_U32 : VLMC_DTYPE_F16;
+  if (param->type.rank != 2 || param->type.dtype != want_dtype ||
+      !vlmc_dim_is_static(param->type.dims[0]) || param->type.dims[0].off != t->shape[0] ||
+      !vlmc_dim_is_static(param->type.dims[1]) || param->type.dims[1].off != want)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "parameter '%s': quantizing '%s' at %lld bits in groups of %lld makes "
+                            "%s[%lld, %lld]; the program declares it otherwise", param->name,
+                            source, (long long)bits, (long long)group,
+                            vlmc_dtype_info(want_dtype)->name, (long long)t->shape[0],
+                            (long long)want);
   memset(out, 0, sizeof *out);
   out->name = (char *)param->name;
   out->dtype = param->type.dtype;
