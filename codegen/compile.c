@@ -53,7 +53,8 @@ typedef struct {
    * other): source name, bits, group and the parts' bytes. */
   struct {
     char source[512];
-    int64_t bits, group;
+    int64_t rows;
+    vlmc_quant_layout_t layout; /* bits, group, cols and the row's words and groups */
     void *parts[3];
     size_t sizes[3];
   } quantized;
@@ -382,15 +383,12 @@ static vlmc_status_t insert_quantize(compile_t *c, vlmc_strbuf_t *pipeline) {
 /* The manifest's quantization object: what made the dequantize ops (--quantize, or the
  * checkpoint's own), their bits and group, and how many tensors they read. */
 static vlmc_status_t record_quantization(compile_t *c) {
-  int64_t tensors = 0, bits = 0, group = 0;
-  for (uint32_t f = 0; f < c->module->num_funcs; ++f)
-    for (const vlmc_op_t *op = c->module->funcs[f]->body.first; op; op = op->next) {
-      if (op->kind != VLMC_OP_DEQUANTIZE) continue;
-      bits = vlmc_op_attr_int(op, "bits");
-      group = vlmc_op_attr_int(op, "group");
-      ++tensors;
-    }
-  if (!tensors) return NULL;
+  const vlmc_op_t *any = NULL;
+  for (uint32_t f = 0; f < c->module->num_funcs && !any; ++f)
+    for (const vlmc_op_t *op = c->module->funcs[f]->body.first; op && !any; op = op->next)
+      if (op->kind == VLMC_OP_DEQUANTIZE) any = op;
+  if (!any) return NULL;
+  int64_t bits = vlmc_op_attr_int(any, "bits"), group = vlmc_op_attr_int(any, "group");
   /* each function reads its own dequantize of a weight: count the packed parameters */
   int64_t packed = 0;
   for (uint32_t i = 0; i < c->module->num_params; ++i)
@@ -529,8 +527,8 @@ static vlmc_status_t check_finite(const compile_t *c, const vlmc_st_tensor_t *t)
  * holds it already (passes/quantize.h: the parts of one tensor are written in a row). */
 static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t bits,
                                      int64_t group) {
-  if (!strcmp(c->quantized.source, source) && c->quantized.bits == bits &&
-      c->quantized.group == group)
+  if (!strcmp(c->quantized.source, source) && c->quantized.layout.bits == bits &&
+      c->quantized.layout.group == group)
     return NULL;
   const vlmc_st_tensor_t *t;
   VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, source, &t));
@@ -541,8 +539,9 @@ static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t b
   if (bits != 4 && bits != 8)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "quantize: %lld-bit parts of '%s' (4 or 8)",
                             (long long)bits, source);
-  int64_t rows = t->shape[0], cols = t->shape[1], per_word = 32 / bits;
-  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  int64_t rows = t->shape[0], cols = t->shape[1];
+  vlmc_quant_layout_t layout = vlmc_quant_layout(bits, group, cols);
+  int64_t words = layout.words, groups = layout.groups;
   for (int i = 0; i < 3; ++i) free(c->quantized.parts[i]);
   memset(&c->quantized, 0, sizeof c->quantized);
   c->quantized.sizes[VLMC_QUANT_PACKED] = (size_t)(rows * words) * 4;
@@ -573,8 +572,8 @@ static vlmc_status_t quantize_tensor(compile_t *c, const char *source, int64_t b
   free(row);
   if (!st) {
     snprintf(c->quantized.source, sizeof c->quantized.source, "%s", source);
-    c->quantized.bits = bits;
-    c->quantized.group = group;
+    c->quantized.rows = rows;
+    c->quantized.layout = layout;
   }
   return st;
 }
@@ -593,21 +592,17 @@ static vlmc_status_t derived_param_entry(compile_t *c, const vlmc_param_t *param
                             param->name, (long long)group);
   VLMC_RETURN_IF_ERROR(quantize_tensor(c, source, bits, group));
   /* A program read back (--program) may declare the part otherwise: refuse, by name. */
-  const vlmc_st_tensor_t *t;
-  VLMC_RETURN_IF_ERROR(vlmc_checkpoint_get(c->checkpoint, source, &t));
-  int64_t per_word = 32 / bits;
-  int64_t want = part == VLMC_QUANT_PACKED ? (t->shape[1] + per_word - 1) / per_word
-                                           : (t->shape[1] + group - 1) / group;
+  int64_t rows = c->quantized.rows;
+  int64_t want = part == VLMC_QUANT_PACKED ? c->quantized.layout.words : c->quantized.layout.groups;
   vlmc_dtype_t want_dtype = part == VLMC_QUANT_PACKED ? VLMC_DTYPE_U32 : VLMC_DTYPE_F16;
   if (param->type.rank != 2 || param->type.dtype != want_dtype ||
-      !vlmc_dim_is_static(param->type.dims[0]) || param->type.dims[0].off != t->shape[0] ||
+      !vlmc_dim_is_static(param->type.dims[0]) || param->type.dims[0].off != rows ||
       !vlmc_dim_is_static(param->type.dims[1]) || param->type.dims[1].off != want)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "parameter '%s': quantizing '%s' at %lld bits in groups of %lld makes "
                             "%s[%lld, %lld]; the program declares it otherwise", param->name,
                             source, (long long)bits, (long long)group,
-                            vlmc_dtype_info(want_dtype)->name, (long long)t->shape[0],
-                            (long long)want);
+                            vlmc_dtype_info(want_dtype)->name, (long long)rows, (long long)want);
   memset(out, 0, sizeof *out);
   out->name = (char *)param->name;
   out->dtype = param->type.dtype;

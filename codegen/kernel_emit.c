@@ -249,29 +249,29 @@ static int load_stored(vlmc_kernel_emit_t *e, int i, int flat) {
   return wide;
 }
 
+int vlmc_kernel_emit_quant_index(vlmc_kernel_emit_t *e, int row, int64_t per_row, int col,
+                                 int64_t per_item) {
+  return vlmc_kernel_emit_index_op(
+      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, per_row)),
+      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_item)));
+}
+
 bool vlmc_kernel_emit_dequantizes(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
   return vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v) != NULL;
 }
 
 int vlmc_kernel_emit_dequantized(vlmc_kernel_emit_t *e, const vlmc_op_t *dq, int row, int col) {
-  int64_t bits = vlmc_op_attr_int(dq, "bits"), group = vlmc_op_attr_int(dq, "group");
-  int64_t cols = vlmc_op_attr_int(dq, "cols"), per_word = 32 / bits;
-  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  vlmc_quant_layout_t L = vlmc_dequantize_layout(dq);
   int packed = vlmc_kernel_emit_source_input(e, dq->operands[0]);
-  int word_at = vlmc_kernel_emit_index_op(
-      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, words)),
-      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_word)));
-  int word = load_stored(e, packed, word_at);
-  int lane = vlmc_kernel_emit_index_op(e, "arith.remui", col, vlmc_kernel_emit_index(e, per_word));
+  int word = load_stored(e, packed, vlmc_kernel_emit_quant_index(e, row, L.words, col, L.per_word));
+  int lane = vlmc_kernel_emit_index_op(e, "arith.remui", col, vlmc_kernel_emit_index(e, L.per_word));
   int lane32 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", lane32, lane);
-  int shift = i32_op(e, "muli", lane32, i32_const(e, bits));
-  int q = i32_op(e, "andi", i32_op(e, "shrui", word, shift), i32_const(e, (1 << bits) - 1));
+  int shift = i32_op(e, "muli", lane32, i32_const(e, L.bits));
+  int q = i32_op(e, "andi", i32_op(e, "shrui", word, shift), i32_const(e, (1 << L.bits) - 1));
   int qf = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : i32 to f32", qf, q);
-  int g = vlmc_kernel_emit_index_op(
-      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, groups)),
-      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, group)));
+  int g = vlmc_kernel_emit_quant_index(e, row, L.groups, col, L.group);
   int scale = vlmc_kernel_emit_load(e, dq->operands[1], g);
   int bias = vlmc_kernel_emit_load(e, dq->operands[2], g);
   /* two roundings, as the reference (reference/exec_quantize.c) */

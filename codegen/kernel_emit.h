@@ -153,6 +153,10 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
  * reads its packed words, scales and biases; vlmc_kernel_emit_load dequantizes element by
  * element, and a hot template may read the words itself. */
 bool vlmc_kernel_emit_dequantizes(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
+/* row * per_row + col / per_item (index SSAs, static counts): the word (per_row words, per_item
+ * values a word) or the group (per_row groups of per_item) that holds (row, col). */
+int vlmc_kernel_emit_quant_index(vlmc_kernel_emit_t *e, int row, int64_t per_row, int col,
+                                 int64_t per_item);
 /* Element (row, col) (index SSAs) of dequantize `dq`'s result, as f32: its word loaded and
  * its value shifted out, times its group's scale plus its bias (two roundings, as the
  * reference). */

@@ -372,6 +372,16 @@ const vlmc_attr_t *vlmc_op_attr(const vlmc_op_t *op, const char *name);
 int64_t vlmc_op_attr_int(const vlmc_op_t *op, const char *name);
 double vlmc_op_attr_float(const vlmc_op_t *op, const char *name);
 const char *vlmc_op_attr_enum(const vlmc_op_t *op, const char *name);
+/* The row layout of affine group quantization (dequantize, docs/ir.md): a row of `cols`
+ * values at `bits` is `words` u32 words of `per_word` values and `groups` groups of `group`
+ * (the last word and group may be short). */
+typedef struct {
+  int64_t bits, group, cols, per_word, words, groups;
+} vlmc_quant_layout_t;
+/* bits 4 or 8 (others give per_word 32 / bits all the same), group and cols >= 1. */
+vlmc_quant_layout_t vlmc_quant_layout(int64_t bits, int64_t group, int64_t cols);
+/* The layout a dequantize op's attributes give. */
+vlmc_quant_layout_t vlmc_dequantize_layout(const vlmc_op_t *dequantize);
 /* Replaces every use of `from` in from->func by `to` (same type required by the verifier);
  * returns how many operands changed. */
 uint32_t vlmc_value_replace_all_uses(vlmc_value_t *from, vlmc_value_t *to);

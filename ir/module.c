@@ -281,6 +281,18 @@ int64_t vlmc_op_attr_int(const vlmc_op_t *op, const char *name) {
   return a->v.i;
 }
 
+vlmc_quant_layout_t vlmc_quant_layout(int64_t bits, int64_t group, int64_t cols) {
+  int64_t per_word = bits > 0 && bits <= 32 ? 32 / bits : 1;
+  if (group < 1) group = 1;
+  return (vlmc_quant_layout_t){bits, group, cols, per_word, (cols + per_word - 1) / per_word,
+                               (cols + group - 1) / group};
+}
+
+vlmc_quant_layout_t vlmc_dequantize_layout(const vlmc_op_t *op) {
+  return vlmc_quant_layout(vlmc_op_attr_int(op, "bits"), vlmc_op_attr_int(op, "group"),
+                           vlmc_op_attr_int(op, "cols"));
+}
+
 double vlmc_op_attr_float(const vlmc_op_t *op, const char *name) {
   const vlmc_attr_t *a = vlmc_op_attr(op, name);
   assert(a && a->kind == VLMC_ATTR_FLOAT);

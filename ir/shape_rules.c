@@ -131,8 +131,8 @@ vlmc_status_t vlmc_shape_dequantize(const vlmc_op_signature_t *sig, vlmc_type_t 
   VLMC_RETURN_IF_ERROR(require_rank(sig, 2, 2, "the biases [rows, groups]"));
   VLMC_RETURN_IF_ERROR(require_float(sig, 1, "the scales"));
   VLMC_RETURN_IF_ERROR(require_same_dtype(sig, 1, 2));
-  vlmc_dim_t words = vlmc_dim_static((cols + per_word - 1) / per_word);
-  vlmc_dim_t groups = vlmc_dim_static((cols + group - 1) / group);
+  vlmc_quant_layout_t q = vlmc_quant_layout(bits, group, cols);
+  vlmc_dim_t words = vlmc_dim_static(q.words), groups = vlmc_dim_static(q.groups);
   VLMC_RETURN_IF_ERROR(require_dim_equal(sig, packed->dims[1], words,
                                          "packed words per row and ceil(cols * bits / 32)"));
   VLMC_RETURN_IF_ERROR(require_dim_equal(sig, scales->dims[1], groups,

@@ -84,8 +84,7 @@ vlmc_status_t vlmc_model_check_tensor(const vlmc_model_builder_t *m, const char 
   VLMC_RETURN_IF_ERROR(tensor_find(m, name, &info));
   if (m->quant_bits > 0 && info.dtype == VLMC_DTYPE_U32 && rank == 2) {
     /* packed words; quantized_weight checks its scales and biases when it reads them */
-    int64_t per_word = 32 / m->quant_bits;
-    int64_t words[2] = {shape[0], (shape[1] + per_word - 1) / per_word};
+    int64_t words[2] = {shape[0], vlmc_quant_layout(m->quant_bits, m->quant_group, shape[1]).words};
     info.dtype = VLMC_DTYPE_F32;
     return tensor_check(m, name, &info, 2, words);
   }
@@ -209,7 +208,7 @@ static vlmc_status_t quantized_weight(vlmc_model_builder_t *m, const char *name,
     return vlmc_status_make(VLMC_UNSUPPORTED,
                             "%s: tensor '%s' is stored as packed u32 words, but only 2-D '.weight' "
                             "tensors may be quantized", table_source(m->tensors), name);
-  int64_t per_word = 32 / m->quant_bits, cols = shape[1];
+  int64_t cols = shape[1];
   /* MLX quantizes only rows that are whole groups; checking it also pins the group size (a
    * wrong one could give the same ceil(cols / group) scale count: 256 in groups of 72 or 64) */
   if (cols % m->quant_group != 0)
@@ -218,8 +217,8 @@ static vlmc_status_t quantized_weight(vlmc_model_builder_t *m, const char *name,
                             "config.json's quantization.group_size %lld (MLX quantizes whole groups "
                             "only)", table_source(m->tensors), name, (long long)cols,
                             (long long)m->quant_group);
-  int64_t words[2] = {shape[0], (cols + per_word - 1) / per_word};
-  int64_t groups[2] = {shape[0], (cols + m->quant_group - 1) / m->quant_group};
+  vlmc_quant_layout_t layout = vlmc_quant_layout(m->quant_bits, m->quant_group, cols);
+  int64_t words[2] = {shape[0], layout.words}, groups[2] = {shape[0], layout.groups};
   char scales_name[VLMC_MODEL_NAME_MAX], biases_name[VLMC_MODEL_NAME_MAX];
   vlmc_model_name(scales_name, "%.*s.scales", (int)(len - 7), name);
   vlmc_model_name(biases_name, "%.*s.biases", (int)(len - 7), name);

@@ -99,9 +99,8 @@ static vlmc_status_t declare_part(const quantize_t *q, const char *source, int64
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "quantize: parameter name '%s' is too long",
                             source);
   if (vlmc_module_param_find(q->module, name)) return NULL;
-  int64_t per_word = 32 / q->bits;
-  int64_t shape[2] = {rows, part == VLMC_QUANT_PACKED ? (cols + per_word - 1) / per_word
-                                                      : (cols + q->group - 1) / q->group};
+  vlmc_quant_layout_t layout = vlmc_quant_layout(q->bits, q->group, cols);
+  int64_t shape[2] = {rows, part == VLMC_QUANT_PACKED ? layout.words : layout.groups};
   vlmc_type_t type = vlmc_type_make(part == VLMC_QUANT_PACKED ? VLMC_DTYPE_U32 : VLMC_DTYPE_F16,
                                     2, shape);
   return vlmc_module_param_add(q->module, name, &type, NULL);

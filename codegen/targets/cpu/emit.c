@@ -45,8 +45,8 @@ bool vlmc_cpu_emit_dequantizes_aligned(const vlmc_kernel_emit_t *e, const vlmc_v
                                        int width) {
   const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
   if (!dq || width < 1 || width > 16) return false;
-  int64_t cols = vlmc_op_attr_int(dq, "cols"), group = vlmc_op_attr_int(dq, "group");
-  return cols % width == 0 && group % width == 0;
+  vlmc_quant_layout_t L = vlmc_dequantize_layout(dq);
+  return L.cols % width == 0 && L.group % width == 0;
 }
 
 static int i32_vector_constant(vlmc_kernel_emit_t *e, const int64_t *lanes, int width) {
@@ -69,15 +69,12 @@ static int splat(vlmc_kernel_emit_t *e, int scalar, const char *type, int width)
 
 int vlmc_cpu_emit_load_dequantized(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat, int width) {
   const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
-  int64_t bits = vlmc_op_attr_int(dq, "bits"), group = vlmc_op_attr_int(dq, "group");
-  int64_t cols = vlmc_op_attr_int(dq, "cols"), per_word = 32 / bits;
-  int64_t words = (cols + per_word - 1) / per_word, groups = (cols + group - 1) / group;
+  vlmc_quant_layout_t L = vlmc_dequantize_layout(dq);
+  int64_t bits = L.bits, per_word = L.per_word;
   int packed = vlmc_kernel_emit_source_input(e, dq->operands[0]);
-  int row = vlmc_kernel_emit_index_op(e, "arith.divui", flat, vlmc_kernel_emit_index(e, cols));
-  int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, vlmc_kernel_emit_index(e, cols));
-  int word_at = vlmc_kernel_emit_index_op(
-      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, words)),
-      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_word)));
+  int row = vlmc_kernel_emit_index_op(e, "arith.divui", flat, vlmc_kernel_emit_index(e, L.cols));
+  int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, vlmc_kernel_emit_index(e, L.cols));
+  int word_at = vlmc_kernel_emit_quant_index(e, row, L.words, col, per_word);
   int64_t shifts[16] = {0};
   for (int j = 0; j < width; ++j) shifts[j] = (j % per_word) * bits;
   int lanes, shift = i32_vector_constant(e, shifts, width);
@@ -119,9 +116,7 @@ int vlmc_cpu_emit_load_dequantized(vlmc_kernel_emit_t *e, const vlmc_value_t *v,
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : vector<%dxi32> to vector<%dxf32>", qf, q,
                         width, width);
   /* one group for all lanes (group is a multiple of width): its scale and bias, splat */
-  int g = vlmc_kernel_emit_index_op(
-      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, groups)),
-      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, group)));
+  int g = vlmc_kernel_emit_quant_index(e, row, L.groups, col, L.group);
   int scale = splat(e, vlmc_kernel_emit_load(e, dq->operands[1], g), "f32", width);
   int bias = splat(e, vlmc_kernel_emit_load(e, dq->operands[2], g), "f32", width);
   /* two roundings, as the reference */

@@ -448,8 +448,7 @@ static void emit_pack_x(const linear_t *L, int from, int to, const chunk_t *ch) 
 
 vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
-  if (op->num_operands >= 2 && vlmc_dim_is_static(op->operands[1]->type.dims[0]) &&
-      vlmc_cpu_linear_dequant_applies(e, op->operands[1]))
+  if (vlmc_cpu_linear_dequant_applies(e, op->operands[1]))
     return vlmc_cpu_kernel_linear_dequant(e);
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
                 0, 0, e->vector_width, false, false, e->vector_width, 0, -1, -1, 0, "", {0}, {0}};

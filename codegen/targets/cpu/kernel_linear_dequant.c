@@ -47,9 +47,10 @@ bool vlmc_cpu_linear_dequant_applies(const vlmc_kernel_emit_t *e, const vlmc_val
   int vl = e->vector_width;
   if (!vlmc_cpu_emit_dequantizes_aligned(e, w, vl)) return false;
   const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, w);
-  int64_t group = vlmc_op_attr_int(dq, "group");
-  return w->type.dims[0].off % UNIT == 0 && group / vl <= MAX_STEPS &&
-         w->type.dims[1].off * UNIT <= SCRATCH_FLOATS;
+  vlmc_quant_layout_t L = vlmc_dequantize_layout(dq);
+  return w->type.rank == 2 && vlmc_dim_is_static(w->type.dims[0]) &&
+         w->type.dims[0].off % UNIT == 0 && L.group / vl <= MAX_STEPS &&
+         L.cols * UNIT <= SCRATCH_FLOATS;
 }
 
 static int vector_type_zero(vlmc_kernel_emit_t *e, int vl) { return vlmc_cpu_emit_zero_vector(e, vl); }
@@ -453,11 +454,12 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   Q.dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, Q.w);
   Q.n = Q.w->type.dims[0].off;
   Q.k = Q.w->type.dims[1].off;
-  Q.bits = vlmc_op_attr_int(Q.dq, "bits");
-  Q.group = vlmc_op_attr_int(Q.dq, "group");
-  Q.per_word = 32 / Q.bits;
-  Q.words = (Q.k + Q.per_word - 1) / Q.per_word;
-  Q.groups = (Q.k + Q.group - 1) / Q.group;
+  vlmc_quant_layout_t layout = vlmc_dequantize_layout(Q.dq);
+  Q.bits = layout.bits;
+  Q.group = layout.group;
+  Q.per_word = layout.per_word;
+  Q.words = layout.words;
+  Q.groups = layout.groups;
   Q.vl = e->vector_width;
   Q.packed = vlmc_kernel_emit_source_input(e, Q.dq->operands[0]);
   e->template_name = "linear";

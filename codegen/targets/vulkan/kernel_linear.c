@@ -122,8 +122,9 @@ static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
  * load (G a multiple of V), s * sum q x + b * sum x per load and feature. */
 static void gemv_partials_packed(const linear_t *L, int n0, int *partial) {
   vlmc_kernel_emit_t *e = L->e;
-  int64_t bits = vlmc_op_attr_int(L->dq, "bits"), group = vlmc_op_attr_int(L->dq, "group");
-  int64_t per_word = 32 / bits, v = 4 * per_word, groups = (L->k + group - 1) / group;
+  vlmc_quant_layout_t layout = vlmc_dequantize_layout(L->dq);
+  int64_t bits = layout.bits, group = layout.group, per_word = layout.per_word, v = 4 * per_word;
+  int64_t groups = layout.groups;
   int zero = vlmc_kernel_emit_f32(e, 0), loads = idx(e, L->k / v);
   int w_row[UNIT], g_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], t;
   for (int j = 0; j < UNIT; ++j) init[j] = zero;
@@ -169,8 +170,9 @@ static void gemv_partials_packed(const linear_t *L, int n0, int *partial) {
 /* Whether the GEMV reads this quantized weight 16 bytes at a time (see the file comment). */
 static bool packed_fits(const linear_t *L, const vlmc_op_t *dq, int packed) {
   if (!dq || packed < 0 || packed >= 32) return false;
-  int64_t v = 4 * 32 / vlmc_op_attr_int(dq, "bits");
-  return L->k % v == 0 && vlmc_op_attr_int(dq, "group") % v == 0 && v <= 32;
+  vlmc_quant_layout_t q = vlmc_dequantize_layout(dq);
+  int64_t v = 4 * q.per_word;
+  return L->k % v == 0 && q.group % v == 0 && v <= 32;
 }
 
 /* Per unit (4 features) of [first, end): the partials, 4 subgroup reductions, one partial per
