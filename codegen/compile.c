@@ -389,18 +389,28 @@ static vlmc_status_t record_quantization(compile_t *c) {
       if (op->kind == VLMC_OP_DEQUANTIZE) any = op;
   if (!any) return NULL;
   int64_t bits = vlmc_op_attr_int(any, "bits"), group = vlmc_op_attr_int(any, "group");
-  /* each function reads its own dequantize of a weight: count the packed parameters */
+  /* each function reads its own dequantize of a weight: count the packed parameters; names
+   * made by the quantize pass (passes/quantize.h) say vlmc made them, also in a program read
+   * back with --program */
   int64_t packed = 0;
-  for (uint32_t i = 0; i < c->module->num_params; ++i)
-    packed += c->module->params[i]->type.dtype == VLMC_DTYPE_U32;
+  bool derived = false;
+  for (uint32_t i = 0; i < c->module->num_params; ++i) {
+    const vlmc_param_t *param = c->module->params[i];
+    if (param->type.dtype != VLMC_DTYPE_U32) continue;
+    char source[512];
+    int64_t b, g;
+    vlmc_quant_part_t part;
+    derived |= vlmc_quantized_param_parse(param->name, source, sizeof source, &b, &g, &part);
+    ++packed;
+  }
   vlmc_manifest_t *m = &c->manifest;
-  m->quantization.source = strdup(c->quant_bits ? "vlmc" : "checkpoint");
+  m->quantization.source = strdup(derived ? "vlmc" : "checkpoint");
   m->quantization.bits = bits;
   m->quantization.group = group;
   m->quantization.tensors = packed;
   if (!m->quantization.source) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   progress(c, "quantization: %lld tensors at %lld bits in groups of %lld (%s)", (long long)packed,
-           (long long)bits, (long long)group, c->quant_bits ? "--quantize" : "the checkpoint's");
+           (long long)bits, (long long)group, derived ? "--quantize" : "the checkpoint's");
   return NULL;
 }
 
@@ -437,7 +447,6 @@ static vlmc_status_t build_and_lower(compile_t *c) {
                                         : run_pipeline(c, pipeline_text, c->o->debug.dump_dir);
   }
   if (!status) status = record_precision(c, &split);
-  if (!status) status = record_quantization(c);
   split_deinit(&split);
   vlmc_strbuf_deinit(&default_pipeline);
   return status;
@@ -842,6 +851,7 @@ vlmc_status_t vlmc_compile(const vlmc_compile_options_t *o) {
   /* The manifest first: calibration requests need its preprocessing settings and token ids. */
   if (!status) status = fill_manifest(&c);
   if (!status) status = build_and_lower(&c);
+  if (!status) status = record_quantization(&c);
   if (!status) status = generate_kernels(&c);
   if (!status) status = write_artifact(&c);
   if (c.writer) vlmc_artifact_writer_abort(c.writer);
