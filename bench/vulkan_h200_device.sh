@@ -5,7 +5,7 @@
 # image). Everything it measures goes to $OUT (or ./h200-out): vulkan_h200.json, the table
 # vulkan_h200.txt, and log.txt with every step's output.
 #
-#   bench/vulkan_h200_device.sh [--reps N] [--skip-hf]
+#   bench/vulkan_h200_device.sh [--reps N] [--skip-hf] [--precisions "f16 f32"]
 #
 # In one run: the machine (nvidia-smi, versions), the 3B checkpoint rewritten from the skeleton
 # (bench/random_checkpoint.py, the bytes the artifacts were compiled against), the prompts
@@ -21,11 +21,13 @@ source bench/h200_lib.sh  # H, W, CKPT, the environment; h200_checkpoint, h200_v
 OUT=${OUT:-$PWD/h200-out}
 REPS=3
 SKIP_HF=0
+PRECISIONS="f16 f32" # --precisions f16: a quicker run (the f32 artifact left out)
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=$2; shift 2 ;;
     --skip-hf) SKIP_HF=1; shift ;;
-    *) echo "usage: $0 [--reps N] [--skip-hf]" >&2; exit 2 ;;
+    --precisions) PRECISIONS=$2; shift 2 ;;
+    *) echo "usage: $0 [--reps N] [--skip-hf] [--precisions \"f16 f32\"]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -137,7 +139,7 @@ with open(sys.argv[2], "w") as f:
 EOF
 
 : >"$W/vlmc.jsonl"
-for P in f16 f32; do
+for P in $PRECISIONS; do
   A=$H/3b-vk-$P.vlmc
   step "vlmc vulkan $P: batch of $(wc -l <"$W/requests.jsonl") requests"
   base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
@@ -233,9 +235,9 @@ step "vlmc vulkan f16 --stats: decode64"
   --stats --quiet 2>&1 >/dev/null | grep -E '^stats' | tee -a "$LOG" >"$W/stats.decode64.txt"
 
 # Chunked submission (VLMC_VULKAN_CHUNK, runtime/backends/vulkan/README.md), off by default
-# until measured: the decode64 request with whole batches and with chunks of 96 dispatches,
+# until measured: the decode64 request with whole batches and with chunks of 32, 96 and 256 dispatches,
 # appended to stats.decode64.txt (at most 8 files come back from the GPU machine).
-for chunk in 0 96; do
+for chunk in 0 32 96 256; do
   step "vlmc vulkan f16 decode64, VLMC_VULKAN_CHUNK=$chunk"
   echo "VLMC_VULKAN_CHUNK=$chunk" >>"$W/stats.decode64.txt"
   VLMC_VULKAN_CHUNK=$chunk "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" \
