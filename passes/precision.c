@@ -667,11 +667,14 @@ static vlmc_status_t policy_func(const vlmc_precision_options_t *options,
   return st;
 }
 
-/* ---- bf16-matmul: linears with bf16 weights read bf16 inputs (precision.h) ------------------ */
+/* ---- bf16-matmul: linears with bf16 or quantized weights read bf16 inputs (precision.h) ----- */
 
-/* Whether w (a linear's weight operand) is a widening cast of a bf16 value: the model's cast
- * of a bf16 parameter to f32. */
+/* Whether w (a linear's weight operand) holds values exact in bf16 products: a widening cast
+ * of a bf16 value (the model's cast of a bf16 parameter to f32), or a dequantize (each value
+ * scale * q + bias with q a small integer: the kernels multiply q, exact in bf16, and take
+ * the group's scale and bias out of the sum, docs/quantization.md). */
 static bool is_bf16_weight(const vlmc_value_t *w) {
+  if (w->def && w->def->kind == VLMC_OP_DEQUANTIZE) return true;
   return w->def && w->def->kind == VLMC_OP_CAST &&
          w->def->operands[0]->type.dtype == VLMC_DTYPE_BF16;
 }
@@ -715,7 +718,7 @@ static vlmc_status_t bf16_matmul_func(const vlmc_precision_options_t *options,
   if (!st && options->log) {
     char line[256];
     snprintf(line, sizeof line, "@%s: bf16-matmul: %llu linears read their input rounded to "
-             "bf16 (bf16 weights), %llu keep an f32 input; every activation stays f32",
+             "bf16 (bf16 or quantized weights), %llu keep an f32 input; every activation stays f32",
              func->name, (unsigned long long)linears, (unsigned long long)kept);
     options->log(options->user, line);
   }

@@ -25,8 +25,9 @@
  *   1.9e+06 > 16376 (f16 max / headroom 4) in calibration
  *
  * bf16-matmul (oneDNN's "fpmath mode bf16"; what llama.cpp does with bf16 weights): every
- * activation stays f32, and a linear whose weight is stored in bf16 reads its input rounded to
- * bf16 (x -> cast bf16 -> cast f32). Each product is then one of two bf16 values, exact in f32,
+ * activation stays f32, and a linear whose weight is stored in bf16, or quantized (a dequantize:
+ * its kernels multiply the small integers q, exact in bf16, and scale the group's sum), reads
+ * its input rounded to bf16 (x -> cast bf16 -> cast f32). Each product is then one of two bf16 values, exact in f32,
  * so a kernel may compute the linear as a bf16 dot product with f32 accumulation (vdpbf16ps)
  * and still give the reference executor's result up to the order of the sums. The rounding
  * to bf16 is shared by the linears that read the same input (q, k and v); the cast back to
@@ -118,7 +119,7 @@ typedef enum {
   VLMC_PRECISION_REF,  /* f32 everywhere */
   VLMC_PRECISION_F16,
   VLMC_PRECISION_BF16,
-  VLMC_PRECISION_BF16_MATMUL, /* f32 activations; linears with bf16 weights read bf16 inputs */
+  VLMC_PRECISION_BF16_MATMUL, /* f32 activations; linears with bf16 or quantized weights read bf16 inputs */
 } vlmc_precision_target_t;
 
 /* Headroom. A value is kept in f32 when its calibrated |x| exceeds L's largest finite value

@@ -291,18 +291,22 @@ static void test_cache_keeps_its_dtype(void) {
   vlmc_module_destroy(module);
 }
 
-/* bf16-matmul: the two linears with bf16 weights read one rounding of %x to bf16, each through
- * a widening cast of its own (fuse makes it that linear's prologue); the linear with an f32
- * weight, and every activation, stay f32. */
+/* bf16-matmul: the two linears with bf16 weights and the one with a quantized weight read one
+ * rounding of %x to bf16, each through a widening cast of its own (fuse makes it that linear's
+ * prologue); the linear with an f32 weight, and every activation, stay f32. */
 static const char *const kProjections =
-    "func @proj(%x: f32[S,8], %wq: bf16[8,8], %wk: bf16[8,8], %wf: f32[8,8]) -> f32[S,8] {\n"
-    "  %q32 = cast %wq {dtype=f32} : f32[8,8]\n"
-    "  %k32 = cast %wk {dtype=f32} : f32[8,8]\n"
+    "func @proj(%x: f32[S,32], %wq: bf16[8,32], %wk: bf16[8,32], %wf: f32[8,32],\n"
+    "           %pv: u32[8,4], %sv: f16[8,1], %bv: f16[8,1]) -> f32[S,8] {\n"
+    "  %q32 = cast %wq {dtype=f32} : f32[8,32]\n"
+    "  %k32 = cast %wk {dtype=f32} : f32[8,32]\n"
+    "  %v32 = dequantize %pv, %sv, %bv {bits=4, group=32, cols=32} : f32[8,32]\n"
     "  %q = linear %x, %q32 : f32[S,8]\n"
     "  %k = linear %x, %k32 : f32[S,8]\n"
+    "  %v = linear %x, %v32 : f32[S,8]\n"
     "  %f = linear %x, %wf : f32[S,8]\n"
     "  %s = add %q, %k : f32[S,8]\n"
-    "  %o = add %s, %f : f32[S,8]\n"
+    "  %t = add %s, %v : f32[S,8]\n"
+    "  %o = add %t, %f : f32[S,8]\n"
     "  return %o\n"
     "}\n";
 
@@ -320,26 +324,28 @@ static void test_bf16_matmul(void) {
   vlmc_precision_summary_t summary;
   EXPECT_OK(apply(module, VLMC_PRECISION_BF16_MATMUL, NULL, &log, &summary));
   const vlmc_value_t *q = linear_input(module, "q"), *k = linear_input(module, "k");
+  const vlmc_value_t *v = linear_input(module, "v");
   const vlmc_value_t *f = linear_input(module, "f"), *x = &module->funcs[0]->args[0];
-  EXPECT_TRUE(q && k && f);
-  if (q && k && f) {
+  EXPECT_TRUE(q && k && v && f);
+  if (q && k && v && f) {
     EXPECT_TRUE(q != k); /* one widening cast per linear */
     EXPECT_TRUE(q->def && q->def->kind == VLMC_OP_CAST && q->type.dtype == VLMC_DTYPE_F32);
     EXPECT_TRUE(k->def && k->def->kind == VLMC_OP_CAST && k->type.dtype == VLMC_DTYPE_F32);
     const vlmc_value_t *rounded = q->def ? q->def->operands[0] : NULL;
     EXPECT_TRUE(rounded && rounded->type.dtype == VLMC_DTYPE_BF16);
     EXPECT_TRUE(k->def && k->def->operands[0] == rounded); /* one rounding, shared */
+    EXPECT_TRUE(v != q && v->def && v->def->kind == VLMC_OP_CAST && v->def->operands[0] == rounded);
     EXPECT_TRUE(rounded && rounded->def && rounded->def->operands[0] == x);
     EXPECT_TRUE(f == x); /* an f32 weight: its input is not rounded */
   }
   EXPECT_EQ_INT(dtype_of(module, "s"), VLMC_DTYPE_F32);
   EXPECT_EQ_INT(dtype_of(module, "o"), VLMC_DTYPE_F32);
-  EXPECT_EQ_INT(summary.bf16_matmul_inputs, 2);
-  EXPECT_EQ_INT(summary.casts_inserted, 3);
+  EXPECT_EQ_INT(summary.bf16_matmul_inputs, 3);
+  EXPECT_EQ_INT(summary.casts_inserted, 4);
   EXPECT_EQ_INT(summary.rule_upcasts, 0);
   EXPECT_STREQ(vlmc_strbuf_cstr(&log),
-               "@proj: bf16-matmul: 2 linears read their input rounded to bf16 (bf16 weights), "
-               "1 keep an f32 input; every activation stays f32\n");
+               "@proj: bf16-matmul: 3 linears read their input rounded to bf16 (bf16 or "
+               "quantized weights), 1 keep an f32 input; every activation stays f32\n");
   EXPECT_EQ_INT(vlmc_precision_calibration_limit(VLMC_PRECISION_BF16_MATMUL, 4) > 1e300, 1);
   vlmc_strbuf_deinit(&log);
   vlmc_module_destroy(module);
