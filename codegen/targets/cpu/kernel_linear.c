@@ -480,7 +480,7 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   int64_t mr = L.rows.mr, mb = machine->l2_bytes / 2 / (L.kc * xb);
   mb = mb < mr ? mr : mb / mr * mr;
   if (panels) mb = vlmc_cpu_linear_panels_block_rows(machine);
-  vlmc_linear_panels_t pa = {L.x, L.w, L.b, L.k, L.n, mb, -1, -1, -1, -1, -1};
+  vlmc_linear_panels_t pa = {L.x, L.w, L.b, L.k, L.n, mb, -1, -1, -1, -1, -1, NULL, -1, -1};
   if (panels) vlmc_cpu_linear_panels_scratch(e, &pa);
   int mb_c = vlmc_kernel_emit_index(e, mb);
   if (packs_x) { /* before the loops: an alloca inside them would grow the stack */

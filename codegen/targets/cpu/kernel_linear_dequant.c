@@ -645,6 +645,20 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
   }
 }
 
+/* Many rows through the panels of kernel_linear_panels.c (a bf16 x, AVX512_BF16): blocks of
+ * its rows, each block's tiles of 4 rows over the thread's columns. */
+static void emit_many_rows_panels(const qlinear_t *Q, vlmc_linear_panels_t pa, int m_total) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int mb0 = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, pa.block_rows));
+  int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, pa.block_rows)), m_total);
+  int span = vlmc_kernel_emit_index_op(e, "arith.subi", end, mb0);
+  pa.from = mb0;
+  pa.to = end;
+  pa.to_r = add(e, mb0, mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", span, idx(e, MR)), idx(e, MR)));
+  vlmc_cpu_linear_panels(e, &pa);
+  vlmc_kernel_emit_line(e, "}");
+}
+
 /* Rows [0, m_total) of x against the current tile's features (few rows). */
 static void emit_tile_rows(const qlinear_t *Q, int m_total, bool blocks) {
   vlmc_kernel_emit_t *e = Q->e;
@@ -714,10 +728,17 @@ vlmc_status_t vlmc_cpu_kernel_linear_dequant(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", Q.scratch, (long long)(UNIT * Q.k));
   Q.xdot = Q.xsum = -1;
   if (dot_fits(&Q)) alloc_dot_scratch(&Q);
+  vlmc_linear_panels_t pa = {Q.x, Q.w, Q.b, Q.k, Q.n, 0, -1, -1, -1, -1, -1, Q.dq, -1, -1};
+  bool panels = vlmc_cpu_linear_panels_apply_quantized(e, Q.x, Q.dq);
+  if (panels) {
+    pa.block_rows = vlmc_cpu_linear_panels_block_rows(vlmc_cpu_emit_machine(e));
+    vlmc_cpu_linear_panels_scratch(e, &pa);
+  }
   int many = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi uge, " VLMC_SSA ", " VLMC_SSA " : index", many, m_total, idx(e, MR));
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", many);
-  emit_many_rows(&Q, m_total);
+  if (panels) emit_many_rows_panels(&Q, pa, m_total);
+  else emit_many_rows(&Q, m_total);
   vlmc_kernel_emit_line(e, "} else {");
   emit_few_rows(&Q, m_total);
   vlmc_kernel_emit_line(e, "}");

@@ -19,6 +19,7 @@
  * 512 bytes), which keeps the packing from waiting on memory (309 -> 376 GFLOP/s measured).
  * Leftover rows (fewer than 4) take a one-row tile. K need not be even: pairs past K are 0. */
 #include <stdio.h>
+#include <string.h>
 
 #include "artifact/kernel_table.h"
 #include "codegen/targets/cpu/kernels.h"
@@ -41,6 +42,10 @@ typedef struct {
   int p0, wc;       /* the panel's first column and width (index SSA) */
   int mask[VECS];   /* per vector of the panel: lanes inside the panel (vector<16xi1>) */
   int iota;         /* vector<16xi32> 0..15 */
+  int64_t kc;       /* k elements per chunk: KC, or a quantized weight's group */
+  /* A quantized weight (a->dq): its packed words' input and layout. */
+  int qi;
+  vlmc_quant_layout_t q;
 } panels_t;
 
 /* ---- small emitters ---- */
@@ -183,6 +188,88 @@ static void emit_pack(const panels_t *P, int kc0, int64_t len) {
   emit_pack_tail(P, kc0, whole * 16, pairs);
 }
 
+/* ---- packing a quantized weight (4 bits; the chunk is one group) ----
+ * Byte p of a row's chunk holds the values 2p and 2p + 1 in its low and high nibble: one pair.
+ * 16 bytes of a row, zero-extended to words, become 16 pair words by two vpermd of a table of
+ * bf16(i) (indexed by the low 4 bits: the low nibble needs no mask) and a shift; 16 rows of
+ * them are transposed as the bf16 weights are. Each value q is exact in bf16, so the products
+ * with x's bf16 values are exact; the group's scale and bias multiply the chunk's sums (the
+ * panel's column scales and biases go to a scratch beside the pairs). */
+
+/* The table: word i = bf16(i) bits, i in 0..15. */
+static int nibble_table(const panels_t *P) {
+  char list[16 * 8] = "";
+  size_t n = 0;
+  for (int i = 0; i < 16; ++i) {
+    float f = (float)i;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    n += (size_t)snprintf(list + n, sizeof list - n, "%s%u", i ? ", " : "", bits >> 16);
+  }
+  int v = fresh(P);
+  vlmc_kernel_emit_line(P->e, VLMC_SSA " = arith.constant dense<[%s]> : vector<16xi32>", v, list);
+  return v;
+}
+
+static int permd(const panels_t *P, int table, int index) {
+  int v = fresh(P);
+  vlmc_kernel_emit_line(P->e, VLMC_SSA " = llvm.call_intrinsic \"llvm.x86.avx512.permvar.si.512\"(" VLMC_SSA ", "
+                        VLMC_SSA ") : (vector<16xi32>, vector<16xi32>) -> vector<16xi32>", v, table, index);
+  return v;
+}
+
+static int i32_splat(const panels_t *P, int value) {
+  int v = fresh(P);
+  vlmc_kernel_emit_line(P->e, VLMC_SSA " = arith.constant dense<%d> : vector<16xi32>", v, value);
+  return v;
+}
+
+static void emit_pack_quantized(const panels_t *P, int kc0, int64_t len) {
+  vlmc_kernel_emit_t *e = P->e;
+  int table = nibble_table(P), four = i32_splat(P, 4), sixteen = i32_splat(P, 16);
+  int g = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 16));
+  int b = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, len / 32), idx(P, 1));
+  int r[16];
+  for (int i = 0; i < 16; ++i) {
+    int col = iop(P, "arith.minui", iop(P, "arith.addi", P->p0, iop(P, "arith.addi", g, idx(P, i))),
+                  idx(P, P->a->n - 1));
+    /* words of the row's values kc0 + 32 b .. + 31: 4 words, 16 bytes */
+    int at = iop(P, "arith.addi", iop(P, "arith.muli", col, idx(P, P->q.words)),
+                 iop(P, "arith.addi", iop(P, "arith.divui", kc0, idx(P, 8)), iop(P, "arith.muli", b, idx(P, 4))));
+    int words = fresh(P), bytes = fresh(P), wide = fresh(P), high = fresh(P), hi16 = fresh(P);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?xi32>, vector<4xi32>", words,
+                          P->qi, at);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.bitcast " VLMC_SSA " : vector<4xi32> to vector<16xi8>", bytes, words);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extui " VLMC_SSA " : vector<16xi8> to vector<16xi32>", wide, bytes);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shrui " VLMC_SSA ", " VLMC_SSA " : vector<16xi32>", high, wide, four);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : vector<16xi32>", hi16,
+                          permd(P, table, high), sixteen);
+    r[i] = fresh(P);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : vector<16xi32>", r[i],
+                          permd(P, table, wide), hi16);
+  }
+  transpose16(P, r);
+  int pair0 = iop(P, "arith.muli", b, idx(P, 16));
+  for (int i = 0; i < 16; ++i) {
+    int at = iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.addi", pair0, idx(P, i)),
+                                      idx(P, PANEL)), g);
+    vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
+                          "memref<%dxi32>, vector<16xi32>", r[i], P->a->pk, at, KP * PANEL);
+  }
+  vlmc_kernel_emit_line(e, "}");
+  vlmc_kernel_emit_line(e, "}");
+  /* the panel's scales (sc[0 .. PANEL)) and biases (sc[PANEL ..)) of the chunk's group */
+  int j = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 1));
+  int col = iop(P, "arith.minui", iop(P, "arith.addi", P->p0, j), idx(P, P->a->n - 1));
+  int at = iop(P, "arith.addi", iop(P, "arith.muli", col, idx(P, P->q.groups)),
+               iop(P, "arith.divui", kc0, idx(P, P->q.group)));
+  for (int part = 1; part <= 2; ++part)
+    vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%dxf32>",
+                          vlmc_kernel_emit_load(e, P->a->dq->operands[part], at), P->a->sc,
+                          iop(P, "arith.addi", j, idx(P, (part - 1) * PANEL)), 2 * PANEL);
+  vlmc_kernel_emit_line(e, "}");
+}
+
 /* ---- x's rows as pairs ---- */
 
 /* x's bits at (row start, k) as an i32 of its upper 16 bits (x holds bf16 values in f32), or
@@ -231,6 +318,16 @@ static void emit_x_pairs(const panels_t *P, int kc0, int64_t len) {
     int word = pair_word(P, x_bits(P, row, k), x_bits(P, row, iop(P, "arith.addi", k, idx(P, 1))));
     vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxi32>",
                           word, P->a->xt, xs_at(P, m, idx(P, p)), (long long)(P->a->block_rows * KP));
+  }
+  if (P->a->dq) { /* the row's sum over the chunk (one group), for the biases' term */
+    int sum = -1;
+    for (int64_t v = 0; v < len / 16; ++v) {
+      int x = vlmc_cpu_emit_load_vector(e, P->a->x, iop(P, "arith.addi", src, idx(P, 16 * v)), 16);
+      sum = sum < 0 ? x : vlmc_kernel_emit_float_op(e, "arith.addf", sum, x, 16);
+    }
+    vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
+                          vlmc_cpu_emit_reduce_add(e, sum, 16), P->a->xsum, iop(P, "arith.subi", m, P->a->from),
+                          (long long)P->a->block_rows);
   }
   vlmc_kernel_emit_line(e, "}");
 }
@@ -387,6 +484,26 @@ static void close_acc_loop(const panels_t *P, int n, const int *values) {
   vlmc_kernel_emit_line(P->e, "}");
 }
 
+/* A quantized chunk's contribution to (row, vector v of the panel) from its sums of q x:
+ * scales * sums + biases * (the row's sum of x over the chunk). */
+static int quantized_contribution(const panels_t *P, int row, int v, int sums) {
+  vlmc_kernel_emit_t *e = P->e;
+  int part[2];
+  for (int i = 0; i < 2; ++i) {
+    part[i] = fresh(P);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%dxf32>, vector<16xf32>",
+                          part[i], P->a->sc, idx(P, i * PANEL + 16 * v), 2 * PANEL);
+  }
+  int xs = fresh(P), splat = fresh(P), scaled = fresh(P), total = fresh(P);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", xs, P->a->xsum,
+                        iop(P, "arith.subi", row, P->a->from), (long long)P->a->block_rows);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.broadcast " VLMC_SSA " : f32 to vector<16xf32>", splat, xs);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.mulf " VLMC_SSA ", " VLMC_SSA " : vector<16xf32>", scaled, part[1], splat);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = vector.fma " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : vector<16xf32>", total,
+                        part[0], sums, scaled);
+  return total;
+}
+
 /* A tile of mr rows from m0 (tile number `tile` of the block, for the prefetch; -1: none) over
  * one chunk. */
 static void emit_tile(const panels_t *P, int mr, int m0, int tile, const chunk_spec_t *c) {
@@ -424,6 +541,7 @@ static void emit_tile(const panels_t *P, int mr, int m0, int tile, const chunk_s
   for (int r = 0; r < mr; ++r)
     for (int v = 0; v < VECS; ++v) {
       int row = iop(P, "arith.addi", m0, idx(P, r)), sum = acc[r * VECS + v];
+      if (P->a->dq) sum = quantized_contribution(P, row, v, sum);
       if (!c->first_always) {
         int total = vlmc_kernel_emit_float_op(e, "arith.addf", load_partial(P, row, v), sum, 16);
         if (c->first >= 0) {
@@ -464,9 +582,11 @@ static void emit_chunk(panels_t *P, const chunk_spec_t *c) {
   emit_x_pairs(P, c->kc0, c->len);
   P->p0 = vlmc_kernel_emit_for(e, P->g0, P->g1, idx(P, PANEL));
   emit_masks(P);
-  emit_pack(P, c->kc0, c->len);
+  if (a->dq) emit_pack_quantized(P, c->kc0, c->len);
+  else emit_pack(P, c->kc0, c->len);
   int m0 = vlmc_kernel_emit_for(e, a->from, a->to_r, idx(P, MR));
-  int tile = iop(P, "arith.divui", iop(P, "arith.subi", m0, a->from), idx(P, MR));
+  /* (no prefetch of the next quantized panel yet: it reads packed words, not bf16 rows) */
+  int tile = a->dq ? -1 : iop(P, "arith.divui", iop(P, "arith.subi", m0, a->from), idx(P, MR));
   emit_tile(P, MR, m0, tile, c);
   vlmc_kernel_emit_line(e, "}");
   int m = vlmc_kernel_emit_for(e, a->to_r, a->to, idx(P, 1));
@@ -485,6 +605,17 @@ bool vlmc_cpu_linear_panels_apply(vlmc_kernel_emit_t *e, const vlmc_value_t *x,
          vlmc_kernel_emit_input_storage(e, (uint32_t)wi) == VLMC_DTYPE_BF16;
 }
 
+bool vlmc_cpu_linear_panels_apply_quantized(vlmc_kernel_emit_t *e, const vlmc_value_t *x,
+                                            const vlmc_op_t *dq) {
+  const vlmc_cpu_machine_t *m = vlmc_cpu_emit_machine(e);
+  int xi = vlmc_kernel_emit_source_input(e, x), qi = dq ? vlmc_kernel_emit_source_input(e, dq->operands[0]) : -1;
+  if (!m->bf16_dot || e->vector_width != 16 || xi < 0 || qi < 0 || !vlmc_cpu_emit_reads_bf16(e, x) ||
+      vlmc_kernel_emit_input_storage(e, (uint32_t)xi) != VLMC_DTYPE_F32)
+    return false;
+  vlmc_quant_layout_t q = vlmc_dequantize_layout(dq);
+  return q.bits == 4 && q.group % 32 == 0 && q.group <= KC && q.cols % q.group == 0;
+}
+
 /* Rows per block: the block's x chunk as pairs (rows x 512 bytes) within a quarter of the L2,
  * at most 512 (256 KiB of stack). */
 int64_t vlmc_cpu_linear_panels_block_rows(const vlmc_cpu_machine_t *m) {
@@ -499,10 +630,20 @@ void vlmc_cpu_linear_panels_scratch(vlmc_kernel_emit_t *e, vlmc_linear_panels_t 
   a->xt = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() {alignment = 64 : i64} : memref<%lldxi32>",
                         a->xt, (long long)(a->block_rows * KP));
+  if (!a->dq) return;
+  a->sc = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() {alignment = 64 : i64} : memref<%dxf32>", a->sc, 2 * PANEL);
+  a->xsum = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.alloca() : memref<%lldxf32>", a->xsum, (long long)a->block_rows);
 }
 
 void vlmc_cpu_linear_panels(vlmc_kernel_emit_t *e, const vlmc_linear_panels_t *a) {
-  panels_t P = {e, a, vlmc_kernel_emit_source_input(e, a->w), 0, 0, 0, 0, 0, {0}, 0};
+  panels_t P = {e, a, a->dq ? -1 : vlmc_kernel_emit_source_input(e, a->w), 0, 0, 0, 0, 0, {0}, 0, KC, -1, {0}};
+  if (a->dq) {
+    P.qi = vlmc_kernel_emit_source_input(e, a->dq->operands[0]);
+    P.q = vlmc_dequantize_layout(a->dq);
+    P.kc = P.q.group;
+  }
   /* The thread's columns: units [lo, hi) of 4. */
   int lo = fresh(&P), hi = fresh(&P);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.muli %%lo, " VLMC_SSA " : index", lo,
@@ -525,13 +666,13 @@ void vlmc_cpu_linear_panels(vlmc_kernel_emit_t *e, const vlmc_linear_panels_t *a
   P.g0 = vlmc_kernel_emit_for(e, lo, P.c_hi, group);
   P.g1 = iop(&P, "arith.minui", iop(&P, "arith.addi", P.g0, group), P.c_hi);
   /* Chunks: the whole ones but the last in a loop, then the last (static length). */
-  int64_t last0 = (a->k - 1) / KC * KC;
+  int64_t last0 = (a->k - 1) / P.kc * P.kc;
   if (last0 > 0) {
-    int kc0 = vlmc_kernel_emit_for(e, idx(&P, 0), idx(&P, last0), idx(&P, KC));
+    int kc0 = vlmc_kernel_emit_for(e, idx(&P, 0), idx(&P, last0), idx(&P, P.kc));
     int first = fresh(&P);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first, kc0,
                           idx(&P, 0));
-    chunk_spec_t c = {kc0, KC, first, false, false};
+    chunk_spec_t c = {kc0, P.kc, first, false, false};
     emit_chunk(&P, &c);
     vlmc_kernel_emit_line(e, "}");
   }

@@ -28,9 +28,18 @@ typedef struct {
   int64_t block_rows;             /* the most rows a block has (block_rows) */
   int pk, xt;                     /* the scratch (vlmc_cpu_linear_panels_scratch) */
   int from, to_r, to;             /* the block's rows (index SSA) */
+  /* A 4-bit weight instead of a bf16 one: its dequantize (w is then its result), and two more
+   * scratches: the panel's scales and biases of a group, the block's rows' sums of x over it. */
+  const vlmc_op_t *dq;
+  int sc, xsum;
 } vlmc_linear_panels_t;
 bool vlmc_cpu_linear_panels_apply(vlmc_kernel_emit_t *e, const vlmc_value_t *x,
                                   const vlmc_value_t *w);
+/* The same for a 4-bit weight read through its dequantize (groups of 32 to 256 values, whole
+ * groups a row): a bf16 x (the bf16-matmul precision) against the exact bf16 values q, the
+ * group's scale and bias applied to each chunk's sums. */
+bool vlmc_cpu_linear_panels_apply_quantized(vlmc_kernel_emit_t *e, const vlmc_value_t *x,
+                                            const vlmc_op_t *dq);
 int64_t vlmc_cpu_linear_panels_block_rows(const vlmc_cpu_machine_t *m);
 /* Before any loop: the panel's and the block's scratch (allocas: 32 KiB and block_rows x 512
  * bytes of stack). */
