@@ -189,15 +189,15 @@ static void emit_pack(const panels_t *P, int kc0, int64_t len) {
 }
 
 /* ---- packing a quantized weight (4 bits; the chunk is one group) ----
- * (One group per chunk means the tile's partial sums pass through the output once per group.
- * Chunks of 256 with each group's sums scaled in registers need twice the accumulators, so a
- * 4 x 2 tile: measured slower, 85 against 99 tok/s for the 3B's 64-token prefill.) */
  * Byte p of a row's chunk holds the values 2p and 2p + 1 in its low and high nibble: one pair.
  * 16 bytes of a row, zero-extended to words, become 16 pair words by two vpermd of a table of
  * bf16(i) (indexed by the low 4 bits: the low nibble needs no mask) and a shift; 16 rows of
  * them are transposed as the bf16 weights are. Each value q is exact in bf16, so the products
  * with x's bf16 values are exact; the group's scale and bias multiply the chunk's sums (the
- * panel's column scales and biases go to a scratch beside the pairs). */
+ * panel's column scales and biases go to a scratch beside the pairs). One group per chunk means
+ * the tile's partial sums pass through the output once per group; chunks of 256 with each
+ * group's sums scaled in registers need twice the accumulators, so a 4 x 2 tile: measured
+ * slower, 85 against 99 tok/s for the 3B's 64-token prefill. */
 
 /* The table: word i = bf16(i) bits, i in 0..15. */
 static int nibble_table(const panels_t *P) {
