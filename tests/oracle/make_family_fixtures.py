@@ -4,8 +4,8 @@
 For each family a tiny random checkpoint in the hub layout (the Qwen2.5-VL tiny one's sizes:
 text 64 x 2 layers, 4 heads / 2 kv heads, vocab 512; a 4-block vision tower of width 64; the
 same special ids 500..503), built from a config dict by transformers 5.17 with the weights of
-make_tiny_checkpoint.py's rule (every parameter drawn so that it matters; LayerNorm weights
-U(0.5, 1.5) and biases N(0, 0.1) too), rounded to bf16 and saved, then per case (448x448 and
+make_tiny_checkpoint.py's rule (init_weights: every parameter drawn so that it matters,
+LayerNorm weights U(0.5, 1.5) and biases N(0, 0.1) too), rounded to bf16 and saved, then per case (448x448 and
 336x336 scenes, a 448x672 one, two images in one prompt, text only) what transformers computes
 in float32 (eager attention, TF32 off, CPU):
   tests/fixtures/parity_families/<family>/tiny/                 the checkpoint
@@ -39,6 +39,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import dump_taps as dt  # noqa: E402
+import make_tiny_checkpoint as mtc  # noqa: E402  (its weight rule, LayerNorms included)
 import oracle_common as oc  # noqa: E402
 
 IMAGE, VIDEO, VSTART, VEND = 500, 501, 502, 503
@@ -109,36 +111,6 @@ FAMILIES = {
 
 # ---------------------------------------------------------------------------- the checkpoint
 
-def init_weights(model, seed):
-    """make_tiny_checkpoint.py's rule, with LayerNorms (Qwen2-VL and Qwen3-VL vision towers)."""
-    import torch
-    gen = torch.Generator().manual_seed(seed)
-    done = set()
-    for name, module in sorted(model.named_modules(), key=lambda kv: kv[0]):
-        kind = type(module).__name__
-        weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.nn.Parameter) or id(weight) in done:
-            continue
-        done.add(id(weight))
-        with torch.no_grad():
-            if isinstance(module, (torch.nn.Linear, torch.nn.Conv3d)):
-                weight.copy_(torch.randn(weight.shape, generator=gen) / weight[0].numel() ** 0.5)
-                if module.bias is not None:
-                    module.bias.copy_(torch.randn(module.bias.shape, generator=gen) * 0.1)
-            elif isinstance(module, torch.nn.Embedding):
-                weight.copy_(torch.randn(weight.shape, generator=gen))
-            elif isinstance(module, torch.nn.LayerNorm) or (kind.endswith("RMSNorm") and weight.dim() == 1):
-                weight.copy_(0.5 + torch.rand(weight.shape, generator=gen))
-                bias = getattr(module, "bias", None)
-                if isinstance(bias, torch.nn.Parameter):
-                    bias.copy_(torch.randn(bias.shape, generator=gen) * 0.1)
-            else:
-                raise RuntimeError("no init rule for %s (%s)" % (name, kind))
-    missed = [n for n, p in model.named_parameters() if id(p) not in done and not n.endswith(".bias")]
-    if missed:
-        raise RuntimeError("parameters left at their default init: %s" % missed)
-
-
 def build_checkpoint(family, out_dir):
     import torch
     import transformers
@@ -146,7 +118,7 @@ def build_checkpoint(family, out_dir):
     torch.manual_seed(SEED)
     config = getattr(transformers, spec["config_class"]).from_dict(copy.deepcopy(spec["config"]))
     model = getattr(transformers, spec["class"])(config).eval()
-    init_weights(model, SEED)
+    mtc.init_weights(model, SEED)
     model = model.to(torch.bfloat16)
     model.generation_config = transformers.GenerationConfig(bos_token_id=0, eos_token_id=[1])
     os.makedirs(out_dir, exist_ok=True)
@@ -163,7 +135,6 @@ def build_checkpoint(family, out_dir):
 def load(family, ckpt):
     import torch
     import transformers
-    import dump_taps as dt
     dt.setup_torch()
     cls = getattr(transformers, FAMILIES[family]["class"])
     model = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
@@ -210,11 +181,12 @@ def case_ids(case, grids):
     return ids + text(5)
 
 
-class FamilyTaps:
-    """First-call forward hooks on the stages every family has, plus Qwen3-VL's deepstack."""
+class FamilyTaps(dt.Taps):
+    """dump_taps.Taps' first-call hooks on the stages every family has, plus the first vision
+    block's input and Qwen3-VL's deepstack (its mergers, what the language model receives, and
+    the language-model layers the features are added after)."""
 
-    def __init__(self, model, deepstack_layers):
-        import dump_taps as dt
+    def __init__(self, model, deepstack_layers):  # pylint: disable=super-init-not-called
         self.values, self.handles = {}, []
         visual, lm, _ = dt.inner(model)
         self.hook(visual.patch_embed, "patch_embed", dt.first_tensor)
@@ -229,35 +201,22 @@ class FamilyTaps:
             self.hook(lm.layers[i], "lm_layer.%d" % i, dt.first_tensor)
         self.handles.append(lm.register_forward_pre_hook(self.lm_input, with_kwargs=True))
 
-    def hook(self, module, name, pick):
-        def fn(_m, _inp, out):
-            if name not in self.values:
-                self.values[name] = pick(out).detach().float().cpu().clone()
-        self.handles.append(module.register_forward_hook(fn))
-
     def block_input(self, _m, args, kwargs):
         x = args[0] if args else kwargs.get("hidden_states")
         if x is not None and "vision_block_input.0" not in self.values:
             self.values["vision_block_input.0"] = x.detach().float().cpu().clone()
 
-    def lm_input(self, _m, _args, kwargs):
-        if "inputs_embeds" in self.values:
-            return
-        emb = kwargs.get("inputs_embeds")
-        if emb is not None:
-            self.values["inputs_embeds"] = emb.detach().float().cpu()[0].clone()
+    def lm_input(self, m, args, kwargs):
+        self.lm_pre_hook(m, args, kwargs)
+        self.values.pop("lm_position_ids", None)
         for i, d in enumerate(kwargs.get("deepstack_visual_embeds") or []):
-            self.values["deepstack_visual_embeds.%d" % i] = d.detach().float().cpu().clone()
-
-    def remove(self):
-        for h in self.handles:
-            h.remove()
-        self.handles = []
+            name = "deepstack_visual_embeds.%d" % i
+            if name not in self.values:
+                self.values[name] = d.detach().float().cpu().clone()
 
 
 def rope_index(model, inputs):
     import torch
-    import dump_taps as dt
     _, _, core = dt.inner(model)
     ids = inputs["input_ids"]
     if "image_grid_thw" not in inputs:
@@ -278,7 +237,6 @@ def rope_index(model, inputs):
 def run_case(family, model, ckpt, case, paths, out_dir):
     import torch
     import transformers
-    import dump_taps as dt
     from safetensors.torch import save_file
     os.makedirs(out_dir, exist_ok=True)
     vis, settings = image_inputs(ckpt, paths)

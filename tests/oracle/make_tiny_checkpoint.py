@@ -95,6 +95,10 @@ def init_weights(model, seed):
                 weight.copy_(torch.randn(weight.shape, generator=gen))
             elif kind.endswith("RMSNorm") and weight.dim() == 1:
                 weight.copy_(0.5 + torch.rand(weight.shape, generator=gen))
+            elif isinstance(module, torch.nn.LayerNorm):  # Qwen2-VL / Qwen3-VL vision towers
+                weight.copy_(0.5 + torch.rand(weight.shape, generator=gen))
+                if module.bias is not None:
+                    module.bias.copy_(torch.randn(module.bias.shape, generator=gen) * 0.1)
             else:
                 raise RuntimeError("no init rule for %s (%s)" % (name, kind))
     missed = [n for n, p in model.named_parameters() if id(p) not in done and

@@ -112,6 +112,19 @@ static int w_row_start(const panels_t *P, int j) {
   return iop(P, "arith.muli", col, idx(P, P->a->k));
 }
 
+/* 16 rows of 16 pair words (row i: panel column g + i, pairs 16 b ..) transposed and stored
+ * as the panel's pairs 16 b .. 16 b + 15 of columns g .. g + 15. */
+static void store_transposed(const panels_t *P, int *r, int b, int g) {
+  transpose16(P, r);
+  int pair0 = iop(P, "arith.muli", b, idx(P, 16));
+  for (int i = 0; i < 16; ++i) {
+    int at = iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.addi", pair0, idx(P, i)),
+                                      idx(P, PANEL)), g);
+    vlmc_kernel_emit_line(P->e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
+                          "memref<%dxi32>, vector<16xi32>", r[i], P->a->pk, at, KP * PANEL);
+  }
+}
+
 /* Pairs [0, pairs16 * 16) of the chunk at kc0 into the panel scratch, 16 x 16 words at a time. */
 static void emit_pack_blocks(const panels_t *P, int kc0, int64_t blocks) {
   vlmc_kernel_emit_t *e = P->e;
@@ -127,14 +140,7 @@ static void emit_pack_blocks(const panels_t *P, int kc0, int64_t blocks) {
                           "vector<32xbf16>", raw, P->wi, at);
     r[i] = as_words(P, raw);
   }
-  transpose16(P, r);
-  int pair0 = iop(P, "arith.muli", b, idx(P, 16));
-  for (int i = 0; i < 16; ++i) {
-    int at = iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.addi", pair0, idx(P, i)),
-                                      idx(P, PANEL)), g);
-    vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
-                          "memref<%dxi32>, vector<16xi32>", r[i], P->a->pk, at, KP * PANEL);
-  }
+  store_transposed(P, r, b, g);
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
 }
@@ -251,14 +257,7 @@ static void emit_pack_quantized(const panels_t *P, int kc0, int64_t len) {
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.ori " VLMC_SSA ", " VLMC_SSA " : vector<16xi32>", r[i],
                           permd(P, table, wide), hi16);
   }
-  transpose16(P, r);
-  int pair0 = iop(P, "arith.muli", b, idx(P, 16));
-  for (int i = 0; i < 16; ++i) {
-    int at = iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.addi", pair0, idx(P, i)),
-                                      idx(P, PANEL)), g);
-    vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
-                          "memref<%dxi32>, vector<16xi32>", r[i], P->a->pk, at, KP * PANEL);
-  }
+  store_transposed(P, r, b, g);
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   /* the panel's scales (sc[0 .. PANEL)) and biases (sc[PANEL ..)) of the chunk's group */
