@@ -68,6 +68,16 @@ typedef struct {
   int64_t eos_token_id; /* text.eos_token_id (first one when a list) */
 } vlmc_text_config_t;
 
+/* What a vision block's norms and MLP are made of: the family's parser decides. */
+typedef enum {
+  VLMC_VISION_RMS_NORM,   /* Qwen2.5-VL: RMSNorm, a weight */
+  VLMC_VISION_LAYER_NORM, /* Qwen2-VL: LayerNorm, a weight and a bias */
+} vlmc_vision_norm_t;
+typedef enum {
+  VLMC_VISION_SWIGLU,         /* Qwen2.5-VL: gate_proj, up_proj, down_proj (with biases) */
+  VLMC_VISION_QUICK_GELU_MLP, /* Qwen2-VL: fc1, x * sigmoid(1.702 x), fc2 (with biases) */
+} vlmc_vision_mlp_t;
+
 /* Vision tower: keys under `vision_config`. */
 typedef struct {
   int64_t depth;               /* vision_config.depth */
@@ -84,6 +94,11 @@ typedef struct {
   int64_t tokens_per_second;   /* vision_config.tokens_per_second (video positions) */
   int fullatt_count;           /* vision_config.fullatt_block_indexes, sorted, distinct */
   int64_t fullatt_block_indexes[VLMC_CONFIG_MAX_DEPTH];
+  vlmc_vision_norm_t norm;     /* the family's */
+  vlmc_vision_mlp_t mlp;       /* the family's */
+  /* Window attention in the blocks not in fullatt_block_indexes (Qwen2.5-VL); false: every
+   * block attends over its whole image (Qwen2-VL: window_size 0, every block listed full). */
+  bool windows;
 } vlmc_vision_config_t;
 
 /* The parsed config.json of a Qwen2.5-VL checkpoint: the config struct of the qwen2_5_vl
@@ -120,6 +135,12 @@ typedef vlmc_status_t (*vlmc_model_config_parser_t)(const char *text, size_t len
                                                     vlmc_model_config_t *out_config);
 
 /* The Qwen2.5-VL parser (the qwen2_5_vl family's): every key listed above. */
+/* The same for a Qwen2-VL config.json (model_type qwen2_vl): the text keys as Qwen2.5-VL's
+ * (flat or under text_config); vision_config's embed_dim is the tower's width, its hidden_size
+ * the merger's output, intermediate_size = int(embed_dim * mlp_ratio), hidden_act quick_gelu
+ * (the default when absent); no windows. */
+vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
+                                         vlmc_model_config_t *out_config);
 vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
                                            vlmc_model_config_t *out_config);
 /* `path` is a config.json file or a folder holding one; `parse` is the family's parser. */

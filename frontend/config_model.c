@@ -279,7 +279,49 @@ static vlmc_status_t parse_vision(const model_doc_t *doc, vlmc_vision_config_t *
   VLMC_RETURN_IF_ERROR(vision_size(doc, "tokens_per_second", &vision->tokens_per_second));
   vlmc_json_ref_t act = vision_ref(doc, "hidden_act");
   VLMC_RETURN_IF_ERROR(require_silu(&act));
+  vision->norm = VLMC_VISION_RMS_NORM;
+  vision->mlp = VLMC_VISION_SWIGLU;
+  vision->windows = true;
   return parse_fullatt(doc, vision);
+}
+
+/* Qwen2-VL's vision_config (transformers' Qwen2VLVisionConfig): embed_dim (the width),
+ * hidden_size (the merger's output), mlp_ratio, quick_gelu; every block full attention. */
+static vlmc_status_t parse_vision_qwen2(const model_doc_t *doc, vlmc_vision_config_t *vision) {
+  vlmc_json_ref_t depth = vision_ref(doc, "depth");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&depth, 1, VLMC_CONFIG_MAX_DEPTH, &vision->depth));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "embed_dim", &vision->hidden_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "hidden_size", &vision->out_hidden_size));
+  vlmc_json_ref_t ratio = vision_ref(doc, "mlp_ratio");
+  double mlp_ratio;
+  VLMC_RETURN_IF_ERROR(vlmc_json_double_req(&ratio, &mlp_ratio));
+  double inner = (double)vision->hidden_size * mlp_ratio;
+  if (!(inner >= 1 && inner <= (double)MAX_SIZE))
+    return vlmc_json_error(&ratio, VLMC_OUT_OF_RANGE, "%g makes an MLP of %g features (embed_dim %lld)",
+                           mlp_ratio, inner, (long long)vision->hidden_size);
+  vision->intermediate_size = (int64_t)inner; /* transformers: int(embed_dim * mlp_ratio) */
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "num_heads", &vision->num_heads));
+  VLMC_RETURN_IF_ERROR(vision_size_alias(doc, "in_channels", "in_chans", &vision->in_channels));
+  VLMC_RETURN_IF_ERROR(
+      vision_size_alias(doc, "patch_size", "spatial_patch_size", &vision->patch_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "temporal_patch_size", &vision->temporal_patch_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "spatial_merge_size", &vision->spatial_merge_size));
+  vlmc_json_ref_t act = vision_ref(doc, "hidden_act");
+  const char *name = NULL;
+  bool present = false;
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&act, &name, &present));
+  if (present && strcmp(name, "quick_gelu") != 0)
+    return vlmc_json_error(&act, VLMC_UNSUPPORTED,
+                           "activation '%.40s' is not supported (Qwen2-VL's vision tower uses "
+                           "'quick_gelu')", name);
+  vision->window_size = 0;
+  vision->tokens_per_second = 0;
+  vision->fullatt_count = (int)vision->depth;
+  for (int64_t i = 0; i < vision->depth; ++i) vision->fullatt_block_indexes[i] = i;
+  vision->norm = VLMC_VISION_LAYER_NORM;
+  vision->mlp = VLMC_VISION_QUICK_GELU_MLP;
+  vision->windows = false;
+  return NULL;
 }
 
 /* ---- the rest ---------------------------------------------------------------------------- */
@@ -450,9 +492,12 @@ static vlmc_status_t check_ids(const model_doc_t *doc, const vlmc_model_config_t
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
-static vlmc_status_t parse_doc(model_doc_t *doc, vlmc_model_config_t *config) {
+typedef vlmc_status_t (*vision_parser_t)(const model_doc_t *doc, vlmc_vision_config_t *vision);
+
+static vlmc_status_t parse_doc(model_doc_t *doc, vlmc_model_config_t *config,
+                               vision_parser_t parse_vision_config) {
   VLMC_RETURN_IF_ERROR(parse_text(doc, &config->text));
-  VLMC_RETURN_IF_ERROR(parse_vision(doc, &config->vision));
+  VLMC_RETURN_IF_ERROR(parse_vision_config(doc, &config->vision));
   VLMC_RETURN_IF_ERROR(parse_multimodal(doc, config));
   VLMC_RETURN_IF_ERROR(check_text(doc, &config->text));
   VLMC_RETURN_IF_ERROR(check_vision(doc, &config->vision, &config->text));
@@ -469,8 +514,9 @@ static vlmc_status_t open_sections(model_doc_t *doc) {
   return NULL;
 }
 
-vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
-                                           vlmc_model_config_t *out_config) {
+static vlmc_status_t parse_config(const char *text, size_t len, const char *file,
+                                  vision_parser_t parse_vision_config,
+                                  vlmc_model_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   model_doc_t doc = {.file = file};
   cJSON *root = NULL;
@@ -482,11 +528,21 @@ vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const c
     vlmc_json_ref_t vision = vlmc_json_ref(file, root, "", "vision_config");
     status = vlmc_json_missing(&vision);
   }
-  if (!status) status = parse_doc(&doc, out_config);
+  if (!status) status = parse_doc(&doc, out_config, parse_vision_config);
   out_config->nested = doc.text != NULL;
   cJSON_Delete(root);
   if (status) memset(out_config, 0, sizeof *out_config);
   return status;
+}
+
+vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
+                                           vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_vision, out_config);
+}
+
+vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
+                                         vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_vision_qwen2, out_config);
 }
 
 vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,

@@ -53,9 +53,11 @@ static vlmc_status_t check_row_widths(const vlmc_vision_config_t *v) {
 }
 
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
-  /* A config another family's parser read may not describe this model. */
-  if (!vlmc_model_family_accepts(&vlmc_qwen2_5_vl_family, c->model_type))
-    return vlmc_status_make(VLMC_UNSUPPORTED, "config.json: model_type is not qwen2_5_vl");
+  /* A config another family's parser read may not describe this model (Qwen2-VL's is the same
+   * model without windows, with its own parser: models/qwen2_vl.c). */
+  if (!vlmc_model_family_accepts(&vlmc_qwen2_5_vl_family, c->model_type) &&
+      !vlmc_model_family_accepts(&vlmc_qwen2_vl_family, c->model_type))
+    return vlmc_status_make(VLMC_UNSUPPORTED, "config.json: model_type is neither qwen2_5_vl nor qwen2_vl");
   const vlmc_text_config_t *t = &c->text;
   const vlmc_vision_config_t *v = &c->vision;
   if (v->out_hidden_size != t->hidden_size)
@@ -76,8 +78,8 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
                             (long long)t->hidden_size, (long long)t->num_attention_heads,
                             (long long)v->hidden_size, (long long)v->num_heads);
   int64_t unit = v->patch_size * v->spatial_merge_size;
-  if (v->patch_size <= 0 || v->spatial_merge_size <= 0 || v->window_size <= 0 ||
-      v->window_size % unit != 0)
+  if (v->patch_size <= 0 || v->spatial_merge_size <= 0 ||
+      (v->windows && (v->window_size <= 0 || v->window_size % unit != 0)))
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "config.json: vision_config.window_size %lld is not a multiple of "
                             "patch_size * spatial_merge_size = %lld",

@@ -48,6 +48,9 @@
  * vlmc_qwen2_5_vl_config_parse, the builders below, and the convention {encode_image,
  * prefill, decode, positions "mrope"}. */
 extern const vlmc_model_family_t vlmc_qwen2_5_vl_family;
+/* The qwen2_vl family (models/qwen2_vl.c): the same builders, its own config parser
+ * (vlmc_qwen2_vl_config_parse: no windows, LayerNorms, a quick_gelu MLP in the vision tower). */
+extern const vlmc_model_family_t vlmc_qwen2_vl_family;
 
 /* Builds the module. Errors name the tensor ("tensor 'visual.merger.mlp.0.bias' not found
  * (also tried 'model.visual.merger.mlp.0.bias') in DIR"), the shape the config implies, or the

@@ -16,20 +16,38 @@ static void add_linear(vlmc_model_tensor_fn add, void *ctx, int64_t out, int64_t
   add(ctx, name, 1, &out, false);
 }
 
+/* A vision norm under `prefix`: its weight, and a LayerNorm's bias. */
+static void add_norm(vlmc_model_tensor_fn add, void *ctx, const vlmc_vision_config_t *v, int64_t d,
+                     const char *prefix) {
+  char name[VLMC_MODEL_NAME_MAX];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  add(ctx, name, 1, &d, true);
+  if (v->norm != VLMC_VISION_LAYER_NORM) return;
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  add(ctx, name, 1, &d, false);
+}
+
 static void plan_vision(const vlmc_vision_config_t *v, vlmc_model_tensor_fn add, void *ctx) {
   int64_t d = v->hidden_size, inner = v->intermediate_size;
   int64_t patch[5] = {d, v->in_channels, v->temporal_patch_size, v->patch_size, v->patch_size};
   add(ctx, "visual.patch_embed.proj.weight", 5, patch, false);
   char name[VLMC_MODEL_NAME_MAX];
   for (int64_t i = 0; i < v->depth; ++i) {
-    snprintf(name, sizeof name, "visual.blocks.%lld.norm1.weight", (long long)i);
-    add(ctx, name, 1, &d, true);
-    snprintf(name, sizeof name, "visual.blocks.%lld.norm2.weight", (long long)i);
-    add(ctx, name, 1, &d, true);
+    for (int k = 1; k <= 2; ++k) {
+      snprintf(name, sizeof name, "visual.blocks.%lld.norm%d", (long long)i, k);
+      add_norm(add, ctx, v, d, name);
+    }
     snprintf(name, sizeof name, "visual.blocks.%lld.attn.qkv", (long long)i);
     add_linear(add, ctx, 3 * d, d, true, name);
     snprintf(name, sizeof name, "visual.blocks.%lld.attn.proj", (long long)i);
     add_linear(add, ctx, d, d, true, name);
+    if (v->mlp == VLMC_VISION_QUICK_GELU_MLP) {
+      snprintf(name, sizeof name, "visual.blocks.%lld.mlp.fc1", (long long)i);
+      add_linear(add, ctx, inner, d, true, name);
+      snprintf(name, sizeof name, "visual.blocks.%lld.mlp.fc2", (long long)i);
+      add_linear(add, ctx, d, inner, true, name);
+      continue;
+    }
     static const char *const mlp[] = {"gate_proj", "up_proj"};
     for (int k = 0; k < 2; ++k) {
       snprintf(name, sizeof name, "visual.blocks.%lld.mlp.%s", (long long)i, mlp[k]);
@@ -39,7 +57,7 @@ static void plan_vision(const vlmc_vision_config_t *v, vlmc_model_tensor_fn add,
     add_linear(add, ctx, d, inner, true, name);
   }
   int64_t wide = d * v->spatial_merge_size * v->spatial_merge_size;
-  add(ctx, "visual.merger.ln_q.weight", 1, &d, true);
+  add_norm(add, ctx, v, d, "visual.merger.ln_q");
   add_linear(add, ctx, wide, wide, true, "visual.merger.mlp.0");
   add_linear(add, ctx, v->out_hidden_size, wide, true, "visual.merger.mlp.2");
 }

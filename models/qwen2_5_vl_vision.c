@@ -1,4 +1,8 @@
-/* encode_image: the Qwen2.5-VL vision tower (spec §3), in the original token order.
+/* encode_image: the Qwen2.5-VL vision tower (spec §3), in the original token order; and the
+ * Qwen2-VL one, which is the same tower without windows (every block full attention over its
+ * image), with LayerNorms (a weight and a bias) and a fc1 / quick_gelu / fc2 MLP
+ * (transformers' modeling_qwen2_vl.py: VisionAttention, VisionMlp, PatchMerger with ln_q a
+ * LayerNorm): vlmc_vision_config_t's norm, mlp and windows say which.
  *
  * Every block reads and writes original-order rows: windowed blocks use the model-level
  * `window_attention` (which knows its grid), full blocks use `attention` over per-image
@@ -73,7 +77,7 @@ static vlmc_status_t tower_indices(qwen_ctx_t *ctx, tower_t *t, vlmc_dim_t image
     VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_FULL_SEGMENTS, t->grid, 0, NULL, &cu_type,
                                   "full_cu", &t->full_cu));
   }
-  if (ctx->options->taps) {
+  if (ctx->options->taps && v->windows) {
     vlmc_named_attr_t attrs[3];
     window_attrs(v, attrs);
     vlmc_type_t order_type = {VLMC_DTYPE_I64, 1, {t->tokens}};
@@ -87,6 +91,7 @@ static vlmc_status_t tower_indices(qwen_ctx_t *ctx, tower_t *t, vlmc_dim_t image
 static vlmc_status_t tap_window_order(qwen_ctx_t *ctx, const tower_t *t, const char *stage,
                                       vlmc_value_t *x) {
   if (!ctx->options->taps) return NULL;
+  if (!ctx->config->vision.windows) return vlmc_model_tap(&ctx->m, stage, x); /* no windows */
   int64_t width = x->type.dims[1].off;
   bool patch_rows = vlmc_dim_equal(x->type.dims[0], t->patches);
   vlmc_value_t *rows = x, *gathered;
@@ -103,6 +108,44 @@ static vlmc_status_t tap_window_order(qwen_ctx_t *ctx, const tower_t *t, const c
 }
 
 /* ---- one block ----------------------------------------------------------------------------- */
+
+/* The block's (or the merger's) norm of x under `prefix`: RMSNorm with prefix.weight, or
+ * LayerNorm with prefix.weight and prefix.bias (Qwen2-VL). */
+static vlmc_status_t vision_norm(qwen_ctx_t *ctx, vlmc_value_t *x, const char *prefix, int64_t dim,
+                                 const char *name, vlmc_value_t **out) {
+  if (ctx->config->vision.norm == VLMC_VISION_LAYER_NORM)
+    return vlmc_model_layer_norm(&ctx->m, x, prefix, dim, VISION_NORM_EPS, true, name, out);
+  char weight[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(weight, "%s.weight", prefix);
+  return vlmc_model_rms_norm(&ctx->m, x, weight, dim, VISION_NORM_EPS, name, out);
+}
+
+/* x * sigmoid(1.702 x): transformers' QuickGELUActivation. */
+static vlmc_status_t quick_gelu(qwen_ctx_t *ctx, vlmc_value_t *x, vlmc_value_t **out) {
+  vlmc_type_t scalar = vlmc_type_make(VLMC_DTYPE_F32, 0, NULL);
+  const double factor = 1.702;
+  vlmc_value_t *c, *scaled, *gate;
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_constant_floats(&ctx->m.b, &scalar, &factor, 1, NULL, &c));
+  VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_MUL, x, c, NULL, &scaled));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_SIGMOID, 1, &scaled, 0, NULL, NULL, NULL, &op));
+  gate = &op->results[0];
+  return vlmc_model_binary(&ctx->m, VLMC_OP_MUL, x, gate, NULL, out);
+}
+
+/* The block's MLP under `prefix`: SwiGLU (gate/up/down_proj), or fc1, quick_gelu, fc2. */
+static vlmc_status_t vision_mlp(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x, const char *prefix,
+                                const char *name, vlmc_value_t **out) {
+  if (ctx->config->vision.mlp == VLMC_VISION_SWIGLU)
+    return vlmc_model_swiglu(&ctx->m, x, prefix, t->width, t->inner, true, name, out);
+  char sub[VLMC_MODEL_NAME_MAX];
+  vlmc_value_t *h, *act;
+  vlmc_model_name(sub, "%s.fc1", prefix);
+  VLMC_RETURN_IF_ERROR(vlmc_model_linear(&ctx->m, x, sub, t->inner, t->width, true, NULL, &h));
+  VLMC_RETURN_IF_ERROR(quick_gelu(ctx, h, &act));
+  vlmc_model_name(sub, "%s.fc2", prefix);
+  return vlmc_model_linear(&ctx->m, act, sub, t->width, t->inner, true, name, out);
+}
 
 static vlmc_status_t head_split(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *qkv, int part,
                                 const char *name, vlmc_value_t **out) {
@@ -147,9 +190,9 @@ static vlmc_status_t block_attn_part(qwen_ctx_t *ctx, const tower_t *t, int64_t 
   char prefix[VLMC_MODEL_NAME_MAX], sub[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
   vlmc_model_name(prefix, "visual.blocks.%lld", (long long)i);
   vlmc_value_t *a, *qkv, *q, *k, *v, *attn, *flat, *proj;
-  vlmc_model_name(sub, "%s.norm1.weight", prefix);
+  vlmc_model_name(sub, "%s.norm1", prefix);
   vlmc_model_name(name, "vb%lld.norm1", (long long)i);
-  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, sub, t->width, VISION_NORM_EPS, name, &a));
+  VLMC_RETURN_IF_ERROR(vision_norm(ctx, x, sub, t->width, name, &a));
   vlmc_model_name(sub, "%s.attn.qkv", prefix);
   vlmc_model_name(name, "vb%lld.qkv", (long long)i);
   VLMC_RETURN_IF_ERROR(
@@ -180,12 +223,12 @@ static vlmc_status_t vision_block(qwen_ctx_t *ctx, const tower_t *t, int64_t i, 
   vlmc_value_t *b, *mlp;
   VLMC_RETURN_IF_ERROR(block_attn_part(ctx, t, i, x, &x));
   vlmc_model_name(prefix, "visual.blocks.%lld", (long long)i);
-  vlmc_model_name(sub, "%s.norm2.weight", prefix);
+  vlmc_model_name(sub, "%s.norm2", prefix);
   vlmc_model_name(name, "vb%lld.norm2", (long long)i);
-  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, sub, t->width, VISION_NORM_EPS, name, &b));
+  VLMC_RETURN_IF_ERROR(vision_norm(ctx, x, sub, t->width, name, &b));
   vlmc_model_name(sub, "%s.mlp", prefix);
   vlmc_model_name(name, "vb%lld.mlp", (long long)i);
-  VLMC_RETURN_IF_ERROR(vlmc_model_swiglu(&ctx->m, b, sub, t->width, t->inner, true, name, &mlp));
+  VLMC_RETURN_IF_ERROR(vision_mlp(ctx, t, b, sub, name, &mlp));
   vlmc_model_name(name, "vb%lld.out", (long long)i);
   VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, mlp, name, out_x));
   vlmc_model_name(name, "vision_block.%lld", (long long)i);
@@ -230,8 +273,7 @@ static vlmc_status_t merger(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
                             vlmc_value_t **out) {
   int64_t wide = t->width * t->merge2;
   vlmc_value_t *y, *h, *act;
-  VLMC_RETURN_IF_ERROR(vlmc_model_rms_norm(&ctx->m, x, "visual.merger.ln_q.weight", t->width,
-                                     VISION_NORM_EPS, "merger.norm", &y));
+  VLMC_RETURN_IF_ERROR(vision_norm(ctx, x, "visual.merger.ln_q", t->width, "merger.norm", &y));
   /* Rows 4j..4j+3 are the 2x2 patches of merged token j (spec §2.4): one row of 4·D. */
   vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(wide)};
   VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, y, 2, dims, "merger.rows", &y));

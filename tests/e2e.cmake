@@ -236,6 +236,20 @@ if(VLMC_COMPILER)
                    $<TARGET_FILE:vlmc-run> ${quantize_own_backends}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+# The qwen2_vl family (issue 17) before its transformers fixtures: a tiny random Qwen2-VL
+# checkpoint compiles with no flags, its vision tower has LayerNorms, quick_gelu and no windows,
+# and cpu (and vulkan outside the sanitizer stage) match the ref backend.
+if(VLMC_COMPILER)
+  if(VLMC_SANITIZE)
+    set(qwen2_vl_backends ref,cpu)
+  else()
+    set(qwen2_vl_backends ref,cpu,vulkan)
+  endif()
+  add_test(NAME e2e.qwen2_vl
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qwen2_vl.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${qwen2_vl_backends}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
 if(VLMC_COMPILER AND NOT VLMC_SANITIZE)
   add_test(NAME e2e.quantized_mlx.vulkan
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantized_mlx.sh $<TARGET_FILE:vlmc>

@@ -40,10 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   vlmc_status_t status;
   switch (data[0] % 5) {
-    case 0: {
+    case 0: { /* both families' parsers (Qwen2.5-VL's, Qwen2-VL's) on the same text */
       vlmc_model_config_t c;
       status = vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c);
       if (!status) check_model(&c);
+      check_status(status, "config.json");
+      status = vlmc_qwen2_vl_config_parse(text, len, "config.json", &c);
+      if (!status) {
+        check_model(&c);
+        assert(!c.vision.windows && c.vision.fullatt_count == c.vision.depth);
+        assert(c.vision.intermediate_size >= 1);
+      }
       check_status(status, "config.json");
       break;
     }

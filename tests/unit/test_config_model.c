@@ -446,8 +446,87 @@ static void test_bad_json(void) {
   free(text);
 }
 
+/* ---- Qwen2-VL (vlmc_qwen2_vl_config_parse) ----------------------------------------------- */
+
+#define CFG_QWEN2_VL_2B FIXTURES "qwen2_vl_2b_config.json"
+
+static vlmc_status_t parse_qwen2_vl(const char *text, size_t len, vlmc_model_config_t *out) {
+  return vlmc_qwen2_vl_config_parse(text, len, "config.json", out);
+}
+
+/* The Qwen2-VL-2B config: vision embed_dim is the tower's width, its hidden_size the merger's
+ * output, intermediate_size = embed_dim * mlp_ratio, quick_gelu by default, no windows (every
+ * block full), LayerNorms; the text keys as Qwen2.5-VL's. */
+static void test_qwen2_vl_2b(void) {
+  size_t len;
+  char *text = read_fixture(CFG_QWEN2_VL_2B, &len);
+  vlmc_model_config_t c;
+  EXPECT_OK(parse_qwen2_vl(text, len, &c));
+  EXPECT_STREQ(c.model_type, "qwen2_vl");
+  EXPECT_EQ_INT(c.text.hidden_size, 1536);
+  EXPECT_EQ_INT(c.text.intermediate_size, 8960);
+  EXPECT_EQ_INT(c.text.num_hidden_layers, 28);
+  EXPECT_EQ_INT(c.text.head_dim, 128);
+  EXPECT_EQ_INT(c.text.mrope_section[0], 16);
+  EXPECT_EQ_INT(c.text.mrope_section[2], 24);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ_INT(c.vision.depth, 32);
+  EXPECT_EQ_INT(c.vision.hidden_size, 1280);
+  EXPECT_EQ_INT(c.vision.out_hidden_size, 1536);
+  EXPECT_EQ_INT(c.vision.intermediate_size, 5120);
+  EXPECT_EQ_INT(c.vision.num_heads, 16);
+  EXPECT_EQ_INT(c.vision.head_dim, 80);
+  EXPECT_EQ_INT(c.vision.in_channels, 3);
+  EXPECT_EQ_INT(c.vision.patch_size, 14);
+  EXPECT_TRUE(!c.vision.windows);
+  EXPECT_EQ_INT(c.vision.window_size, 0);
+  EXPECT_EQ_INT(c.vision.fullatt_count, 32);
+  EXPECT_EQ_INT(c.vision.fullatt_block_indexes[31], 31);
+  EXPECT_TRUE(c.vision.norm == VLMC_VISION_LAYER_NORM);
+  EXPECT_TRUE(c.vision.mlp == VLMC_VISION_QUICK_GELU_MLP);
+  EXPECT_EQ_INT(c.image_token_id, 151655);
+  /* Qwen2.5-VL's parser reads its own vision keys: this config lacks them */
+  EXPECT_ERROR(vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c),
+               "required key vision_config.intermediate_size is missing");
+  free(text);
+  /* and Qwen2.5-VL's keys say which parts it has */
+  EXPECT_OK(parse_fixture(CFG_3B, &c));
+  EXPECT_TRUE(c.vision.windows && c.vision.norm == VLMC_VISION_RMS_NORM &&
+              c.vision.mlp == VLMC_VISION_SWIGLU);
+}
+
+/* Qwen2-VL keys refused by name: another activation, an mlp_ratio that makes no MLP, a missing
+ * embed_dim. */
+static void test_qwen2_vl_refusals(void) {
+  size_t len;
+  char *text = read_fixture(CFG_QWEN2_VL_2B, &len);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  vlmc_model_config_t c;
+  struct {
+    const char *key, *value, *message;
+  } cases[] = {
+      {"hidden_act", "\"gelu\"", "activation 'gelu' is not supported (Qwen2-VL's vision tower uses 'quick_gelu')"},
+      {"mlp_ratio", "0", "vision_config.mlp_ratio"},
+      {"embed_dim", NULL, "vision_config.embed_dim"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    cJSON *copy = cJSON_Duplicate(root, true);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(copy, "vision_config");
+    cJSON_DeleteItemFromObjectCaseSensitive(v, cases[i].key);
+    if (cases[i].value) cJSON_AddItemToObject(v, cases[i].key, cJSON_Parse(cases[i].value));
+    char *edited = cJSON_PrintUnformatted(copy);
+    EXPECT_ERROR(parse_qwen2_vl(edited, strlen(edited), &c), cases[i].message);
+    free(edited);
+    cJSON_Delete(copy);
+  }
+  cJSON_Delete(root);
+}
+
 int main(void) {
   RUN_TEST(test_3b_legacy_flat);
+  RUN_TEST(test_qwen2_vl_2b);
+  RUN_TEST(test_qwen2_vl_refusals);
   RUN_TEST(test_model_type_alone);
   RUN_TEST(test_7b_flat_and_nested_agree);
   RUN_TEST(test_tiny_layouts_agree);

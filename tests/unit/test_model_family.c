@@ -44,8 +44,9 @@ static void test_every_entry_is_complete(void) {
       EXPECT_TRUE(found == f);
     }
   }
-  EXPECT_EQ_INT(count, 1);
+  EXPECT_EQ_INT(count, 2);
   EXPECT_TRUE(vlmc_model_family_at(0) == &vlmc_qwen2_5_vl_family);
+  EXPECT_TRUE(vlmc_model_family_at(1) == &vlmc_qwen2_vl_family);
 }
 
 static void test_lookup_by_model_type(void) {
@@ -63,20 +64,25 @@ static void test_lookup_by_model_type(void) {
 static void test_unknown_model_type_lists_the_supported(void) {
   const vlmc_model_family_t *family = &vlmc_qwen2_5_vl_family;
   expect_message(vlmc_model_family_find("llama", &family),
-                 "model_type 'llama': not a supported model family; supported: qwen2_5_vl");
+                 "model_type 'llama': not a supported model family; supported: qwen2_5_vl, "
+                 "qwen2_vl");
   EXPECT_TRUE(family == NULL);
   expect_message(parse_text("{\"model_type\":\"llama\"}", NULL),
                  "config.json: model_type 'llama': not a supported model family; supported: "
-                 "qwen2_5_vl");
+                 "qwen2_5_vl, qwen2_vl");
   /* The text decoder's own model_type (text_config.model_type) is not a checkpoint's. */
   EXPECT_ERROR(parse_text("{\"model_type\":\"qwen2_5_vl_text\"}", NULL),
                "model_type 'qwen2_5_vl_text': not a supported model family");
 }
 
 static void test_planned_families_are_named(void) {
-  expect_message(parse_text("{\"model_type\":\"qwen2_vl\"}", NULL),
-                 "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet; vlmc "
-                 "reads qwen2_5_vl (Qwen2.5-VL)");
+  expect_message(parse_text("{\"model_type\":\"qwen3_vl\"}", NULL),
+                 "config.json: model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet; vlmc "
+                 "reads qwen2_5_vl (Qwen2.5-VL), qwen2_vl (Qwen2-VL)");
+  /* a registered family's own parser reads the rest: Qwen2-VL asks for its keys */
+  const vlmc_model_family_t *family = NULL;
+  EXPECT_ERROR(parse_text("{\"model_type\":\"qwen2_vl\"}", &family),
+               "config.json: required key vision_config is missing");
   EXPECT_ERROR(parse_text("{\"model_type\":\"qwen3_vl_moe\"}", NULL),
                "config.json: model_type: 'qwen3_vl_moe' (Qwen3-VL-MoE) is not supported yet");
   /* model_type is looked up first: a Qwen3-VL config is named as such although its keys are
@@ -114,14 +120,14 @@ static void test_open_checkpoint_by_model_type(void) {
 
   char dir[256], expected[512];
   scratch_dir_create(dir, sizeof dir);
-  write_bytes(dir, "config.json", "{\"model_type\":\"qwen2_vl\"}", 25);
+  write_bytes(dir, "config.json", "{\"model_type\":\"qwen3_vl\"}", 25);
   EXPECT_ERROR(vlmc_model_family_open_checkpoint(dir, &family, &checkpoint),
-               "config.json: model_type: 'qwen2_vl' (Qwen2-VL) is not supported yet");
+               "config.json: model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet");
   EXPECT_TRUE(checkpoint == NULL);
   write_bytes(dir, "config.json", "{\"model_type\":\"llama\"}", 22);
   snprintf(expected, sizeof expected,
            "%s/config.json: model_type 'llama': not a supported model family; supported: "
-           "qwen2_5_vl",
+           "qwen2_5_vl, qwen2_vl",
            dir);
   expect_message(vlmc_model_family_open_checkpoint(dir, NULL, &checkpoint), expected);
   scratch_dir_remove(dir);
