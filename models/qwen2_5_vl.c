@@ -18,12 +18,7 @@ const vlmc_model_family_t vlmc_qwen2_5_vl_family = {
     .build = vlmc_qwen2_5_vl_build,
     .build_from_checkpoint = vlmc_qwen2_5_vl_build_from_checkpoint,
     .plan_tensors = vlmc_qwen2_5_vl_plan_tensors,
-    /* The functions of models/qwen2_5_vl.h; M-RoPE ids (t, h, w) per token with the rope
-     * delta for decode positions (reference/mrope_positions.c, spec §4.4). */
-    .convention = {.encode_image = "encode_image",
-                   .prefill = "prefill",
-                   .decode = "decode",
-                   .positions = VLMC_POSITIONS_MROPE},
+    .convention = VLMC_QWEN_VL_CONVENTION,
 };
 
 /* ---- checks of the config and the options ----------------------------------------------- */

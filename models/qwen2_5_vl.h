@@ -48,6 +48,14 @@
  * vlmc_qwen2_5_vl_config_parse, the builders below, and the convention {encode_image,
  * prefill, decode, positions "mrope"}. */
 extern const vlmc_model_family_t vlmc_qwen2_5_vl_family;
+/* Both families' calling convention: the functions of this header; M-RoPE ids (t, h, w) per
+ * token with the rope delta for decode positions (reference/mrope_positions.c, spec §4.4; the
+ * same for Qwen2-VL's images). */
+#define VLMC_QWEN_VL_CONVENTION                                                          \
+  {                                                                                      \
+    .encode_image = "encode_image", .prefill = "prefill", .decode = "decode",            \
+    .positions = VLMC_POSITIONS_MROPE                                                    \
+  }
 /* The qwen2_vl family (models/qwen2_vl.c): the same builders, its own config parser
  * (vlmc_qwen2_vl_config_parse: no windows, LayerNorms, a quick_gelu MLP in the vision tower). */
 extern const vlmc_model_family_t vlmc_qwen2_vl_family;

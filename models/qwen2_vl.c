@@ -17,8 +17,5 @@ const vlmc_model_family_t vlmc_qwen2_vl_family = {
     .plan_tensors = vlmc_qwen2_5_vl_plan_tensors,
     /* Qwen2.5-VL's functions and positions: get_rope_index is the same for images
      * (modeling_qwen2_vl.py; video positions differ: no tokens_per_second). */
-    .convention = {.encode_image = "encode_image",
-                   .prefill = "prefill",
-                   .decode = "decode",
-                   .positions = VLMC_POSITIONS_MROPE},
+    .convention = VLMC_QWEN_VL_CONVENTION,
 };
