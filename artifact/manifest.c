@@ -537,7 +537,8 @@ static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manife
   VLMC_RETURN_IF_ERROR(get_string(r, root, "targets", "targets", &m->targets));
   VLMC_RETURN_IF_ERROR(read_convention(r, root, m));
   VLMC_RETURN_IF_ERROR(read_tokens(r, root, m));
-  VLMC_RETURN_IF_ERROR(get_int(r, root, "merge_size", "merge_size", 1, &m->merge_size));
+  /* 0: a text-only model (no vision tower; the convention has no image encoder) */
+  VLMC_RETURN_IF_ERROR(get_int(r, root, "merge_size", "merge_size", 0, &m->merge_size));
   const cJSON *pre;
   VLMC_RETURN_IF_ERROR(get_object(r, root, "preprocess", "preprocess", &pre));
   VLMC_RETURN_IF_ERROR(read_preprocess(r, pre, &m->preprocess));

@@ -110,6 +110,7 @@ typedef struct {
   char model_type[VLMC_MODEL_TYPE_MAX]; /* model_type, as written */
   bool nested;                          /* the text keys came from text_config */
   vlmc_text_config_t text;
+  bool has_vision;              /* false: a text-only checkpoint (vision is all zero) */
   vlmc_vision_config_t vision;
   /* tie_word_embeddings | text_config.tie_word_embeddings (5.x decides by the top level and
    * forwards the legacy nested key to it) */
@@ -141,6 +142,11 @@ typedef vlmc_status_t (*vlmc_model_config_parser_t)(const char *text, size_t len
  * (the default when absent); no windows. */
 vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
                                          vlmc_model_config_t *out_config);
+/* The same for a text-only Qwen2 config.json (model_type qwen2: Qwen2ForCausalLM): the text
+ * keys at the top level, plain RoPE (M-RoPE whose sections all read t = h = w: (head_dim / 2 - 2, 1, 1)), no vision_config
+ * (refused when present), the multimodal ids set to vocab_size (never a token). */
+vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
+                                      vlmc_model_config_t *out_config);
 vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
                                            vlmc_model_config_t *out_config);
 /* `path` is a config.json file or a folder holding one; `parse` is the family's parser. */

@@ -200,7 +200,10 @@ static vlmc_status_t parse_text_ids(const model_doc_t *doc, vlmc_text_config_t *
   return NULL;
 }
 
-static vlmc_status_t parse_text(model_doc_t *doc, vlmc_text_config_t *text) {
+typedef vlmc_status_t (*rope_parser_t)(model_doc_t *doc, vlmc_text_config_t *text);
+
+static vlmc_status_t parse_text_with(model_doc_t *doc, vlmc_text_config_t *text,
+                                     rope_parser_t parse_rope_config) {
   VLMC_RETURN_IF_ERROR(text_size(doc, "vocab_size", &text->vocab_size));
   VLMC_RETURN_IF_ERROR(text_size(doc, "hidden_size", &text->hidden_size));
   VLMC_RETURN_IF_ERROR(text_size(doc, "intermediate_size", &text->intermediate_size));
@@ -223,8 +226,49 @@ static vlmc_status_t parse_text(model_doc_t *doc, vlmc_text_config_t *text) {
   vlmc_json_ref_t max_pos = text_ref(doc, "max_position_embeddings");
   VLMC_RETURN_IF_ERROR(
       vlmc_json_int_opt(&max_pos, 1, MAX_TOKEN_ID, &text->max_position_embeddings, NULL));
-  VLMC_RETURN_IF_ERROR(parse_rope(doc, text));
+  VLMC_RETURN_IF_ERROR(parse_rope_config(doc, text));
   return parse_text_ids(doc, text);
+}
+
+static vlmc_status_t parse_text(model_doc_t *doc, vlmc_text_config_t *text) {
+  return parse_text_with(doc, text, parse_rope);
+}
+
+/* A text-only Qwen2 checkpoint's rope (Qwen2ForCausalLM): rope_theta, and rope_scaling absent,
+ * null or of type "default": plain RoPE. That is M-RoPE with any sections, since the positions
+ * of text are t = h = w (transformers' get_rope_index for a prompt without images, and the
+ * runtime's): mrope_section (head_dim / 2 - 2, 1, 1). */
+static vlmc_status_t parse_rope_plain(model_doc_t *doc, vlmc_text_config_t *text) {
+  static const char *const keys[] = {"rope_parameters", "rope_scaling"};
+  vlmc_json_ref_t theta = text_ref(doc, "rope_theta");
+  for (int i = 0; i < 2; ++i) {
+    vlmc_json_ref_t rope = vlmc_json_ref(doc->file, doc->root, "", keys[i]);
+    if (!rope.node || cJSON_IsNull(rope.node)) continue;
+    VLMC_RETURN_IF_ERROR(vlmc_json_expect_object(&rope));
+    vlmc_json_ref_t type = vlmc_json_ref(doc->file, rope.node, rope.path, "rope_type");
+    if (!type.node) type = vlmc_json_ref(doc->file, rope.node, rope.path, "type");
+    const char *type_name = "default";
+    VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&type, &type_name, NULL));
+    if (strcmp(type_name, "default") != 0)
+      return vlmc_json_error(&type, VLMC_UNSUPPORTED,
+                             "'%.40s' is not supported (a text-only Qwen2 uses plain RoPE: "
+                             "'default')", type_name);
+    vlmc_json_ref_t inner = vlmc_json_ref(doc->file, rope.node, rope.path, "rope_theta");
+    if (inner.node) theta = inner;
+  }
+  snprintf(doc->rope_path, sizeof doc->rope_path, "%s", theta.path);
+  VLMC_RETURN_IF_ERROR(vlmc_json_double_req(&theta, &text->rope_theta));
+  if (!(text->rope_theta > 0))
+    return vlmc_json_error(&theta, VLMC_OUT_OF_RANGE, "expected a positive number, got %g",
+                           text->rope_theta);
+  /* Any split gives plain RoPE when t = h = w; the rope op wants three positive sections. */
+  int64_t half = text->num_attention_heads > 0 ? text->hidden_size / text->num_attention_heads / 2 : 0;
+  if (half < 3)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "%s: head_dim %lld: too small for the rotary sections",
+                            doc->file, (long long)(2 * half));
+  text->mrope_section[0] = half - 2;
+  text->mrope_section[1] = text->mrope_section[2] = 1;
+  return NULL;
 }
 
 /* ---- vision ------------------------------------------------------------------------------ */
@@ -529,6 +573,7 @@ static vlmc_status_t parse_config(const char *text, size_t len, const char *file
     status = vlmc_json_missing(&vision);
   }
   if (!status) status = parse_doc(&doc, out_config, parse_vision_config);
+  out_config->has_vision = !status;
   out_config->nested = doc.text != NULL;
   cJSON_Delete(root);
   if (status) memset(out_config, 0, sizeof *out_config);
@@ -543,6 +588,40 @@ vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const c
 vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
                                          vlmc_model_config_t *out_config) {
   return parse_config(text, len, file, parse_vision_qwen2, out_config);
+}
+
+/* A text-only checkpoint: the text keys at the top level, no vision_config, no multimodal ids
+ * (they are set to vocab_size: no token id is ever an image pad). */
+static vlmc_status_t parse_text_only_doc(model_doc_t *doc, vlmc_model_config_t *config) {
+  VLMC_RETURN_IF_ERROR(parse_text_with(doc, &config->text, parse_rope_plain));
+  VLMC_RETURN_IF_ERROR(check_text(doc, &config->text));
+  config->has_vision = false;
+  config->image_token_id = config->video_token_id = config->text.vocab_size;
+  config->vision_start_token_id = config->vision_end_token_id = config->text.vocab_size;
+  vlmc_json_ref_t tie = top_ref(doc, "tie_word_embeddings");
+  bool present = false;
+  VLMC_RETURN_IF_ERROR(vlmc_json_bool_opt(&tie, &config->tie_word_embeddings, &present));
+  if (!present) config->tie_word_embeddings = false; /* Qwen2Config's default */
+  VLMC_RETURN_IF_ERROR(parse_quantization(doc, config));
+  return parse_weights_dtype(doc, config);
+}
+
+vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
+                                      vlmc_model_config_t *out_config) {
+  memset(out_config, 0, sizeof *out_config);
+  model_doc_t doc = {.file = file};
+  cJSON *root = NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
+  doc.root = root;
+  vlmc_status_t status = read_model_type(file, root, out_config->model_type);
+  vlmc_json_ref_t vision = vlmc_json_ref(file, root, "", "vision_config");
+  if (!status && vision.node)
+    status = vlmc_json_error(&vision, VLMC_INVALID_ARGUMENT,
+                             "a text-only model_type '%s' with a vision tower", out_config->model_type);
+  if (!status) status = parse_text_only_doc(&doc, out_config);
+  cJSON_Delete(root);
+  if (status) memset(out_config, 0, sizeof *out_config);
+  return status;
 }
 
 vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,

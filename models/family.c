@@ -11,6 +11,7 @@
 static const vlmc_model_family_t *const kFamilies[] = {
     &vlmc_qwen2_5_vl_family,
     &vlmc_qwen2_vl_family,
+    &vlmc_qwen2_family,
 };
 enum { FAMILY_COUNT = sizeof kFamilies / sizeof kFamilies[0] };
 

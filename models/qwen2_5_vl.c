@@ -47,14 +47,28 @@ static vlmc_status_t check_row_widths(const vlmc_vision_config_t *v) {
   return NULL;
 }
 
+/* The text decoder's heads (a text-only checkpoint has nothing else to check here). */
+static vlmc_status_t check_text_heads(const vlmc_text_config_t *t) {
+  if (t->num_key_value_heads <= 0 || t->num_attention_heads % t->num_key_value_heads != 0 ||
+      t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "config.json: head sizes: %lld/%lld heads, %lld kv heads",
+                            (long long)t->hidden_size, (long long)t->num_attention_heads,
+                            (long long)t->num_key_value_heads);
+  return NULL;
+}
+
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
   /* A config another family's parser read may not describe this model (Qwen2-VL's is the same
    * model without windows, with its own parser: models/qwen2_vl.c). */
   if (!vlmc_model_family_accepts(&vlmc_qwen2_5_vl_family, c->model_type) &&
-      !vlmc_model_family_accepts(&vlmc_qwen2_vl_family, c->model_type))
-    return vlmc_status_make(VLMC_UNSUPPORTED, "config.json: model_type is neither qwen2_5_vl nor qwen2_vl");
+      !vlmc_model_family_accepts(&vlmc_qwen2_vl_family, c->model_type) &&
+      !vlmc_model_family_accepts(&vlmc_qwen2_family, c->model_type))
+    return vlmc_status_make(VLMC_UNSUPPORTED,
+                            "config.json: model_type is none of qwen2_5_vl, qwen2_vl, qwen2");
   const vlmc_text_config_t *t = &c->text;
   const vlmc_vision_config_t *v = &c->vision;
+  if (!c->has_vision) return check_text_heads(t);
   if (v->out_hidden_size != t->hidden_size)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "config.json: vision_config.out_hidden_size %lld must equal the text "
@@ -85,6 +99,9 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
 static vlmc_status_t check_grid(const vlmc_model_config_t *c,
                                 const vlmc_model_build_options_t *options, int64_t *out_patches) {
   int64_t m = c->vision.spatial_merge_size, total = 0;
+  if (!c->has_vision)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "fixed grid: this model takes no images "
+                            "(a text-only checkpoint)");
   if (options->num_images == 0 || options->num_images > INT32_MAX)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "fixed grid: expected at least one image");
   for (size_t i = 0; i < options->num_images; ++i) {
@@ -114,12 +131,13 @@ static vlmc_status_t check_tensors_cover_config(const qwen_ctx_t *ctx) {
   VLMC_RETURN_IF_ERROR(vlmc_model_require_blocks(&ctx->m, "num_hidden_layers",
                                                  t->num_hidden_layers, "model.layers.",
                                                  ".input_layernorm.weight"));
-  VLMC_RETURN_IF_ERROR(vlmc_model_require_blocks(&ctx->m, "vision_config.depth", v->depth,
-                                                 "visual.blocks.", ".norm1.weight"));
   char name[VLMC_MODEL_NAME_MAX];
   vlmc_model_name(name, "model.layers.%lld.input_layernorm.weight",
                   (long long)t->num_hidden_layers - 1);
   VLMC_RETURN_IF_ERROR(vlmc_model_check_tensor(&ctx->m, name, 1, &t->hidden_size));
+  if (!ctx->config->has_vision) return NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_model_require_blocks(&ctx->m, "vision_config.depth", v->depth,
+                                                 "visual.blocks.", ".norm1.weight"));
   vlmc_model_name(name, "visual.blocks.%lld.norm1.weight", (long long)v->depth - 1);
   return vlmc_model_check_tensor(&ctx->m, name, 1, &v->hidden_size);
 }
@@ -136,7 +154,7 @@ static vlmc_status_t add_symbols(qwen_ctx_t *ctx) {
 
 static vlmc_status_t build_all(qwen_ctx_t *ctx) {
   VLMC_RETURN_IF_ERROR(add_symbols(ctx));
-  VLMC_RETURN_IF_ERROR(qwen_build_encode_image(ctx));
+  if (ctx->config->has_vision) VLMC_RETURN_IF_ERROR(qwen_build_encode_image(ctx));
   VLMC_RETURN_IF_ERROR(qwen_build_prefill(ctx));
   VLMC_RETURN_IF_ERROR(qwen_build_decode(ctx));
   return vlmc_status_annotate(vlmc_module_verify(ctx->m.module),

@@ -59,6 +59,10 @@ extern const vlmc_model_family_t vlmc_qwen2_5_vl_family;
 /* The qwen2_vl family (models/qwen2_vl.c): the same builders, its own config parser
  * (vlmc_qwen2_vl_config_parse: no windows, LayerNorms, a quick_gelu MLP in the vision tower). */
 extern const vlmc_model_family_t vlmc_qwen2_vl_family;
+/* The qwen2 family (models/qwen2.c): a text-only Qwen2ForCausalLM checkpoint, the same text
+ * decoder without the vision tower (vlmc_qwen2_config_parse: plain RoPE as M-RoPE with every
+ * frequency in the temporal section); its convention has no image encoder. */
+extern const vlmc_model_family_t vlmc_qwen2_family;
 
 /* Builds the module. Errors name the tensor ("tensor 'visual.merger.mlp.0.bias' not found
  * (also tried 'model.visual.merger.mlp.0.bias') in DIR"), the shape the config implies, or the

@@ -94,6 +94,6 @@ static void plan_text(const vlmc_model_config_t *cfg, vlmc_model_tensor_fn add, 
 /* The config must have passed the family's checks (vlmc_qwen2_5_vl_plan_tensors): the shapes
  * are products of its sizes. */
 void qwen_plan_tensors(const vlmc_model_config_t *config, vlmc_model_tensor_fn add, void *ctx) {
-  plan_vision(&config->vision, add, ctx);
+  if (config->has_vision) plan_vision(&config->vision, add, ctx);
   plan_text(config, add, ctx);
 }

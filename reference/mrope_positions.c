@@ -46,7 +46,7 @@ vlmc_status_t vlmc_mrope_position_ids(const int64_t *input_ids, size_t seq_len,
                                       const vlmc_grid_thw_t *grids, size_t n_grids,
                                       vlmc_mrope_config_t config, int64_t *out_positions,
                                       int64_t *out_rope_delta) {
-  if (config.merge <= 0)
+  if (n_grids > 0 && config.merge <= 0) /* 0: a model without a vision tower (no images) */
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "merge size must be positive");
   VLMC_RETURN_IF_ERROR(check_grids(grids, n_grids, config.merge));
   int64_t next = 0, max_pos = -1;

@@ -382,6 +382,9 @@ static vlmc_status_t check_ids(const vlmc_session_t *s, const int64_t *ids, size
 static vlmc_status_t preprocess_images(const vlmc_session_t *s, const char *const *paths,
                                        size_t count, vlmc_preprocess_output_t *out) {
   if (!count) return NULL;
+  if (!s->convention.encode_image[0]) /* before any image is read or any position computed */
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: this model takes no images (its calling "
+                            "convention has no image encoder)", vlmc_artifact_path(s->artifact));
   vlmc_image_t *images = calloc(count, sizeof *images);
   if (!images) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_status_t status = NULL;

@@ -249,6 +249,12 @@ if(VLMC_COMPILER)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qwen2_vl.sh $<TARGET_FILE:vlmc>
                    $<TARGET_FILE:vlmc-run> ${qwen2_vl_backends}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # The text-only qwen2 family against transformers' text_only parity case (the tiny
+  # checkpoint's weights: Qwen2.5-VL on a prompt without images is Qwen2).
+  add_test(NAME e2e.qwen2_text
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qwen2_text.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${qwen2_vl_backends}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 if(VLMC_COMPILER AND NOT VLMC_SANITIZE)
   add_test(NAME e2e.quantized_mlx.vulkan

@@ -52,6 +52,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         assert(c.vision.intermediate_size >= 1);
       }
       check_status(status, "config.json");
+      status = vlmc_qwen2_config_parse(text, len, "config.json", &c); /* text-only */
+      if (!status) {
+        assert(!c.has_vision && c.image_token_id == c.text.vocab_size);
+        assert(c.text.head_dim * c.text.num_attention_heads == c.text.hidden_size);
+        assert(2 * (c.text.mrope_section[0] + c.text.mrope_section[1] + c.text.mrope_section[2]) ==
+               c.text.head_dim);
+      }
+      check_status(status, "config.json");
       break;
     }
     case 1:

@@ -523,8 +523,47 @@ static void test_qwen2_vl_refusals(void) {
   cJSON_Delete(root);
 }
 
+/* ---- text-only Qwen2 (vlmc_qwen2_config_parse) ------------------------------------------- */
+
+/* Qwen2.5-0.5B's config (model_type qwen2): flat keys, rope_theta, no rope_scaling, no vision;
+ * plain RoPE as M-RoPE sections (half - 2, 1, 1) (any split reads t = h = w for text). */
+static void test_qwen2_text(void) {
+  size_t len;
+  char *text = read_fixture(FIXTURES "qwen2_5_0_5b_config.json", &len);
+  vlmc_model_config_t c;
+  EXPECT_OK(vlmc_qwen2_config_parse(text, len, "config.json", &c));
+  free(text);
+  EXPECT_STREQ(c.model_type, "qwen2");
+  EXPECT_TRUE(!c.has_vision);
+  EXPECT_EQ_INT(c.text.hidden_size, 896);
+  EXPECT_EQ_INT(c.text.head_dim, 64);
+  EXPECT_EQ_INT(c.text.mrope_section[0], 30);
+  EXPECT_EQ_INT(c.text.mrope_section[1], 1);
+  EXPECT_EQ_INT(c.text.mrope_section[2], 1);
+  EXPECT_NEAR(c.text.rope_theta, 1e6, 0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ_INT(c.image_token_id, 151936); /* vocab_size: never a token */
+  EXPECT_OK(parse_fixture(CFG_3B, &c));
+  EXPECT_TRUE(c.has_vision);
+  const char *yarn = "{\"model_type\":\"qwen2\",\"vocab_size\":8,\"hidden_size\":16,"
+                     "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                     "\"num_key_value_heads\":1,\"hidden_act\":\"silu\",\"rms_norm_eps\":1e-6,"
+                     "\"rope_theta\":10000,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}";
+  EXPECT_ERROR(vlmc_qwen2_config_parse(yarn, strlen(yarn), "config.json", &c),
+               "config.json: rope_scaling.rope_type: 'yarn' is not supported (a text-only Qwen2 "
+               "uses plain RoPE: 'default')");
+  const char *with_vision = "{\"model_type\":\"qwen2\",\"vision_config\":{}}";
+  EXPECT_ERROR(vlmc_qwen2_config_parse(with_vision, strlen(with_vision), "config.json", &c),
+               "a text-only model_type 'qwen2' with a vision tower");
+  const char *no_theta = "{\"model_type\":\"qwen2\",\"vocab_size\":8,\"hidden_size\":16,"
+                         "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                         "\"num_key_value_heads\":1,\"hidden_act\":\"silu\",\"rms_norm_eps\":1e-6}";
+  EXPECT_ERROR(vlmc_qwen2_config_parse(no_theta, strlen(no_theta), "config.json", &c), "rope_theta");
+}
+
 int main(void) {
   RUN_TEST(test_3b_legacy_flat);
+  RUN_TEST(test_qwen2_text);
   RUN_TEST(test_qwen2_vl_2b);
   RUN_TEST(test_qwen2_vl_refusals);
   RUN_TEST(test_model_type_alone);

@@ -44,9 +44,12 @@ static void test_every_entry_is_complete(void) {
       EXPECT_TRUE(found == f);
     }
   }
-  EXPECT_EQ_INT(count, 2);
+  EXPECT_EQ_INT(count, 3);
   EXPECT_TRUE(vlmc_model_family_at(0) == &vlmc_qwen2_5_vl_family);
   EXPECT_TRUE(vlmc_model_family_at(1) == &vlmc_qwen2_vl_family);
+  EXPECT_TRUE(vlmc_model_family_at(2) == &vlmc_qwen2_family);
+  /* a text-only family's convention has no image encoder */
+  EXPECT_STREQ(vlmc_qwen2_family.convention.encode_image, "");
 }
 
 static void test_lookup_by_model_type(void) {
@@ -65,11 +68,11 @@ static void test_unknown_model_type_lists_the_supported(void) {
   const vlmc_model_family_t *family = &vlmc_qwen2_5_vl_family;
   expect_message(vlmc_model_family_find("llama", &family),
                  "model_type 'llama': not a supported model family; supported: qwen2_5_vl, "
-                 "qwen2_vl");
+                 "qwen2_vl, qwen2");
   EXPECT_TRUE(family == NULL);
   expect_message(parse_text("{\"model_type\":\"llama\"}", NULL),
                  "config.json: model_type 'llama': not a supported model family; supported: "
-                 "qwen2_5_vl, qwen2_vl");
+                 "qwen2_5_vl, qwen2_vl, qwen2");
   /* The text decoder's own model_type (text_config.model_type) is not a checkpoint's. */
   EXPECT_ERROR(parse_text("{\"model_type\":\"qwen2_5_vl_text\"}", NULL),
                "model_type 'qwen2_5_vl_text': not a supported model family");
@@ -78,7 +81,7 @@ static void test_unknown_model_type_lists_the_supported(void) {
 static void test_planned_families_are_named(void) {
   expect_message(parse_text("{\"model_type\":\"qwen3_vl\"}", NULL),
                  "config.json: model_type: 'qwen3_vl' (Qwen3-VL) is not supported yet; vlmc "
-                 "reads qwen2_5_vl (Qwen2.5-VL), qwen2_vl (Qwen2-VL)");
+                 "reads qwen2_5_vl (Qwen2.5-VL), qwen2_vl (Qwen2-VL), qwen2 (Qwen2 (text only))");
   /* a registered family's own parser reads the rest: Qwen2-VL asks for its keys */
   const vlmc_model_family_t *family = NULL;
   EXPECT_ERROR(parse_text("{\"model_type\":\"qwen2_vl\"}", &family),
@@ -127,7 +130,7 @@ static void test_open_checkpoint_by_model_type(void) {
   write_bytes(dir, "config.json", "{\"model_type\":\"llama\"}", 22);
   snprintf(expected, sizeof expected,
            "%s/config.json: model_type 'llama': not a supported model family; supported: "
-           "qwen2_5_vl, qwen2_vl",
+           "qwen2_5_vl, qwen2_vl, qwen2",
            dir);
   expect_message(vlmc_model_family_open_checkpoint(dir, NULL, &checkpoint), expected);
   scratch_dir_remove(dir);
