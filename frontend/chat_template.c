@@ -216,9 +216,18 @@ vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_templat
                                         const vlmc_chat_message_t *messages, size_t count,
                                         const vlmc_chat_render_options_t *options,
                                         vlmc_strbuf_t *out) {
-  if (chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_VL)
+  if (chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_VL &&
+      chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_TEXT)
     return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d",
                             (int)chat_template->kind);
+  /* The text template prints message['content'] as it is: a list of parts would come out as
+   * its Python repr. For text parts the two templates agree; an image or video part has no slot. */
+  for (size_t i = 0; chat_template->kind == VLMC_CHAT_TEMPLATE_QWEN2_TEXT && i < count; ++i)
+    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
+      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has an %s, which the Qwen2 "
+                                "text chat template has no slot for", i,
+                                messages[i].parts[k].kind == VLMC_CHAT_PART_IMAGE ? "image" : "video");
   vision_counts_t counts = {0, 0};
   for (size_t i = 0; i < count; ++i) {
     const vlmc_chat_message_t *message = &messages[i];

@@ -1,6 +1,7 @@
-/* The chat template of Qwen2-VL / Qwen2.5-VL: recognising it in a checkpoint, rendering
- * messages to prompt text, and tokenizing that text with each <|image_pad|> expanded to the
- * image's merged-token count (spec §5.1, §2.5).
+/* The chat template of Qwen2-VL / Qwen2.5-VL (and Qwen2-Instruct's text template, which a
+ * text-only Qwen2 carries: the same prompt text for text messages, no image slots):
+ * recognising it in a checkpoint, rendering messages to prompt text, and tokenizing that text
+ * with each <|image_pad|> expanded to the image's merged-token count (spec §5.1, §2.5).
  *
  * vlmc does not run Jinja. It recognises the official template by structure: the template is
  * lexed with the whitespace rules transformers uses (trim_blocks, lstrip_blocks, "-" markers),
@@ -23,6 +24,10 @@
 
 typedef enum {
   VLMC_CHAT_TEMPLATE_QWEN2_VL, /* the official Qwen2-VL template, also Qwen2.5-VL's */
+  /* Qwen2-Instruct's text template (a text-only Qwen2's): for text messages the same prompt
+   * text as Qwen2-VL's (the default system turn, <|im_start|>role ... <|im_end|>); it has no
+   * image or video slots, so a message with one is refused when rendered. */
+  VLMC_CHAT_TEMPLATE_QWEN2_TEXT,
 } vlmc_chat_template_kind_t;
 
 typedef struct {
@@ -39,7 +44,8 @@ const char *vlmc_chat_template_qwen2_vl_text(void);
 vlmc_status_t vlmc_chat_template_text_from_file(const char *source_name, const char *contents,
                                                 size_t len, char **out_text);
 
-/* Recognises `text` (read from `source_name`, which starts every message). */
+/* Recognises `text` (read from `source_name`, which starts every message) as one of the known
+ * templates; a template that is neither is refused with its difference from the Qwen2-VL one. */
 vlmc_status_t vlmc_chat_template_recognize(const char *source_name, const char *text, size_t len,
                                            vlmc_chat_template_t *out_template);
 

@@ -31,6 +31,13 @@ static const char kQwen2VlTemplate[] =
 
 const char *vlmc_chat_template_qwen2_vl_text(void) { return kQwen2VlTemplate; }
 
+/* Qwen2-Instruct's template (tests/fixtures/chat_templates/qwen2_text.jinja). */
+static const char kQwen2TextTemplate[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
 /* ---- lexing into raw tokens ---- */
 
 typedef enum { RAW_TEXT, RAW_OUTPUT, RAW_STATEMENT, RAW_COMMENT } raw_kind_t;
@@ -531,16 +538,20 @@ static vlmc_status_t explain_mismatch(const template_doc_t *doc, const template_
   return status;
 }
 
-static vlmc_status_t compare_with_official(const template_doc_t *doc) {
+/* Compares doc with a known template's text: NULL when equal; otherwise, with `explain`, the
+ * difference by name, else any error (*out_equal tells which). */
+static vlmc_status_t compare_with(const template_doc_t *doc, const char *name, const char *known,
+                                  bool explain, bool *out_equal) {
   template_doc_t official;
-  doc_init(&official, "<official Qwen2-VL template>", kQwen2VlTemplate, strlen(kQwen2VlTemplate));
+  doc_init(&official, name, known, strlen(known));
   vlmc_status_t status = build_elements(&official);
+  *out_equal = false;
   if (!status) {
     size_t n = doc->elem_count < official.elem_count ? doc->elem_count : official.elem_count;
     size_t at = 0;
     while (at < n && elems_equal(&doc->elems[at], &official.elems[at])) ++at;
-    if (at < n || doc->elem_count != official.elem_count)
-      status = explain_mismatch(doc, &official, at);
+    *out_equal = at == n && doc->elem_count == official.elem_count;
+    if (!*out_equal && explain) status = explain_mismatch(doc, &official, at);
   }
   doc_deinit(&official);
   return status;
@@ -551,8 +562,14 @@ vlmc_status_t vlmc_chat_template_recognize(const char *source_name, const char *
   template_doc_t doc;
   doc_init(&doc, source_name, text, len);
   vlmc_status_t status = build_elements(&doc);
-  if (!status) status = compare_with_official(&doc);
+  bool text_only = false;
+  if (!status) /* Qwen2-Instruct's text template first: its refusal would not be the one shown */
+    status = compare_with(&doc, "<Qwen2 text template>", kQwen2TextTemplate, false, &text_only);
+  if (!status && !text_only) {
+    bool equal;
+    status = compare_with(&doc, "<official Qwen2-VL template>", kQwen2VlTemplate, true, &equal);
+  }
   doc_deinit(&doc);
-  if (!status) out_template->kind = VLMC_CHAT_TEMPLATE_QWEN2_VL;
+  if (!status) out_template->kind = text_only ? VLMC_CHAT_TEMPLATE_QWEN2_TEXT : VLMC_CHAT_TEMPLATE_QWEN2_VL;
   return status;
 }

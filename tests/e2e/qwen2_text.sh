@@ -7,7 +7,8 @@
 # positions is plain RoPE. So the fixture is this family's oracle too: on every backend given,
 # the 16 greedy ids equal transformers' and every tap the two share (input_ids, inputs_embeds,
 # position_ids, logits_last) is within 1e-4. Also: compile takes no flags, the manifest names
-# the family, the program has no encode_image, and an image is refused by name.
+# the family, the program has no encode_image, Qwen2-Instruct's chat template is known, and an
+# image is refused by name.
 #   usage: qwen2_text.sh VLMC VLMC_RUN ref,cpu,vulkan
 set -euo pipefail
 VLMC=$1
@@ -49,6 +50,19 @@ for b in "${BACKENDS[@]}"; do
     fail "--backend $b: $(tail -3 <<<"$out")"
   fi
 done
+
+# Qwen2-Instruct's chat template in tokenizer_config.json (a text-only checkpoint's) is known
+python3 - "$WORK/ckpt/tokenizer_config.json" <<'PY'
+import json, sys
+json.dump({"chat_template": open("tests/fixtures/chat_templates/qwen2_text.jinja").read()},
+          open(sys.argv[1], "w"))
+PY
+if "$VLMC" compile "$WORK/ckpt" -o "$WORK/t.vlmc" --target ref >"$WORK/compile-t.log" 2>&1; then
+  expect_in "compile with Qwen2's text chat template: inspect names it" \
+    "chat template: tokenizer_config.json" "$("$VLMC" inspect "$WORK/t.vlmc")"
+else
+  fail "compile with Qwen2's text chat template: $(tail -2 "$WORK/compile-t.log")"
+fi
 
 err=$("$RUN" "$WORK/a.vlmc" --input-ids tests/fixtures/parity/img336/input_ids.json \
       --image tests/fixtures/images/scene_336x336.png -n 1 2>&1 >/dev/null) && rc=0 || rc=$?

@@ -43,6 +43,10 @@ static void test_recognizes_official_and_whitespace_variant(void) {
   t.kind = (vlmc_chat_template_kind_t)-1;
   EXPECT_OK(recognize_file(FIXTURES "qwen2_vl_reformatted.jinja", &t));
   EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN2_VL);
+  /* Qwen2-Instruct's text template (a text-only Qwen2's) */
+  t.kind = (vlmc_chat_template_kind_t)-1;
+  EXPECT_OK(recognize_file(FIXTURES "qwen2_text.jinja", &t));
+  EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN2_TEXT);
   /* A trailing newline after the last block is eaten by trim_blocks. */
   char with_newline[2048];
   snprintf(with_newline, sizeof with_newline, "%s\n", vlmc_chat_template_qwen2_vl_text());
@@ -58,10 +62,19 @@ static void test_refuses_other_templates_by_name(void) {
   EXPECT_ERROR(recognize_file("assets/qwen-tokenizer/tokenizer_config.json", &t),
                "tokenizer_config.json:1:8: template not recognised as the Qwen2-VL template "
                "(uses 'tools'");
-  EXPECT_ERROR(recognize_file(FIXTURES "qwen2_text.jinja", &t),
+  /* Qwen2-Instruct's text template is known (below); a variant of it is refused as any
+   * other template is, by its difference from the Qwen2-VL one. */
+  char *text;
+  size_t len;
+  EXPECT_OK(vlmc_file_read_all(FIXTURES "qwen2_text.jinja", &text, &len));
+  char *helpful = strstr(text, "a helpful assistant");
+  EXPECT_TRUE(helpful != NULL);
+  if (helpful) memcpy(helpful, "a pirate assistant ", strlen("a pirate assistant "));
+  EXPECT_ERROR(vlmc_chat_template_recognize("qwen2_text.jinja", text, len, &t),
                "qwen2_text.jinja:1:1: template not recognised as the Qwen2-VL template (it has "
                "{% for message in messages %} where the official template has {% set image_count "
                "= namespace(value = 0) %})");
+  free(text);
   EXPECT_ERROR(recognize_file(FIXTURES "qwen2_vl_other_system.jinja", &t),
                "(it has the text \"<|im_start|>system\\nYou are a pirate.<|im_end|>\\n\" where the "
                "official template has the text \"<|im_start|>system\\nYou are a helpful "
@@ -111,9 +124,11 @@ static void test_template_text_from_json_files(void) {
   cJSON_Delete(wrapper);
 }
 
-/* Renders messages given as JSON and compares with the expected text. */
-static void expect_render(const char *messages_json, bool generation, bool vision_id,
-                          const char *expected) {
+/* Renders messages given as JSON with a template kind and compares with the expected text, or
+ * with the error (expected_error non-NULL). */
+static void expect_render_with(vlmc_chat_template_kind_t kind, const char *messages_json,
+                               bool generation, bool vision_id, const char *expected,
+                               const char *expected_error) {
   cJSON *messages = cJSON_Parse(messages_json);
   EXPECT_TRUE(messages != NULL);
   vlmc_arena_t arena;
@@ -121,15 +136,25 @@ static void expect_render(const char *messages_json, bool generation, bool visio
   vlmc_chat_message_t *list = NULL;
   size_t count = 0;
   EXPECT_OK(vlmc_chat_messages_from_json("case", "messages", messages, &arena, &list, &count));
-  vlmc_chat_template_t t = {VLMC_CHAT_TEMPLATE_QWEN2_VL};
+  vlmc_chat_template_t t = {kind};
   vlmc_chat_render_options_t options = {generation, vision_id};
   vlmc_strbuf_t out;
   vlmc_strbuf_init(&out);
-  EXPECT_OK(vlmc_chat_template_render(&t, list, count, &options, &out));
-  EXPECT_STREQ(vlmc_strbuf_cstr(&out), expected);
+  if (expected_error) {
+    EXPECT_ERROR(vlmc_chat_template_render(&t, list, count, &options, &out), expected_error);
+  } else {
+    EXPECT_OK(vlmc_chat_template_render(&t, list, count, &options, &out));
+    EXPECT_STREQ(vlmc_strbuf_cstr(&out), expected);
+  }
   vlmc_strbuf_deinit(&out);
   vlmc_arena_deinit(&arena);
   cJSON_Delete(messages);
+}
+
+static void expect_render(const char *messages_json, bool generation, bool vision_id,
+                          const char *expected) {
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_VL, messages_json, generation, vision_id, expected,
+                     NULL);
 }
 
 #define SYS "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
@@ -163,6 +188,28 @@ static void test_render_matches_jinja(void) {
                 SYS "<|im_start|>assistant\nhi<|im_end|>\n<|im_start|>system\nlate<|im_end|>\n");
   expect_render("[{\"role\":\"user\",\"content\":[]}]", true, false,
                 SYS "<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n");
+}
+
+/* Qwen2-Instruct's text template renders text messages as the Qwen2-VL one does (jinja2 gives
+ * both the same text for string contents) and refuses an image or video part. */
+static void test_render_text_template(void) {
+  const char *chat = "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+                     "\"content\":\"Hello!\"},{\"role\":\"user\",\"content\":\"Bye\"}]";
+  const char *want = SYS "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                         "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n";
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_TEXT, chat, true, false, want, NULL);
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_VL, chat, true, false, want, NULL);
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_TEXT,
+                     "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+                     "\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}]",
+                     false, false,
+                     "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+                     NULL);
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_TEXT,
+                     "[{\"role\":\"user\",\"content\":[{\"type\":\"image\"},"
+                     "{\"type\":\"text\",\"text\":\"Describe.\"}]}]",
+                     true, false, NULL,
+                     "message 0 has an image, which the Qwen2 text chat template has no slot for");
 }
 
 static void expect_messages_error(const char *messages_json, const char *error) {
@@ -269,6 +316,7 @@ int main(void) {
   RUN_TEST(test_refuses_other_templates_by_name);
   RUN_TEST(test_template_text_from_json_files);
   RUN_TEST(test_render_matches_jinja);
+  RUN_TEST(test_render_text_template);
   RUN_TEST(test_malformed_messages);
   RUN_TEST(test_spec_prompt_ids);
   RUN_TEST(test_several_images_and_a_video);
