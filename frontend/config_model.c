@@ -307,6 +307,15 @@ static vlmc_status_t parse_fullatt(const model_doc_t *doc, vlmc_vision_config_t 
   return NULL;
 }
 
+/* The patch geometry both vision configs spell alike (with their legacy aliases). */
+static vlmc_status_t parse_patch_keys(const model_doc_t *doc, vlmc_vision_config_t *vision) {
+  VLMC_RETURN_IF_ERROR(vision_size_alias(doc, "in_channels", "in_chans", &vision->in_channels));
+  VLMC_RETURN_IF_ERROR(
+      vision_size_alias(doc, "patch_size", "spatial_patch_size", &vision->patch_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "temporal_patch_size", &vision->temporal_patch_size));
+  return vision_size(doc, "spatial_merge_size", &vision->spatial_merge_size);
+}
+
 static vlmc_status_t parse_vision(const model_doc_t *doc, vlmc_vision_config_t *vision) {
   vlmc_json_ref_t depth = vision_ref(doc, "depth");
   VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&depth, 1, VLMC_CONFIG_MAX_DEPTH, &vision->depth));
@@ -314,11 +323,7 @@ static vlmc_status_t parse_vision(const model_doc_t *doc, vlmc_vision_config_t *
   VLMC_RETURN_IF_ERROR(vision_size(doc, "intermediate_size", &vision->intermediate_size));
   VLMC_RETURN_IF_ERROR(vision_size(doc, "num_heads", &vision->num_heads));
   VLMC_RETURN_IF_ERROR(vision_size(doc, "out_hidden_size", &vision->out_hidden_size));
-  VLMC_RETURN_IF_ERROR(vision_size_alias(doc, "in_channels", "in_chans", &vision->in_channels));
-  VLMC_RETURN_IF_ERROR(
-      vision_size_alias(doc, "patch_size", "spatial_patch_size", &vision->patch_size));
-  VLMC_RETURN_IF_ERROR(vision_size(doc, "temporal_patch_size", &vision->temporal_patch_size));
-  VLMC_RETURN_IF_ERROR(vision_size(doc, "spatial_merge_size", &vision->spatial_merge_size));
+  VLMC_RETURN_IF_ERROR(parse_patch_keys(doc, vision));
   VLMC_RETURN_IF_ERROR(vision_size(doc, "window_size", &vision->window_size));
   VLMC_RETURN_IF_ERROR(vision_size(doc, "tokens_per_second", &vision->tokens_per_second));
   vlmc_json_ref_t act = vision_ref(doc, "hidden_act");
@@ -345,11 +350,7 @@ static vlmc_status_t parse_vision_qwen2(const model_doc_t *doc, vlmc_vision_conf
                            mlp_ratio, inner, (long long)vision->hidden_size);
   vision->intermediate_size = (int64_t)inner; /* transformers: int(embed_dim * mlp_ratio) */
   VLMC_RETURN_IF_ERROR(vision_size(doc, "num_heads", &vision->num_heads));
-  VLMC_RETURN_IF_ERROR(vision_size_alias(doc, "in_channels", "in_chans", &vision->in_channels));
-  VLMC_RETURN_IF_ERROR(
-      vision_size_alias(doc, "patch_size", "spatial_patch_size", &vision->patch_size));
-  VLMC_RETURN_IF_ERROR(vision_size(doc, "temporal_patch_size", &vision->temporal_patch_size));
-  VLMC_RETURN_IF_ERROR(vision_size(doc, "spatial_merge_size", &vision->spatial_merge_size));
+  VLMC_RETURN_IF_ERROR(parse_patch_keys(doc, vision));
   vlmc_json_ref_t act = vision_ref(doc, "hidden_act");
   const char *name = NULL;
   bool present = false;
@@ -558,41 +559,38 @@ static vlmc_status_t open_sections(model_doc_t *doc) {
   return NULL;
 }
 
-static vlmc_status_t parse_config(const char *text, size_t len, const char *file,
-                                  vision_parser_t parse_vision_config,
-                                  vlmc_model_config_t *out_config) {
-  memset(out_config, 0, sizeof *out_config);
-  model_doc_t doc = {.file = file};
-  cJSON *root = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
-  doc.root = root;
-  vlmc_status_t status = open_sections(&doc);
-  if (!status) status = read_model_type(file, root, out_config->model_type);
-  if (!status && !doc.vision) {
-    vlmc_json_ref_t vision = vlmc_json_ref(file, root, "", "vision_config");
-    status = vlmc_json_missing(&vision);
+/* A Qwen-VL config.json's body: text_config and vision_config (objects where present),
+ * model_type, then the sections with this family's vision parser. */
+static vlmc_status_t parse_vl_body(model_doc_t *doc, vlmc_model_config_t *config,
+                                   vision_parser_t parse_vision_config) {
+  VLMC_RETURN_IF_ERROR(open_sections(doc));
+  VLMC_RETURN_IF_ERROR(read_model_type(doc->file, doc->root, config->model_type));
+  if (!doc->vision) {
+    vlmc_json_ref_t vision = vlmc_json_ref(doc->file, doc->root, "", "vision_config");
+    return vlmc_json_missing(&vision);
   }
-  if (!status) status = parse_doc(&doc, out_config, parse_vision_config);
-  out_config->has_vision = !status;
-  out_config->nested = doc.text != NULL;
-  cJSON_Delete(root);
-  if (status) memset(out_config, 0, sizeof *out_config);
-  return status;
+  VLMC_RETURN_IF_ERROR(parse_doc(doc, config, parse_vision_config));
+  config->has_vision = true;
+  config->nested = doc->text != NULL;
+  return NULL;
 }
 
-vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
-                                           vlmc_model_config_t *out_config) {
-  return parse_config(text, len, file, parse_vision, out_config);
+static vlmc_status_t parse_qwen2_5_vl_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  return parse_vl_body(doc, config, parse_vision);
 }
 
-vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
-                                         vlmc_model_config_t *out_config) {
-  return parse_config(text, len, file, parse_vision_qwen2, out_config);
+static vlmc_status_t parse_qwen2_vl_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  return parse_vl_body(doc, config, parse_vision_qwen2);
 }
 
-/* A text-only checkpoint: the text keys at the top level, no vision_config, no multimodal ids
- * (they are set to vocab_size: no token id is ever an image pad). */
-static vlmc_status_t parse_text_only_doc(model_doc_t *doc, vlmc_model_config_t *config) {
+/* A text-only checkpoint: the text keys at the top level, no vision_config (refused), no
+ * multimodal ids (they are set to vocab_size: no token id is ever an image pad). */
+static vlmc_status_t parse_text_only_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  VLMC_RETURN_IF_ERROR(read_model_type(doc->file, doc->root, config->model_type));
+  vlmc_json_ref_t vision = vlmc_json_ref(doc->file, doc->root, "", "vision_config");
+  if (vision.node)
+    return vlmc_json_error(&vision, VLMC_INVALID_ARGUMENT,
+                           "a text-only model_type '%s' with a vision tower", config->model_type);
   VLMC_RETURN_IF_ERROR(parse_text_with(doc, &config->text, parse_rope_plain));
   VLMC_RETURN_IF_ERROR(check_text(doc, &config->text));
   config->has_vision = false;
@@ -606,22 +604,35 @@ static vlmc_status_t parse_text_only_doc(model_doc_t *doc, vlmc_model_config_t *
   return parse_weights_dtype(doc, config);
 }
 
-vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
-                                      vlmc_model_config_t *out_config) {
+typedef vlmc_status_t (*body_parser_t)(model_doc_t *doc, vlmc_model_config_t *config);
+
+/* The JSON object, then the family's body; the config is all zero unless it parsed. */
+static vlmc_status_t parse_config(const char *text, size_t len, const char *file,
+                                  body_parser_t parse_body, vlmc_model_config_t *out_config) {
   memset(out_config, 0, sizeof *out_config);
   model_doc_t doc = {.file = file};
   cJSON *root = NULL;
   VLMC_RETURN_IF_ERROR(vlmc_json_parse_object(file, text, len, &root));
   doc.root = root;
-  vlmc_status_t status = read_model_type(file, root, out_config->model_type);
-  vlmc_json_ref_t vision = vlmc_json_ref(file, root, "", "vision_config");
-  if (!status && vision.node)
-    status = vlmc_json_error(&vision, VLMC_INVALID_ARGUMENT,
-                             "a text-only model_type '%s' with a vision tower", out_config->model_type);
-  if (!status) status = parse_text_only_doc(&doc, out_config);
+  vlmc_status_t status = parse_body(&doc, out_config);
   cJSON_Delete(root);
   if (status) memset(out_config, 0, sizeof *out_config);
   return status;
+}
+
+vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
+                                           vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_qwen2_5_vl_body, out_config);
+}
+
+vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const char *file,
+                                         vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_qwen2_vl_body, out_config);
+}
+
+vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
+                                      vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_text_only_body, out_config);
 }
 
 vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,

@@ -47,17 +47,6 @@ static vlmc_status_t check_row_widths(const vlmc_vision_config_t *v) {
   return NULL;
 }
 
-/* The text decoder's heads (a text-only checkpoint has nothing else to check here). */
-static vlmc_status_t check_text_heads(const vlmc_text_config_t *t) {
-  if (t->num_key_value_heads <= 0 || t->num_attention_heads % t->num_key_value_heads != 0 ||
-      t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
-                            "config.json: head sizes: %lld/%lld heads, %lld kv heads",
-                            (long long)t->hidden_size, (long long)t->num_attention_heads,
-                            (long long)t->num_key_value_heads);
-  return NULL;
-}
-
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
   /* A config another family's parser read may not describe this model (Qwen2-VL's is the same
    * model without windows, with its own parser: models/qwen2_vl.c). */
@@ -68,8 +57,7 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
                             "config.json: model_type is none of qwen2_5_vl, qwen2_vl, qwen2");
   const vlmc_text_config_t *t = &c->text;
   const vlmc_vision_config_t *v = &c->vision;
-  if (!c->has_vision) return check_text_heads(t);
-  if (v->out_hidden_size != t->hidden_size)
+  if (c->has_vision && v->out_hidden_size != t->hidden_size)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "config.json: vision_config.out_hidden_size %lld must equal the text "
                             "hidden_size %lld (image rows replace token embeddings)",
@@ -79,6 +67,12 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
                             "config.json: num_attention_heads %lld is not a multiple of "
                             "num_key_value_heads %lld",
                             (long long)t->num_attention_heads, (long long)t->num_key_value_heads);
+  if (!c->has_vision) { /* a text-only checkpoint: nothing else to check here */
+    if (t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size)
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "config.json: head sizes: text %lld/%lld heads",
+                              (long long)t->hidden_size, (long long)t->num_attention_heads);
+    return NULL;
+  }
   if (t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size ||
       v->head_dim <= 0 || v->head_dim * v->num_heads != v->hidden_size || v->head_dim % 4 != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,

@@ -673,7 +673,7 @@ static vlmc_status_t policy_func(const vlmc_precision_options_t *options,
  * of a bf16 value (the model's cast of a bf16 parameter to f32), or a dequantize (each value
  * scale * q + bias with q a small integer: the kernels multiply q, exact in bf16, and take
  * the group's scale and bias out of the sum, docs/quantization.md). */
-static bool is_bf16_weight(const vlmc_value_t *w) {
+static bool is_bf16_exact_weight(const vlmc_value_t *w) {
   if (w->def && w->def->kind == VLMC_OP_DEQUANTIZE) return true;
   return w->def && w->def->kind == VLMC_OP_CAST &&
          w->def->operands[0]->type.dtype == VLMC_DTYPE_BF16;
@@ -698,7 +698,7 @@ static vlmc_status_t bf16_matmul_func(const vlmc_precision_options_t *options,
   for (vlmc_op_t *op = func->body.first; op && !st; op = op->next) {
     if (op->kind != VLMC_OP_LINEAR) continue;
     vlmc_value_t *x = op->operands[0];
-    if (!is_bf16_weight(op->operands[1]) || x->type.dtype != VLMC_DTYPE_F32 || x->id >= size) {
+    if (!is_bf16_exact_weight(op->operands[1]) || x->type.dtype != VLMC_DTYPE_F32 || x->id >= size) {
       kept++;
       continue;
     }
