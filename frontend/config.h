@@ -55,7 +55,11 @@ typedef struct {
   int64_t num_hidden_layers;   /* text.num_hidden_layers */
   int64_t num_attention_heads; /* text.num_attention_heads */
   int64_t num_key_value_heads; /* text.num_key_value_heads */
-  int64_t head_dim;            /* derived: hidden_size / num_attention_heads (not stored) */
+  /* text.head_dim where the family's config has it (Qwen3: explicit, and then q_proj's width
+   * is num_attention_heads * head_dim, not hidden_size); otherwise derived: hidden_size /
+   * num_attention_heads */
+  int64_t head_dim;
+  bool head_dim_explicit;
   double rms_norm_eps;         /* text.rms_norm_eps */
   /* text.rope_parameters.rope_theta (5.x) | text.rope_theta */
   double rope_theta;
@@ -63,6 +67,12 @@ typedef struct {
    * be head_dim / 2 (temporal, height, width frequency counts) */
   int64_t mrope_section[3];
   int64_t max_position_embeddings; /* text.max_position_embeddings; 0 when absent (unused) */
+  /* The family's attention: q/k/v biases (Qwen2: always; Qwen3: text.attention_bias, default
+   * false), q_norm / k_norm (Qwen3: an RMSNorm over head_dim per head before the rotary), and
+   * the M-RoPE layout (Qwen3-VL: interleaved, spec §4.5; Qwen2-VL / Qwen2.5-VL: sectioned). */
+  bool qkv_bias;
+  bool qk_norm;
+  bool mrope_interleaved;
   bool has_bos_token_id, has_eos_token_id;
   int64_t bos_token_id; /* text.bos_token_id (informational; see generation) */
   int64_t eos_token_id; /* text.eos_token_id (first one when a list) */
@@ -76,7 +86,12 @@ typedef enum {
 typedef enum {
   VLMC_VISION_SWIGLU,         /* Qwen2.5-VL: gate_proj, up_proj, down_proj (with biases) */
   VLMC_VISION_QUICK_GELU_MLP, /* Qwen2-VL: fc1, x * sigmoid(1.702 x), fc2 (with biases) */
+  VLMC_VISION_GELU_TANH_MLP,  /* Qwen3-VL: linear_fc1, gelu (tanh form), linear_fc2 (biases) */
 } vlmc_vision_mlp_t;
+typedef enum {
+  VLMC_MERGER_LN_Q, /* Qwen2-VL / Qwen2.5-VL: merger.ln_q, merger.mlp.0, merger.mlp.2 */
+  VLMC_MERGER_FC,   /* Qwen3-VL: merger.norm, merger.linear_fc1, merger.linear_fc2 */
+} vlmc_vision_merger_t;
 
 /* Vision tower: keys under `vision_config`. */
 typedef struct {
@@ -96,6 +111,16 @@ typedef struct {
   int64_t fullatt_block_indexes[VLMC_CONFIG_MAX_DEPTH];
   vlmc_vision_norm_t norm;     /* the family's */
   vlmc_vision_mlp_t mlp;       /* the family's */
+  vlmc_vision_merger_t merger; /* the family's */
+  bool patch_bias;             /* the patch embedding's Conv3d has a bias (Qwen3-VL) */
+  /* vision_config.num_position_embeddings (Qwen3-VL): a learned n x n position table,
+   * n = sqrt of it, bilinearly interpolated to each image's grid; 0: none */
+  int64_t num_position_embeddings;
+  /* vision_config.deepstack_visual_indexes (Qwen3-VL), strictly increasing: after block
+   * deepstack_indexes[k] a merger of its own makes feature k, added to the hidden rows of the
+   * image tokens after language-model layer k. 0 entries: none. */
+  int deepstack_count;
+  int64_t deepstack_indexes[VLMC_CONFIG_MAX_DEPTH];
   /* Window attention in the blocks not in fullatt_block_indexes (Qwen2.5-VL); false: every
    * block attends over its whole image (Qwen2-VL: window_size 0, every block listed full). */
   bool windows;
@@ -147,8 +172,21 @@ vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const cha
  * (refused when present), the multimodal ids set to vocab_size (never a token). */
 vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
                                       vlmc_model_config_t *out_config);
+/* The same for a text-only Qwen3 config.json (model_type qwen3: Qwen3ForCausalLM): Qwen2's
+ * keys and rope, with Qwen3's attention (head_dim explicit, attention_bias, q/k norms). */
+vlmc_status_t vlmc_qwen3_config_parse(const char *text, size_t len, const char *file,
+                                      vlmc_model_config_t *out_config);
 vlmc_status_t vlmc_qwen2_5_vl_config_parse(const char *text, size_t len, const char *file,
                                            vlmc_model_config_t *out_config);
+/* The same for a Qwen3-VL config.json (model_type qwen3_vl, transformers' Qwen3VLConfig): the
+ * text keys under text_config with an explicit head_dim, attention_bias (default false), q/k
+ * norms, interleaved M-RoPE (transformers interleaves whatever mrope_interleaved says; the
+ * sections must still sum to head_dim / 2); vision_config: hidden_size, intermediate_size,
+ * out_hidden_size, num_position_embeddings (a square), deepstack_visual_indexes (strictly
+ * increasing, at most num_hidden_layers of them), hidden_act gelu_pytorch_tanh, 16-pixel
+ * patches by the keys; no windows. */
+vlmc_status_t vlmc_qwen3_vl_config_parse(const char *text, size_t len, const char *file,
+                                         vlmc_model_config_t *out_config);
 /* `path` is a config.json file or a folder holding one; `parse` is the family's parser. */
 vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,
                                      vlmc_model_config_t *out_config);

@@ -202,14 +202,30 @@ static vlmc_status_t parse_text_ids(const model_doc_t *doc, vlmc_text_config_t *
 
 typedef vlmc_status_t (*rope_parser_t)(model_doc_t *doc, vlmc_text_config_t *text);
 
+/* Which text model: Qwen2's attention (q/k/v biases, head_dim = hidden / heads) or Qwen3's
+ * (text.head_dim explicit, text.attention_bias default false, q_norm and k_norm). */
+typedef enum { TEXT_QWEN2, TEXT_QWEN3 } text_kind_t;
+
+static vlmc_status_t parse_attention_kind(model_doc_t *doc, vlmc_text_config_t *text,
+                                          text_kind_t kind) {
+  text->qkv_bias = kind == TEXT_QWEN2;
+  text->qk_norm = kind == TEXT_QWEN3;
+  if (kind == TEXT_QWEN2) return NULL;
+  VLMC_RETURN_IF_ERROR(text_size(doc, "head_dim", &text->head_dim));
+  text->head_dim_explicit = true;
+  vlmc_json_ref_t bias = text_ref(doc, "attention_bias");
+  return vlmc_json_bool_opt(&bias, &text->qkv_bias, NULL);
+}
+
 static vlmc_status_t parse_text_with(model_doc_t *doc, vlmc_text_config_t *text,
-                                     rope_parser_t parse_rope_config) {
+                                     text_kind_t kind, rope_parser_t parse_rope_config) {
   VLMC_RETURN_IF_ERROR(text_size(doc, "vocab_size", &text->vocab_size));
   VLMC_RETURN_IF_ERROR(text_size(doc, "hidden_size", &text->hidden_size));
   VLMC_RETURN_IF_ERROR(text_size(doc, "intermediate_size", &text->intermediate_size));
   VLMC_RETURN_IF_ERROR(text_size(doc, "num_hidden_layers", &text->num_hidden_layers));
   VLMC_RETURN_IF_ERROR(text_size(doc, "num_attention_heads", &text->num_attention_heads));
   VLMC_RETURN_IF_ERROR(text_size(doc, "num_key_value_heads", &text->num_key_value_heads));
+  VLMC_RETURN_IF_ERROR(parse_attention_kind(doc, text, kind));
   vlmc_json_ref_t eps = text_ref(doc, "rms_norm_eps");
   VLMC_RETURN_IF_ERROR(vlmc_json_double_req(&eps, &text->rms_norm_eps));
   if (!(text->rms_norm_eps > 0 && text->rms_norm_eps < 1))
@@ -231,7 +247,15 @@ static vlmc_status_t parse_text_with(model_doc_t *doc, vlmc_text_config_t *text,
 }
 
 static vlmc_status_t parse_text(model_doc_t *doc, vlmc_text_config_t *text) {
-  return parse_text_with(doc, text, parse_rope);
+  return parse_text_with(doc, text, TEXT_QWEN2, parse_rope);
+}
+
+/* Qwen3-VL's text model: transformers' Qwen3VLTextRotaryEmbedding interleaves the sections
+ * whatever rope_parameters.mrope_interleaved says (spec §4.5), so the layout is the family's. */
+static vlmc_status_t parse_text_qwen3_vl(model_doc_t *doc, vlmc_text_config_t *text) {
+  VLMC_RETURN_IF_ERROR(parse_text_with(doc, text, TEXT_QWEN3, parse_rope));
+  text->mrope_interleaved = true;
+  return NULL;
 }
 
 /* A text-only Qwen2 checkpoint's rope (Qwen2ForCausalLM): rope_theta, and rope_scaling absent,
@@ -262,7 +286,10 @@ static vlmc_status_t parse_rope_plain(model_doc_t *doc, vlmc_text_config_t *text
     return vlmc_json_error(&theta, VLMC_OUT_OF_RANGE, "expected a positive number, got %g",
                            text->rope_theta);
   /* Any split gives plain RoPE when t = h = w; the rope op wants three positive sections. */
-  int64_t half = text->num_attention_heads > 0 ? text->hidden_size / text->num_attention_heads / 2 : 0;
+  int64_t head_dim = text->head_dim_explicit ? text->head_dim
+                     : text->num_attention_heads > 0 ? text->hidden_size / text->num_attention_heads
+                                                     : 0;
+  int64_t half = head_dim / 2;
   if (half < 3)
     return vlmc_status_make(VLMC_UNSUPPORTED, "%s: head_dim %lld: too small for the rotary sections",
                             doc->file, (long long)(2 * half));
@@ -369,6 +396,74 @@ static vlmc_status_t parse_vision_qwen2(const model_doc_t *doc, vlmc_vision_conf
   return NULL;
 }
 
+/* deepstack_visual_indexes: blocks of the tower, strictly increasing (transformers appends the
+ * features in block order but picks each merger by the list's order; in increasing order the
+ * two agree). Absent: no deepstack. */
+static vlmc_status_t parse_deepstack(const model_doc_t *doc, vlmc_vision_config_t *vision) {
+  vlmc_json_ref_t ref = vision_ref(doc, "deepstack_visual_indexes");
+  if (!ref.node) return NULL;
+  VLMC_RETURN_IF_ERROR(vlmc_json_expect_array(&ref, -1));
+  int count = cJSON_GetArraySize(ref.node);
+  if (count > vision->depth)
+    return vlmc_json_error(&ref, VLMC_OUT_OF_RANGE, "has %d entries for vision_config.depth %lld",
+                           count, (long long)vision->depth);
+  int at = 0;
+  const cJSON *node;
+  cJSON_ArrayForEach(node, ref.node) {
+    vlmc_json_ref_t element = vlmc_json_ref_item(&ref, node, at);
+    int64_t index;
+    VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&element, 0, vision->depth - 1, &index));
+    if (at > 0 && index <= vision->deepstack_indexes[at - 1])
+      return vlmc_json_error(&element, VLMC_UNSUPPORTED,
+                             "%lld after %lld: the blocks must be listed in increasing order",
+                             (long long)index, (long long)vision->deepstack_indexes[at - 1]);
+    vision->deepstack_indexes[at++] = index;
+  }
+  vision->deepstack_count = count;
+  return NULL;
+}
+
+/* Qwen3-VL's vision_config (transformers' Qwen3VLVisionConfig): the Qwen2.5-VL size keys, a
+ * learned position table of num_position_embeddings = n^2 entries, deepstack blocks,
+ * gelu_pytorch_tanh (the default when absent); every block full attention, LayerNorms, a Conv3d
+ * with a bias. */
+static vlmc_status_t parse_vision_qwen3(const model_doc_t *doc, vlmc_vision_config_t *vision) {
+  vlmc_json_ref_t depth = vision_ref(doc, "depth");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&depth, 1, VLMC_CONFIG_MAX_DEPTH, &vision->depth));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "hidden_size", &vision->hidden_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "intermediate_size", &vision->intermediate_size));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "num_heads", &vision->num_heads));
+  VLMC_RETURN_IF_ERROR(vision_size(doc, "out_hidden_size", &vision->out_hidden_size));
+  VLMC_RETURN_IF_ERROR(parse_patch_keys(doc, vision));
+  vlmc_json_ref_t table = vision_ref(doc, "num_position_embeddings");
+  VLMC_RETURN_IF_ERROR(vlmc_json_int_req(&table, 1, MAX_SIZE, &vision->num_position_embeddings));
+  int64_t side = 1;
+  while ((side + 1) * (side + 1) <= vision->num_position_embeddings) ++side;
+  if (side * side != vision->num_position_embeddings)
+    return vlmc_json_error(&table, VLMC_INVALID_ARGUMENT,
+                           "%lld is not a square (the table is an n x n grid of positions)",
+                           (long long)vision->num_position_embeddings);
+  VLMC_RETURN_IF_ERROR(parse_deepstack(doc, vision));
+  vlmc_json_ref_t act = vision_ref(doc, "hidden_act");
+  const char *name = NULL;
+  bool present = false;
+  VLMC_RETURN_IF_ERROR(vlmc_json_string_opt(&act, &name, &present));
+  if (present && strcmp(name, "gelu_pytorch_tanh") != 0)
+    return vlmc_json_error(&act, VLMC_UNSUPPORTED,
+                           "activation '%.40s' is not supported (Qwen3-VL's vision tower uses "
+                           "'gelu_pytorch_tanh')", name);
+  vision->window_size = 0;
+  vision->tokens_per_second = 0;
+  vision->fullatt_count = (int)vision->depth;
+  for (int64_t i = 0; i < vision->depth; ++i) vision->fullatt_block_indexes[i] = i;
+  vision->norm = VLMC_VISION_LAYER_NORM;
+  vision->mlp = VLMC_VISION_GELU_TANH_MLP;
+  vision->merger = VLMC_MERGER_FC;
+  vision->patch_bias = true;
+  vision->windows = false;
+  return NULL;
+}
+
 /* ---- the rest ---------------------------------------------------------------------------- */
 
 static vlmc_status_t parse_token_id(const model_doc_t *doc, const char *key, int64_t *out) {
@@ -451,7 +546,7 @@ static vlmc_status_t check_text(const model_doc_t *doc, vlmc_text_config_t *text
   vlmc_json_ref_t hidden = text_ref(doc, "hidden_size"),
                   heads = text_ref(doc, "num_attention_heads");
   vlmc_json_ref_t kv = text_ref(doc, "num_key_value_heads");
-  if (text->hidden_size % text->num_attention_heads != 0)
+  if (!text->head_dim_explicit && text->hidden_size % text->num_attention_heads != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: %s %lld is not divisible by %s %lld",
                             doc->file, hidden.path, (long long)text->hidden_size, heads.path,
                             (long long)text->num_attention_heads);
@@ -459,7 +554,7 @@ static vlmc_status_t check_text(const model_doc_t *doc, vlmc_text_config_t *text
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: %s %lld is not divisible by %s %lld",
                             doc->file, heads.path, (long long)text->num_attention_heads, kv.path,
                             (long long)text->num_key_value_heads);
-  text->head_dim = text->hidden_size / text->num_attention_heads;
+  if (!text->head_dim_explicit) text->head_dim = text->hidden_size / text->num_attention_heads;
   int64_t sum = text->mrope_section[0] + text->mrope_section[1] + text->mrope_section[2];
   if (text->head_dim % 2 != 0 || sum != text->head_dim / 2) {
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
@@ -539,13 +634,29 @@ static vlmc_status_t check_ids(const model_doc_t *doc, const vlmc_model_config_t
 
 typedef vlmc_status_t (*vision_parser_t)(const model_doc_t *doc, vlmc_vision_config_t *vision);
 
+typedef vlmc_status_t (*text_parser_t)(model_doc_t *doc, vlmc_text_config_t *text);
+
+/* A Qwen-VL family's parts: its text model's parser and its vision tower's. */
+typedef struct {
+  text_parser_t text;
+  vision_parser_t vision;
+} vl_parsers_t;
+
 static vlmc_status_t parse_doc(model_doc_t *doc, vlmc_model_config_t *config,
-                               vision_parser_t parse_vision_config) {
-  VLMC_RETURN_IF_ERROR(parse_text(doc, &config->text));
+                               const vl_parsers_t *parsers) {
+  VLMC_RETURN_IF_ERROR(parsers->text(doc, &config->text));
+  vision_parser_t parse_vision_config = parsers->vision;
   VLMC_RETURN_IF_ERROR(parse_vision_config(doc, &config->vision));
   VLMC_RETURN_IF_ERROR(parse_multimodal(doc, config));
   VLMC_RETURN_IF_ERROR(check_text(doc, &config->text));
   VLMC_RETURN_IF_ERROR(check_vision(doc, &config->vision, &config->text));
+  if (config->vision.deepstack_count > config->text.num_hidden_layers)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT,
+                            "%s: vision_config.deepstack_visual_indexes has %d entries, but %s is "
+                            "%lld (feature k is added after language-model layer k)",
+                            doc->file, config->vision.deepstack_count,
+                            text_ref(doc, "num_hidden_layers").path,
+                            (long long)config->text.num_hidden_layers);
   return check_ids(doc, config);
 }
 
@@ -562,36 +673,44 @@ static vlmc_status_t open_sections(model_doc_t *doc) {
 /* A Qwen-VL config.json's body: text_config and vision_config (objects where present),
  * model_type, then the sections with this family's vision parser. */
 static vlmc_status_t parse_vl_body(model_doc_t *doc, vlmc_model_config_t *config,
-                                   vision_parser_t parse_vision_config) {
+                                   const vl_parsers_t *parsers) {
   VLMC_RETURN_IF_ERROR(open_sections(doc));
   VLMC_RETURN_IF_ERROR(read_model_type(doc->file, doc->root, config->model_type));
   if (!doc->vision) {
     vlmc_json_ref_t vision = vlmc_json_ref(doc->file, doc->root, "", "vision_config");
     return vlmc_json_missing(&vision);
   }
-  VLMC_RETURN_IF_ERROR(parse_doc(doc, config, parse_vision_config));
+  VLMC_RETURN_IF_ERROR(parse_doc(doc, config, parsers));
   config->has_vision = true;
   config->nested = doc->text != NULL;
   return NULL;
 }
 
 static vlmc_status_t parse_qwen2_5_vl_body(model_doc_t *doc, vlmc_model_config_t *config) {
-  return parse_vl_body(doc, config, parse_vision);
+  static const vl_parsers_t parsers = {parse_text, parse_vision};
+  return parse_vl_body(doc, config, &parsers);
 }
 
 static vlmc_status_t parse_qwen2_vl_body(model_doc_t *doc, vlmc_model_config_t *config) {
-  return parse_vl_body(doc, config, parse_vision_qwen2);
+  static const vl_parsers_t parsers = {parse_text, parse_vision_qwen2};
+  return parse_vl_body(doc, config, &parsers);
+}
+
+static vlmc_status_t parse_qwen3_vl_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  static const vl_parsers_t parsers = {parse_text_qwen3_vl, parse_vision_qwen3};
+  return parse_vl_body(doc, config, &parsers);
 }
 
 /* A text-only checkpoint: the text keys at the top level, no vision_config (refused), no
  * multimodal ids (they are set to vocab_size: no token id is ever an image pad). */
-static vlmc_status_t parse_text_only_body(model_doc_t *doc, vlmc_model_config_t *config) {
+static vlmc_status_t parse_text_only_body(model_doc_t *doc, vlmc_model_config_t *config,
+                                          text_kind_t kind) {
   VLMC_RETURN_IF_ERROR(read_model_type(doc->file, doc->root, config->model_type));
   vlmc_json_ref_t vision = vlmc_json_ref(doc->file, doc->root, "", "vision_config");
   if (vision.node)
     return vlmc_json_error(&vision, VLMC_INVALID_ARGUMENT,
                            "a text-only model_type '%s' with a vision tower", config->model_type);
-  VLMC_RETURN_IF_ERROR(parse_text_with(doc, &config->text, parse_rope_plain));
+  VLMC_RETURN_IF_ERROR(parse_text_with(doc, &config->text, kind, parse_rope_plain));
   VLMC_RETURN_IF_ERROR(check_text(doc, &config->text));
   config->has_vision = false;
   config->image_token_id = config->video_token_id = config->text.vocab_size;
@@ -602,6 +721,14 @@ static vlmc_status_t parse_text_only_body(model_doc_t *doc, vlmc_model_config_t 
   if (!present) config->tie_word_embeddings = false; /* Qwen2Config's default */
   VLMC_RETURN_IF_ERROR(parse_quantization(doc, config));
   return parse_weights_dtype(doc, config);
+}
+
+static vlmc_status_t parse_qwen2_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  return parse_text_only_body(doc, config, TEXT_QWEN2);
+}
+
+static vlmc_status_t parse_qwen3_body(model_doc_t *doc, vlmc_model_config_t *config) {
+  return parse_text_only_body(doc, config, TEXT_QWEN3);
 }
 
 typedef vlmc_status_t (*body_parser_t)(model_doc_t *doc, vlmc_model_config_t *config);
@@ -632,7 +759,17 @@ vlmc_status_t vlmc_qwen2_vl_config_parse(const char *text, size_t len, const cha
 
 vlmc_status_t vlmc_qwen2_config_parse(const char *text, size_t len, const char *file,
                                       vlmc_model_config_t *out_config) {
-  return parse_config(text, len, file, parse_text_only_body, out_config);
+  return parse_config(text, len, file, parse_qwen2_body, out_config);
+}
+
+vlmc_status_t vlmc_qwen3_config_parse(const char *text, size_t len, const char *file,
+                                      vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_qwen3_body, out_config);
+}
+
+vlmc_status_t vlmc_qwen3_vl_config_parse(const char *text, size_t len, const char *file,
+                                         vlmc_model_config_t *out_config) {
+  return parse_config(text, len, file, parse_qwen3_vl_body, out_config);
 }
 
 vlmc_status_t vlmc_model_config_load(const char *path, vlmc_model_config_parser_t parse,

@@ -184,6 +184,76 @@ vlmc_status_t vlmc_index_vision_positions(const int64_t *grid, size_t num_images
   return NULL;
 }
 
+/* torch.linspace(0, end, steps)[i] for float32 (aten's linspace kernel, scalar form). */
+static float linspace_at(float end, int64_t steps, int64_t i) {
+  if (steps == 1) return 0.0f;
+  float step = end / (float)(steps - 1);
+  return i < steps / 2 ? step * (float)i : end - step * (float)(steps - i - 1);
+}
+
+typedef struct {
+  int64_t lo, hi; /* table coordinates: floor, and floor + 1 clipped to the table */
+  float frac;     /* the position minus floor */
+} interp_axis_t;
+
+static interp_axis_t interp_axis(int64_t side, int64_t steps, int64_t i) {
+  float at = linspace_at((float)(side - 1), steps, i);
+  interp_axis_t a;
+  a.lo = (int64_t)at; /* at >= 0: truncation is floor, as torch's .int() */
+  a.hi = a.lo + 1 < side ? a.lo + 1 : side - 1;
+  a.frac = at - (float)a.lo;
+  return a;
+}
+
+vlmc_status_t vlmc_index_pos_interp(const int64_t *grid, size_t num_images, int64_t side,
+                                    int64_t merge, int64_t **out_index, float **out_weight,
+                                    size_t *out_count) {
+  size_t patches;
+  if (merge <= 0 || merge > INT32_MAX || side <= 0 || side > INT32_MAX)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "side %lld and merge %lld must be in [1, 2^31)",
+                            (long long)side, (long long)merge);
+  VLMC_RETURN_IF_ERROR(grid_count(grid, num_images, merge, merge * merge, &patches));
+  if (patches > MAX_INDEX_COUNT / 4)
+    return vlmc_status_make(VLMC_OUT_OF_RANGE, "the grid has too many patches");
+  int64_t *index = NULL;
+  float *weight = NULL;
+  if (out_index) VLMC_RETURN_IF_ERROR(alloc_indices(4 * patches, &index));
+  if (out_weight && !(weight = malloc((patches ? 4 * patches : 1) * sizeof *weight))) {
+    free(index);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < num_images; ++i) {
+    grid_image_t g;
+    grid_image(grid, i, merge, &g);
+    int64_t rows = g.h * merge, cols = g.w * merge;
+    for (int64_t f = 0; f < g.t; ++f)
+      for (int64_t bh = 0; bh < g.h; ++bh)
+        for (int64_t bw = 0; bw < g.w; ++bw)
+          for (int64_t mh = 0; mh < merge; ++mh)
+            for (int64_t mw = 0; mw < merge; ++mw, ++n) {
+              interp_axis_t y = interp_axis(side, rows, bh * merge + mh);
+              interp_axis_t x = interp_axis(side, cols, bw * merge + mw);
+              if (index) {
+                index[n] = y.lo * side + x.lo;
+                index[patches + n] = y.lo * side + x.hi;
+                index[2 * patches + n] = y.hi * side + x.lo;
+                index[3 * patches + n] = y.hi * side + x.hi;
+              }
+              if (weight) {
+                weight[n] = (1.0f - y.frac) * (1.0f - x.frac);
+                weight[patches + n] = (1.0f - y.frac) * x.frac;
+                weight[2 * patches + n] = y.frac * (1.0f - x.frac);
+                weight[3 * patches + n] = y.frac * x.frac;
+              }
+            }
+  }
+  if (out_index) *out_index = index;
+  if (out_weight) *out_weight = weight;
+  *out_count = 4 * patches;
+  return NULL;
+}
+
 vlmc_status_t vlmc_index_inverse_permutation(const int64_t *perm, size_t count, int64_t *out) {
   for (size_t i = 0; i < count; ++i) out[i] = -1;
   for (size_t i = 0; i < count; ++i) {

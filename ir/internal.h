@@ -78,6 +78,7 @@ VLMC_IR_SHAPE_RULE(vlmc_shape_kv_cache_append);
 VLMC_IR_SHAPE_RULE(vlmc_shape_rope);
 VLMC_IR_SHAPE_RULE(vlmc_shape_grid_index);
 VLMC_IR_SHAPE_RULE(vlmc_shape_vision_positions);
+VLMC_IR_SHAPE_RULE(vlmc_shape_pos_interp);
 VLMC_IR_SHAPE_RULE(vlmc_shape_token_positions);
 VLMC_IR_SHAPE_RULE(vlmc_shape_inverse_permutation);
 VLMC_IR_SHAPE_RULE(vlmc_shape_gather);

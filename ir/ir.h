@@ -523,6 +523,16 @@ vlmc_status_t vlmc_index_full_segments(const int64_t *grid, size_t num_images,
 /* Rows then columns: out has 2 * patches entries, [0, patches) rows, [patches, 2*patches) cols. */
 vlmc_status_t vlmc_index_vision_positions(const int64_t *grid, size_t num_images, int64_t merge,
                                           int64_t **out_data, size_t *out_count);
+/* Qwen3-VL's interpolation of a side x side position table to each image (transformers'
+ * fast_pos_embed_interpolate): per image, y = linspace(0, side - 1, h) and x = linspace(0,
+ * side - 1, w) in f32 (torch's formula: from the start below steps / 2, from the end above),
+ * corners (floor y, floor x), (floor y, ceil x), (ceil y, floor x), (ceil y, ceil x) with ceil
+ * = min(floor + 1, side - 1) and weights (1-dy)(1-dx), (1-dy)dx, dy(1-dx), dy dx in f32, in the
+ * patch rows' merge-block order, repeated over frames. out_index / out_weight get 4 * patches
+ * entries each (corner k of patch n at k * patches + n); either may be NULL. */
+vlmc_status_t vlmc_index_pos_interp(const int64_t *grid, size_t num_images, int64_t side,
+                                    int64_t merge, int64_t **out_index, float **out_weight,
+                                    size_t *out_count);
 /* out[perm[i]] = i; error unless perm is a permutation of 0..count-1. */
 vlmc_status_t vlmc_index_inverse_permutation(const int64_t *perm, size_t count, int64_t *out);
 

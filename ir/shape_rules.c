@@ -413,6 +413,21 @@ vlmc_status_t vlmc_shape_vision_positions(const vlmc_op_signature_t *sig,
   return NULL;
 }
 
+/* pos_interp_index -> i64[4, P], pos_interp_weight -> f32[4, P]: the four corners of each patch. */
+vlmc_status_t vlmc_shape_pos_interp(const vlmc_op_signature_t *sig, vlmc_type_t *out_types) {
+  VLMC_RETURN_IF_ERROR(check_grid(sig, 0));
+  VLMC_RETURN_IF_ERROR(require_positive_attr(sig, "side"));
+  VLMC_RETURN_IF_ERROR(require_positive_attr(sig, "merge"));
+  VLMC_RETURN_IF_ERROR(require_declared(sig));
+  const vlmc_type_t *t = &sig->declared[0];
+  vlmc_dtype_t want = sig->kind == VLMC_OP_POS_INTERP_INDEX ? VLMC_DTYPE_I64 : VLMC_DTYPE_F32;
+  if (t->dtype != want || t->rank != 2 || !vlmc_dim_equal(t->dims[0], vlmc_dim_static(4)))
+    return ERR("expected the result to be %s[4, patches] (four corners per patch), got %T",
+               want == VLMC_DTYPE_I64 ? "i64" : "f32", t);
+  out_types[0] = *t;
+  return NULL;
+}
+
 vlmc_status_t vlmc_shape_token_positions(const vlmc_op_signature_t *sig,
                                          vlmc_type_t *out_types) {
   VLMC_RETURN_IF_ERROR(require_index(sig, 0, "the token ids"));

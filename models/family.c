@@ -12,6 +12,8 @@ static const vlmc_model_family_t *const kFamilies[] = {
     &vlmc_qwen2_5_vl_family,
     &vlmc_qwen2_vl_family,
     &vlmc_qwen2_family,
+    &vlmc_qwen3_vl_family,
+    &vlmc_qwen3_family,
 };
 enum { FAMILY_COUNT = sizeof kFamilies / sizeof kFamilies[0] };
 
@@ -21,7 +23,6 @@ enum { FAMILY_COUNT = sizeof kFamilies / sizeof kFamilies[0] };
 static const struct {
   const char *model_type, *display_name;
 } kPlanned[] = {
-    {"qwen3_vl", "Qwen3-VL"},
     {"qwen3_vl_moe", "Qwen3-VL-MoE"},
 };
 

@@ -50,11 +50,15 @@ static vlmc_status_t check_row_widths(const vlmc_vision_config_t *v) {
 static vlmc_status_t check_config(const vlmc_model_config_t *c) {
   /* A config another family's parser read may not describe this model (Qwen2-VL's is the same
    * model without windows, with its own parser: models/qwen2_vl.c). */
-  if (!vlmc_model_family_accepts(&vlmc_qwen2_5_vl_family, c->model_type) &&
-      !vlmc_model_family_accepts(&vlmc_qwen2_vl_family, c->model_type) &&
-      !vlmc_model_family_accepts(&vlmc_qwen2_family, c->model_type))
-    return vlmc_status_make(VLMC_UNSUPPORTED,
-                            "config.json: model_type is none of qwen2_5_vl, qwen2_vl, qwen2");
+  static const vlmc_model_family_t *const built[] = {
+      &vlmc_qwen2_5_vl_family, &vlmc_qwen2_vl_family, &vlmc_qwen2_family,
+      &vlmc_qwen3_vl_family, &vlmc_qwen3_family};
+  bool known = false;
+  for (size_t i = 0; i < sizeof built / sizeof built[0]; ++i)
+    known |= vlmc_model_family_accepts(built[i], c->model_type);
+  if (!known)
+    return vlmc_status_make(VLMC_UNSUPPORTED, "config.json: model_type is none of qwen2_5_vl, "
+                            "qwen2_vl, qwen2, qwen3_vl, qwen3");
   const vlmc_text_config_t *t = &c->text;
   const vlmc_vision_config_t *v = &c->vision;
   if (c->has_vision && v->out_hidden_size != t->hidden_size)
@@ -67,14 +71,16 @@ static vlmc_status_t check_config(const vlmc_model_config_t *c) {
                             "config.json: num_attention_heads %lld is not a multiple of "
                             "num_key_value_heads %lld",
                             (long long)t->num_attention_heads, (long long)t->num_key_value_heads);
+  /* Qwen3's head_dim is its own key; Qwen2's is hidden_size / num_attention_heads. */
+  bool text_heads_ok = t->head_dim > 0 && t->head_dim % 2 == 0 &&
+                       (t->head_dim_explicit || t->head_dim * t->num_attention_heads == t->hidden_size);
   if (!c->has_vision) { /* a text-only checkpoint: nothing else to check here */
-    if (t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size)
+    if (!text_heads_ok)
       return vlmc_status_make(VLMC_INVALID_ARGUMENT, "config.json: head sizes: text %lld/%lld heads",
                               (long long)t->hidden_size, (long long)t->num_attention_heads);
     return NULL;
   }
-  if (t->head_dim <= 0 || t->head_dim * t->num_attention_heads != t->hidden_size ||
-      v->head_dim <= 0 || v->head_dim * v->num_heads != v->hidden_size || v->head_dim % 4 != 0)
+  if (!text_heads_ok || v->head_dim <= 0 || v->head_dim * v->num_heads != v->hidden_size || v->head_dim % 4 != 0)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "config.json: head sizes: text %lld/%lld heads, vision %lld/%lld "
                             "heads (the vision head_dim must be a multiple of 4)",

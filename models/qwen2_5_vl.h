@@ -63,6 +63,11 @@ extern const vlmc_model_family_t vlmc_qwen2_vl_family;
  * decoder without the vision tower (vlmc_qwen2_config_parse: plain RoPE as M-RoPE with every
  * frequency in the temporal section); its convention has no image encoder. */
 extern const vlmc_model_family_t vlmc_qwen2_family;
+/* The qwen3_vl and qwen3 families (models/qwen3_vl.c): the same builders over Qwen3-VL's config
+ * (vlmc_qwen3_vl_config_parse: learned positions, deepstack, Qwen3's text model) and a
+ * text-only Qwen3ForCausalLM's (vlmc_qwen3_config_parse). */
+extern const vlmc_model_family_t vlmc_qwen3_vl_family;
+extern const vlmc_model_family_t vlmc_qwen3_family;
 
 /* Builds the module. Errors name the tensor ("tensor 'visual.merger.mlp.0.bias' not found
  * (also tried 'model.visual.merger.mlp.0.bias') in DIR"), the shape the config implies, or the

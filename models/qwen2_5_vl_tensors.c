@@ -27,10 +27,30 @@ static void add_norm(vlmc_model_tensor_fn add, void *ctx, const vlmc_vision_conf
   add(ctx, name, 1, &d, false);
 }
 
+/* A merger under `prefix`: its norm (over the patches, or over the merged rows: postshuffle)
+ * and its two linears, named as the family names them. */
+static void add_merger(vlmc_model_tensor_fn add, void *ctx, const vlmc_vision_config_t *v,
+                       const char *prefix, bool postshuffle) {
+  int64_t d = v->hidden_size, wide = d * v->spatial_merge_size * v->spatial_merge_size;
+  bool fc = v->merger == VLMC_MERGER_FC;
+  char name[VLMC_MODEL_NAME_MAX];
+  snprintf(name, sizeof name, fc ? "%s.norm" : "%s.ln_q", prefix);
+  add_norm(add, ctx, v, postshuffle ? wide : d, name);
+  snprintf(name, sizeof name, fc ? "%s.linear_fc1" : "%s.mlp.0", prefix);
+  add_linear(add, ctx, wide, wide, true, name);
+  snprintf(name, sizeof name, fc ? "%s.linear_fc2" : "%s.mlp.2", prefix);
+  add_linear(add, ctx, v->out_hidden_size, wide, true, name);
+}
+
 static void plan_vision(const vlmc_vision_config_t *v, vlmc_model_tensor_fn add, void *ctx) {
   int64_t d = v->hidden_size, inner = v->intermediate_size;
   int64_t patch[5] = {d, v->in_channels, v->temporal_patch_size, v->patch_size, v->patch_size};
   add(ctx, "visual.patch_embed.proj.weight", 5, patch, false);
+  if (v->patch_bias) add(ctx, "visual.patch_embed.proj.bias", 1, &d, false);
+  if (v->num_position_embeddings) {
+    int64_t table[2] = {v->num_position_embeddings, d};
+    add(ctx, "visual.pos_embed.weight", 2, table, false);
+  }
   char name[VLMC_MODEL_NAME_MAX];
   for (int64_t i = 0; i < v->depth; ++i) {
     for (int k = 1; k <= 2; ++k) {
@@ -41,10 +61,13 @@ static void plan_vision(const vlmc_vision_config_t *v, vlmc_model_tensor_fn add,
     add_linear(add, ctx, 3 * d, d, true, name);
     snprintf(name, sizeof name, "visual.blocks.%lld.attn.proj", (long long)i);
     add_linear(add, ctx, d, d, true, name);
-    if (v->mlp == VLMC_VISION_QUICK_GELU_MLP) {
-      snprintf(name, sizeof name, "visual.blocks.%lld.mlp.fc1", (long long)i);
+    if (v->mlp != VLMC_VISION_SWIGLU) {
+      bool qwen3 = v->mlp == VLMC_VISION_GELU_TANH_MLP;
+      snprintf(name, sizeof name, qwen3 ? "visual.blocks.%lld.mlp.linear_fc1"
+                                        : "visual.blocks.%lld.mlp.fc1", (long long)i);
       add_linear(add, ctx, inner, d, true, name);
-      snprintf(name, sizeof name, "visual.blocks.%lld.mlp.fc2", (long long)i);
+      snprintf(name, sizeof name, qwen3 ? "visual.blocks.%lld.mlp.linear_fc2"
+                                        : "visual.blocks.%lld.mlp.fc2", (long long)i);
       add_linear(add, ctx, d, inner, true, name);
       continue;
     }
@@ -56,15 +79,17 @@ static void plan_vision(const vlmc_vision_config_t *v, vlmc_model_tensor_fn add,
     snprintf(name, sizeof name, "visual.blocks.%lld.mlp.down_proj", (long long)i);
     add_linear(add, ctx, d, inner, true, name);
   }
-  int64_t wide = d * v->spatial_merge_size * v->spatial_merge_size;
-  add_norm(add, ctx, v, d, "visual.merger.ln_q");
-  add_linear(add, ctx, wide, wide, true, "visual.merger.mlp.0");
-  add_linear(add, ctx, v->out_hidden_size, wide, true, "visual.merger.mlp.2");
+  add_merger(add, ctx, v, "visual.merger", false);
+  for (int k = 0; k < v->deepstack_count; ++k) {
+    snprintf(name, sizeof name, "visual.deepstack_merger_list.%d", k);
+    add_merger(add, ctx, v, name, true);
+  }
 }
 
 static void plan_text(const vlmc_model_config_t *cfg, vlmc_model_tensor_fn add, void *ctx) {
   const vlmc_text_config_t *t = &cfg->text;
   int64_t h = t->hidden_size, kv = t->num_key_value_heads * t->head_dim;
+  int64_t q = t->num_attention_heads * t->head_dim, hd = t->head_dim;
   int64_t embed[2] = {t->vocab_size, h};
   add(ctx, "model.embed_tokens.weight", 2, embed, false);
   char name[VLMC_MODEL_NAME_MAX];
@@ -74,10 +99,17 @@ static void plan_text(const vlmc_model_config_t *cfg, vlmc_model_tensor_fn add, 
     snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
              (long long)j);
     add(ctx, name, 1, &h, true);
-    static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-    for (int k = 0; k < 4; ++k) {
+    static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
+    for (int k = 0; k < 3; ++k) {
       snprintf(name, sizeof name, "model.layers.%lld.self_attn.%s", (long long)j, proj[k]);
-      add_linear(add, ctx, k == 1 || k == 2 ? kv : h, h, k < 3, name);
+      add_linear(add, ctx, k == 0 ? q : kv, h, t->qkv_bias, name);
+    }
+    snprintf(name, sizeof name, "model.layers.%lld.self_attn.o_proj", (long long)j);
+    add_linear(add, ctx, h, q, false, name);
+    for (int k = 0; k < 2 && t->qk_norm; ++k) {
+      snprintf(name, sizeof name, "model.layers.%lld.self_attn.%s_norm.weight", (long long)j,
+               k ? "k" : "q");
+      add(ctx, name, 1, &hd, true);
     }
     static const char *const mlp[] = {"gate_proj", "up_proj"};
     for (int k = 0; k < 2; ++k) {

@@ -1,4 +1,7 @@
-/* prefill and decode: the Qwen2 decoder with M-RoPE (spec §4). One layer body serves both: in
+/* prefill and decode: the Qwen2 decoder with M-RoPE (spec §4), and Qwen3's (q/k norms, no
+ * q/k/v biases, an explicit head_dim, interleaved M-RoPE, and Qwen3-VL's deepstack: the vision
+ * tower's deepstack features added to the image tokens' hidden rows after the first layers,
+ * transformers' Qwen3VLTextModel._deepstack_process). One layer body serves both functions: in
  * prefill the keys and values of the prompt are the cache (returned), in decode the step's
  * row is appended to the cache arguments with kv_cache_append and returned grown by one. */
 #include <math.h>
@@ -10,6 +13,11 @@ typedef struct {
   int64_t hidden, heads, kv_heads, head_dim, inner, vocab;
   vlmc_dim_t tokens;         /* S in prefill, 1 in decode */
   vlmc_value_t *positions;   /* i64[3, tokens] */
+  /* prefill of a deepstack model: the image tokens' rows and the features added to them after
+   * layers 0 .. deepstack_count - 1 (Qwen3-VL); none in decode */
+  vlmc_value_t *image_rows_at;
+  vlmc_value_t *deepstack[VLMC_CONFIG_MAX_DEPTH];
+  int deepstack_count;
 } decoder_t;
 
 static void decoder_init(const qwen_ctx_t *ctx, decoder_t *d, vlmc_dim_t tokens) {
@@ -32,22 +40,29 @@ static vlmc_type_t cache_type(const decoder_t *d, vlmc_dim_t length) {
 
 /* ---- one decoder layer ------------------------------------------------------------------- */
 
+/* q, k or v [tokens, heads, head_dim]; Qwen3's q and k then RMSNorm over head_dim per head
+ * (self_attn.q_norm / k_norm, before the rotary). */
 static vlmc_status_t projection(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *a,
-                                const char *prefix, const char *which, int64_t heads, bool bias,
+                                const char *prefix, const char *which, int64_t heads,
                                 vlmc_value_t **out) {
+  const vlmc_text_config_t *t = &ctx->config->text;
   char sub[VLMC_MODEL_NAME_MAX];
   vlmc_value_t *y;
   vlmc_model_name(sub, "%s.self_attn.%s_proj", prefix, which);
   VLMC_RETURN_IF_ERROR(
-      vlmc_model_linear(&ctx->m, a, sub, heads * d->head_dim, d->hidden, bias, NULL, &y));
+      vlmc_model_linear(&ctx->m, a, sub, heads * d->head_dim, d->hidden, t->qkv_bias, NULL, &y));
   vlmc_dim_t dims[3] = {d->tokens, vlmc_dim_static(heads), vlmc_dim_static(d->head_dim)};
-  return vlmc_model_reshape(&ctx->m, y, 3, dims, NULL, out);
+  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, y, 3, dims, NULL, out));
+  if (!t->qk_norm || which[0] == 'v') return NULL;
+  vlmc_model_name(sub, "%s.self_attn.%s_norm.weight", prefix, which);
+  return vlmc_model_rms_norm(&ctx->m, *out, sub, d->head_dim, t->rms_norm_eps, NULL, out);
 }
 
 static vlmc_status_t text_rope(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
                                const char *name, vlmc_value_t **out) {
   const vlmc_text_config_t *t = &ctx->config->text;
-  vlmc_named_attr_t attrs[3] = {{"layout", vlmc_attr_enum("mrope_sectioned")},
+  const char *layout = t->mrope_interleaved ? "mrope_interleaved" : "mrope_sectioned";
+  vlmc_named_attr_t attrs[3] = {{"layout", vlmc_attr_enum(layout)},
                                 {"theta", vlmc_attr_float(t->rope_theta)},
                                 {"sections", vlmc_attr_ints(t->mrope_section, 3)}};
   vlmc_value_t *operands[2] = {x, d->positions};
@@ -83,9 +98,9 @@ static vlmc_status_t layer_attention(qwen_ctx_t *ctx, const decoder_t *d, int64_
   vlmc_model_name(name, "L%lld.norm1", (long long)j);
   VLMC_RETURN_IF_ERROR(
       vlmc_model_rms_norm(&ctx->m, x, sub, d->hidden, ctx->config->text.rms_norm_eps, name, &a));
-  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "q", d->heads, true, &q));
-  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "k", d->kv_heads, true, &k));
-  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "v", d->kv_heads, true, &v));
+  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "q", d->heads, &q));
+  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "k", d->kv_heads, &k));
+  VLMC_RETURN_IF_ERROR(projection(ctx, d, a, prefix, "v", d->kv_heads, &v));
   vlmc_model_name(name, "L%lld.q", (long long)j);
   VLMC_RETURN_IF_ERROR(text_rope(ctx, d, q, name, &q));
   vlmc_model_name(name, "L%lld.k", (long long)j);
@@ -147,6 +162,25 @@ static vlmc_status_t head(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
 
 /* ---- the functions ----------------------------------------------------------------------- */
 
+/* After layer j of a deepstack prefill: x's image-token rows += deepstack feature j (taps
+ * lm_layer.{j}, the layer's output before the addition, and deepstack_visual_embeds.{j}). */
+static vlmc_status_t add_deepstack(qwen_ctx_t *ctx, const decoder_t *d, int64_t j, vlmc_value_t *x,
+                                   vlmc_value_t **out_x) {
+  char name[VLMC_MODEL_NAME_MAX];
+  vlmc_value_t *rows, *sum;
+  vlmc_model_name(name, "lm_layer.%lld", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, name, x));
+  vlmc_model_name(name, "deepstack_visual_embeds.%lld", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, name, d->deepstack[j]));
+  vlmc_model_name(name, "L%lld.image_rows", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_builder_gather(&ctx->m.b, x, d->image_rows_at, 0, name, &rows));
+  vlmc_model_name(name, "L%lld.deepstack", (long long)j);
+  VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_ADD, rows, d->deepstack[j], name, &sum));
+  vlmc_value_t *operands[3] = {x, sum, d->image_rows_at};
+  vlmc_model_name(name, "L%lld.with_deepstack", (long long)j);
+  return vlmc_builder_simple(&ctx->m.b, VLMC_OP_SCATTER_ROWS, 3, operands, name, out_x);
+}
+
 /* Runs the layers; results[0] is left for the logits, results[1 + 2j] / [2 + 2j] get layer j's
  * k / v cache. cache_args is NULL in prefill. */
 static vlmc_status_t run_layers(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x,
@@ -156,6 +190,7 @@ static vlmc_status_t run_layers(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_
     layer_cache_t cache = {cache_args ? &cache_args[2 * j] : NULL,
                            cache_args ? &cache_args[2 * j + 1] : NULL, NULL, NULL};
     VLMC_RETURN_IF_ERROR(decoder_layer(ctx, d, j, x, &cache, &x));
+    if (j < d->deepstack_count) VLMC_RETURN_IF_ERROR(add_deepstack(ctx, d, j, x, &x));
     results[1 + 2 * j] = cache.k_out;
     results[2 + 2 * j] = cache.v_out;
   }
@@ -189,24 +224,38 @@ static vlmc_status_t finish(qwen_ctx_t *ctx, const decoder_t *d, vlmc_value_t *x
   return vlmc_builder_return(&ctx->m.b, num_results, results);
 }
 
+/* prefill(input_ids, image_embeds, deepstack.0, ..., positions): encode_image's results in its
+ * order between the ids and the positions (models/family.h). */
 vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx) {
   vlmc_dim_t tokens, image_tokens;
   VLMC_RETURN_IF_ERROR(vlmc_dim_symbolic(ctx->sym_tokens, 1, 1, 0, &tokens));
   VLMC_RETURN_IF_ERROR(vlmc_dim_symbolic(ctx->sym_image_tokens, 1, 1, 0, &image_tokens));
   decoder_t d;
   decoder_init(ctx, &d, tokens);
-  vlmc_type_t args[3] = {{VLMC_DTYPE_I64, 1, {tokens}},
-                         {VLMC_DTYPE_F32, 2, {image_tokens, vlmc_dim_static(d.hidden)}},
-                         {VLMC_DTYPE_I64, 2, {vlmc_dim_static(3), tokens}}};
-  const char *names[3] = {"input_ids", "image_embeds", "positions"};
+  d.deepstack_count = ctx->config->has_vision ? ctx->config->vision.deepstack_count : 0;
+  uint32_t features = 1 + (uint32_t)d.deepstack_count, num_args = features + 2;
+  vlmc_type_t args[3 + VLMC_CONFIG_MAX_DEPTH];
+  const char *names[3 + VLMC_CONFIG_MAX_DEPTH];
+  args[0] = (vlmc_type_t){VLMC_DTYPE_I64, 1, {tokens}};
+  names[0] = "input_ids";
+  for (uint32_t i = 0; i < features; ++i) {
+    args[1 + i] = (vlmc_type_t){VLMC_DTYPE_F32, 2, {image_tokens, vlmc_dim_static(d.hidden)}};
+    char name[VLMC_MODEL_NAME_MAX] = "image_embeds";
+    if (i > 0) vlmc_model_name(name, "deepstack.%u", i - 1);
+    names[1 + i] = vlmc_arena_strdup(&ctx->m.module->arena, name);
+    if (!names[1 + i]) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  args[num_args - 1] = (vlmc_type_t){VLMC_DTYPE_I64, 2, {vlmc_dim_static(3), tokens}};
+  names[num_args - 1] = "positions";
   uint32_t num_results;
   vlmc_type_t *results = result_types(ctx, &d, tokens, &num_results);
   if (!results) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   vlmc_func_t *func;
-  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->m.module, "prefill", 3, args, names, num_results,
-                                            results, &func));
+  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->m.module, "prefill", num_args, args, names,
+                                            num_results, results, &func));
   vlmc_builder_init(&ctx->m.b, func);
-  d.positions = &func->args[2];
+  d.positions = &func->args[num_args - 1];
+  for (int i = 0; i < d.deepstack_count; ++i) d.deepstack[i] = &func->args[2 + i];
   vlmc_value_t *x, *where;
   VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "model.embed_tokens.weight", d.vocab,
                                             d.hidden, &func->args[0], "embeds", &x));
@@ -217,7 +266,7 @@ vlmc_status_t qwen_build_prefill(qwen_ctx_t *ctx) {
   vlmc_op_t *op;
   VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_TOKEN_POSITIONS, 1, &ids, 1, &token,
                                        &where_type, "image_rows_at", &op));
-  where = &op->results[0];
+  where = d.image_rows_at = &op->results[0];
   vlmc_value_t *operands[3] = {x, &func->args[1], where};
   VLMC_RETURN_IF_ERROR(
       vlmc_builder_simple(&ctx->m.b, VLMC_OP_SCATTER_ROWS, 3, operands, "inputs_embeds", &x));

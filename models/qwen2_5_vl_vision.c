@@ -133,17 +133,30 @@ static vlmc_status_t quick_gelu(qwen_ctx_t *ctx, vlmc_value_t *x, vlmc_value_t *
   return vlmc_model_binary(&ctx->m, VLMC_OP_MUL, x, gate, NULL, out);
 }
 
-/* The block's MLP under `prefix`: SwiGLU (gate/up/down_proj), or fc1, quick_gelu, fc2. */
+/* gelu(x) in its erf form (nn.GELU()) or its tanh form (gelu_pytorch_tanh). */
+static vlmc_status_t gelu(qwen_ctx_t *ctx, vlmc_value_t *x, const char *approx, vlmc_value_t **out) {
+  vlmc_named_attr_t attr = {"approx", vlmc_attr_enum(approx)};
+  vlmc_op_t *op;
+  VLMC_RETURN_IF_ERROR(vlmc_builder_op(&ctx->m.b, VLMC_OP_GELU, 1, &x, 1, &attr, NULL, NULL, &op));
+  *out = &op->results[0];
+  return NULL;
+}
+
+/* The block's MLP under `prefix`: SwiGLU (gate/up/down_proj), fc1 / quick_gelu / fc2
+ * (Qwen2-VL), or linear_fc1 / gelu_pytorch_tanh / linear_fc2 (Qwen3-VL). */
 static vlmc_status_t vision_mlp(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x, const char *prefix,
                                 const char *name, vlmc_value_t **out) {
-  if (ctx->config->vision.mlp == VLMC_VISION_SWIGLU)
+  vlmc_vision_mlp_t kind = ctx->config->vision.mlp;
+  if (kind == VLMC_VISION_SWIGLU)
     return vlmc_model_swiglu(&ctx->m, x, prefix, t->width, t->inner, true, name, out);
+  bool qwen3 = kind == VLMC_VISION_GELU_TANH_MLP;
   char sub[VLMC_MODEL_NAME_MAX];
   vlmc_value_t *h, *act;
-  vlmc_model_name(sub, "%s.fc1", prefix);
+  vlmc_model_name(sub, qwen3 ? "%s.linear_fc1" : "%s.fc1", prefix);
   VLMC_RETURN_IF_ERROR(vlmc_model_linear(&ctx->m, x, sub, t->inner, t->width, true, NULL, &h));
-  VLMC_RETURN_IF_ERROR(quick_gelu(ctx, h, &act));
-  vlmc_model_name(sub, "%s.fc2", prefix);
+  if (qwen3) VLMC_RETURN_IF_ERROR(gelu(ctx, h, "tanh", &act));
+  else VLMC_RETURN_IF_ERROR(quick_gelu(ctx, h, &act));
+  vlmc_model_name(sub, qwen3 ? "%s.linear_fc2" : "%s.fc2", prefix);
   return vlmc_model_linear(&ctx->m, act, sub, t->width, t->inner, true, name, out);
 }
 
@@ -265,28 +278,89 @@ static vlmc_status_t patch_embed(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t
   VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, w, 2, dims, NULL, &w2d));
   if (w2d->type.dtype != VLMC_DTYPE_F32)
     VLMC_RETURN_IF_ERROR(vlmc_builder_cast(&ctx->m.b, w2d, VLMC_DTYPE_F32, NULL, &w2d));
-  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->m.b, pixels, w2d, NULL, "patch_embed", out_x));
+  vlmc_value_t *bias = NULL; /* Qwen3-VL's Conv3d has one */
+  if (v->patch_bias)
+    VLMC_RETURN_IF_ERROR(
+        vlmc_model_weight(&ctx->m, "visual.patch_embed.proj.bias", 1, &t->width, &bias));
+  VLMC_RETURN_IF_ERROR(vlmc_builder_linear(&ctx->m.b, pixels, w2d, bias, "patch_embed", out_x));
   return vlmc_model_tap(&ctx->m, "patch_embed", *out_x);
+}
+
+/* Qwen3-VL: x + the learned position table interpolated to the grid (transformers'
+ * fast_pos_embed_interpolate): four corner rows per patch gathered from visual.pos_embed,
+ * weighted and summed in transformers' order ((c0 + c1) + c2) + c3. The corners and weights
+ * are host values of the grid (constants for a fixed grid). */
+static vlmc_status_t add_position_table(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
+                                        vlmc_value_t **out_x) {
+  const vlmc_vision_config_t *v = &ctx->config->vision;
+  int64_t side = 1;
+  while ((side + 1) * (side + 1) <= v->num_position_embeddings) ++side;
+  vlmc_named_attr_t attrs[2] = {{"side", vlmc_attr_int(side)},
+                                {"merge", vlmc_attr_int(v->spatial_merge_size)}};
+  vlmc_type_t index_type = {VLMC_DTYPE_I64, 2, {vlmc_dim_static(4), t->patches}};
+  vlmc_type_t weight_type = {VLMC_DTYPE_F32, 2, {vlmc_dim_static(4), t->patches}};
+  vlmc_value_t *index, *weight, *sum = NULL;
+  VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_POS_INTERP_INDEX, t->grid, 2, attrs, &index_type,
+                                "pos_corners", &index));
+  VLMC_RETURN_IF_ERROR(index_op(ctx, VLMC_OP_POS_INTERP_WEIGHT, t->grid, 2, attrs, &weight_type,
+                                "pos_weights", &weight));
+  for (int k = 0; k < 4; ++k) {
+    vlmc_value_t *ids, *w, *rows, *term;
+    vlmc_dim_t ids_dims[1] = {t->patches}, w_dims[2] = {t->patches, vlmc_dim_static(1)};
+    VLMC_RETURN_IF_ERROR(vlmc_model_slice(&ctx->m, index, 0, k, k + 1, NULL, &ids));
+    VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, ids, 1, ids_dims, NULL, &ids));
+    VLMC_RETURN_IF_ERROR(vlmc_model_slice(&ctx->m, weight, 0, k, k + 1, NULL, &w));
+    VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, w, 2, w_dims, NULL, &w));
+    VLMC_RETURN_IF_ERROR(vlmc_model_embedding(&ctx->m, "visual.pos_embed.weight",
+                                              v->num_position_embeddings, t->width, ids, NULL,
+                                              &rows));
+    VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_MUL, rows, w, NULL, &term));
+    if (sum) VLMC_RETURN_IF_ERROR(vlmc_model_binary(&ctx->m, VLMC_OP_ADD, sum, term, NULL, &sum));
+    else sum = term;
+  }
+  return vlmc_model_binary(&ctx->m, VLMC_OP_ADD, x, sum, "pos_embedded", out_x);
+}
+
+/* A patch merger under `prefix`: a norm, the 2x2 patches of each merged token as one row,
+ * fc1, exact GELU, fc2. Its parts' names are the family's (ln_q, mlp.0, mlp.2 or norm,
+ * linear_fc1, linear_fc2); `postshuffle` norms the merged rows (Qwen3-VL's deepstack mergers)
+ * instead of the patches. */
+static vlmc_status_t merger_at(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
+                               const char *prefix, bool postshuffle, const char *name,
+                               vlmc_value_t **out) {
+  bool fc = ctx->config->vision.merger == VLMC_MERGER_FC;
+  int64_t wide = t->width * t->merge2;
+  char norm[VLMC_MODEL_NAME_MAX], fc1[VLMC_MODEL_NAME_MAX], fc2[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(norm, fc ? "%s.norm" : "%s.ln_q", prefix);
+  vlmc_model_name(fc1, fc ? "%s.linear_fc1" : "%s.mlp.0", prefix);
+  vlmc_model_name(fc2, fc ? "%s.linear_fc2" : "%s.mlp.2", prefix);
+  vlmc_value_t *y = x, *h, *act;
+  /* Rows 4j..4j+3 are the 2x2 patches of merged token j (spec §2.4): one row of 4·D. */
+  vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(wide)};
+  if (!postshuffle) VLMC_RETURN_IF_ERROR(vision_norm(ctx, y, norm, t->width, "merger.norm", &y));
+  VLMC_RETURN_IF_ERROR(
+      vlmc_model_reshape(&ctx->m, y, 2, dims, postshuffle ? NULL : "merger.rows", &y));
+  if (postshuffle) VLMC_RETURN_IF_ERROR(vision_norm(ctx, y, norm, wide, NULL, &y));
+  VLMC_RETURN_IF_ERROR(vlmc_model_linear(&ctx->m, y, fc1, wide, wide, true, NULL, &h));
+  VLMC_RETURN_IF_ERROR(gelu(ctx, h, "erf", &act));
+  return vlmc_model_linear(&ctx->m, act, fc2, t->out, wide, true, name, out);
 }
 
 static vlmc_status_t merger(qwen_ctx_t *ctx, const tower_t *t, vlmc_value_t *x,
                             vlmc_value_t **out) {
-  int64_t wide = t->width * t->merge2;
-  vlmc_value_t *y, *h, *act;
-  VLMC_RETURN_IF_ERROR(vision_norm(ctx, x, "visual.merger.ln_q", t->width, "merger.norm", &y));
-  /* Rows 4j..4j+3 are the 2x2 patches of merged token j (spec §2.4): one row of 4·D. */
-  vlmc_dim_t dims[2] = {t->tokens, vlmc_dim_static(wide)};
-  VLMC_RETURN_IF_ERROR(vlmc_model_reshape(&ctx->m, y, 2, dims, "merger.rows", &y));
-  VLMC_RETURN_IF_ERROR(
-      vlmc_model_linear(&ctx->m, y, "visual.merger.mlp.0", wide, wide, true, NULL, &h));
-  vlmc_named_attr_t approx = {"approx", vlmc_attr_enum("erf")};
-  vlmc_op_t *op;
-  VLMC_RETURN_IF_ERROR(
-      vlmc_builder_op(&ctx->m.b, VLMC_OP_GELU, 1, &h, 1, &approx, NULL, NULL, &op));
-  act = &op->results[0];
-  VLMC_RETURN_IF_ERROR(vlmc_model_linear(&ctx->m, act, "visual.merger.mlp.2", t->out, wide, true,
-                                         "image_embeds", out));
+  VLMC_RETURN_IF_ERROR(merger_at(ctx, t, x, "visual.merger", false, "image_embeds", out));
   return tap_window_order(ctx, t, "merger", *out);
+}
+
+/* Qwen3-VL's deepstack feature k from block deepstack_indexes[k]'s output: its own merger,
+ * normed after the 2x2 shuffle (tap deepstack.{k}). */
+static vlmc_status_t deepstack_feature(qwen_ctx_t *ctx, const tower_t *t, int k, vlmc_value_t *x,
+                                       vlmc_value_t **out) {
+  char prefix[VLMC_MODEL_NAME_MAX], name[VLMC_MODEL_NAME_MAX];
+  vlmc_model_name(prefix, "visual.deepstack_merger_list.%d", k);
+  vlmc_model_name(name, "deepstack.%d", k);
+  VLMC_RETURN_IF_ERROR(merger_at(ctx, t, x, prefix, true, name, out));
+  return tap_window_order(ctx, t, name, *out);
 }
 
 /* ---- the function ------------------------------------------------------------------------ */
@@ -315,6 +389,9 @@ static vlmc_status_t tower_init(qwen_ctx_t *ctx, tower_t *t, vlmc_dim_t *out_ima
   return vlmc_dim_symbolic(ctx->sym_images, 1, 1, 0, out_images);
 }
 
+/* encode_image(pixel_values, grid) -> (image_embeds, deepstack.0, ...): the merged rows and,
+ * for Qwen3-VL, one feature per deepstack block, each [P/m^2, out]; prefill takes them in this
+ * order (the calling convention: models/family.h). */
 vlmc_status_t qwen_build_encode_image(qwen_ctx_t *ctx) {
   const vlmc_vision_config_t *v = &ctx->config->vision;
   tower_t t;
@@ -323,18 +400,32 @@ vlmc_status_t qwen_build_encode_image(qwen_ctx_t *ctx) {
   int64_t features = v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
   vlmc_type_t args[2] = {{VLMC_DTYPE_F32, 2, {t.patches, vlmc_dim_static(features)}},
                          {VLMC_DTYPE_I64, 2, {images, vlmc_dim_static(3)}}};
-  vlmc_type_t result = {VLMC_DTYPE_F32, 2, {t.tokens, vlmc_dim_static(t.out)}};
+  uint32_t num_results = 1 + (uint32_t)v->deepstack_count;
+  vlmc_type_t results[1 + VLMC_CONFIG_MAX_DEPTH];
+  for (uint32_t i = 0; i < num_results; ++i)
+    results[i] = (vlmc_type_t){VLMC_DTYPE_F32, 2, {t.tokens, vlmc_dim_static(t.out)}};
   const char *names[2] = {"pixel_values", "grid"};
   vlmc_func_t *func;
-  VLMC_RETURN_IF_ERROR(
-      vlmc_module_func_add(ctx->m.module, "encode_image", 2, args, names, 1, &result, &func));
+  VLMC_RETURN_IF_ERROR(vlmc_module_func_add(ctx->m.module, "encode_image", 2, args, names,
+                                            num_results, results, &func));
   vlmc_builder_init(&ctx->m.b, func);
-  vlmc_value_t *x;
+  vlmc_value_t *x, *outs[1 + VLMC_CONFIG_MAX_DEPTH];
   VLMC_RETURN_IF_ERROR(grid_value(ctx, &func->args[1], &t.grid));
   VLMC_RETURN_IF_ERROR(tower_indices(ctx, &t, images));
   VLMC_RETURN_IF_ERROR(patch_embed(ctx, &t, &func->args[0], &x));
-  for (int64_t i = 0; i < v->depth; ++i) VLMC_RETURN_IF_ERROR(vision_block(ctx, &t, i, x, &x));
-  VLMC_RETURN_IF_ERROR(merger(ctx, &t, x, &x));
-  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "image_embeds", x));
-  return vlmc_builder_return(&ctx->m.b, 1, &x);
+  if (v->num_position_embeddings) VLMC_RETURN_IF_ERROR(add_position_table(ctx, &t, x, &x));
+  /* The first block's input (Qwen3-VL: with the positions added); a windowed tower's is the
+   * patch embedding in window order, which patch_embed's tap already shows. */
+  if (!v->windows) VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "vision_block_input.0", x));
+  int k = 0;
+  for (int64_t i = 0; i < v->depth; ++i) {
+    VLMC_RETURN_IF_ERROR(vision_block(ctx, &t, i, x, &x));
+    if (k < v->deepstack_count && v->deepstack_indexes[k] == i) {
+      VLMC_RETURN_IF_ERROR(deepstack_feature(ctx, &t, k, x, &outs[1 + k]));
+      ++k;
+    }
+  }
+  VLMC_RETURN_IF_ERROR(merger(ctx, &t, x, &outs[0]));
+  VLMC_RETURN_IF_ERROR(vlmc_model_tap(&ctx->m, "image_embeds", outs[0]));
+  return vlmc_builder_return(&ctx->m.b, num_results, outs);
 }

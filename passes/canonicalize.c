@@ -10,7 +10,8 @@
  *   - constant folding of small integer work (at most fold-limit elements): add, sub, mul, neg,
  *     cast, reshape, transpose, slice, concat, gather of constants, inverse_permutation of a
  *     constant, and the host index ops (window_order, window_segments, full_segments,
- *     vision_positions, token_positions) of a constant grid or constant ids whose result type
+ *     vision_positions, token_positions, and pos_interp_index / pos_interp_weight, whose f32
+ *     weights become a float constant) of a constant grid or constant ids whose result type
  *     is static. A static result type that disagrees with the folded length is an error.
  * A rewritten op's old producers are left in place for dce; only replaced ops are erased.
  *
@@ -528,6 +529,42 @@ static vlmc_status_t fold_index_op(canon_t *c, vlmc_op_t *op) {
   return st;
 }
 
+/* pos_interp_index / pos_interp_weight of a constant grid: i64 corners or f32 weights. */
+static vlmc_status_t fold_pos_interp(canon_t *c, vlmc_op_t *op) {
+  const_data_t in;
+  const vlmc_type_t *type = &op->results[0].type;
+  size_t expected;
+  if (!const_ints(op->operands[0], &in) || !foldable_count(c, type, &expected)) return NULL;
+  bool weights = op->kind == VLMC_OP_POS_INTERP_WEIGHT;
+  size_t images = in.rank == 2 ? (size_t)in.sizes[0] : 0;
+  int64_t *index = NULL;
+  float *weight = NULL;
+  double *reals = NULL;
+  size_t count = 0;
+  vlmc_status_t st = vlmc_index_pos_interp(in.ints, images, vlmc_op_attr_int(op, "side"),
+                                           vlmc_op_attr_int(op, "merge"),
+                                           weights ? NULL : &index, weights ? &weight : NULL,
+                                           &count);
+  if (vlmc_status_code(st) == VLMC_OUT_OF_RANGE) {
+    vlmc_status_free(st); /* too large to fold: the runtime computes it */
+    return NULL;
+  }
+  if (!st && count != expected)
+    st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "the constant grid gives %zu entries, but the "
+                          "result has %zu", count, expected);
+  if (!st && weights) {
+    reals = malloc((count ? count : 1) * sizeof *reals);
+    if (!reals) st = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; !st && i < count; ++i) reals[i] = weight[i];
+  }
+  if (!st) st = replace_with_constant(c, op, type, index, reals, count);
+  else st = vlmc_op_locate_error(op, st);
+  free(index);
+  free(weight);
+  free(reals);
+  return st;
+}
+
 /* ---- driver ---- */
 
 static vlmc_status_t canonicalize_op(canon_t *c, vlmc_op_t *op) {
@@ -548,6 +585,8 @@ static vlmc_status_t canonicalize_op(canon_t *c, vlmc_op_t *op) {
     case VLMC_OP_FULL_SEGMENTS:
     case VLMC_OP_VISION_POSITIONS:
     case VLMC_OP_TOKEN_POSITIONS: return fold_index_op(c, op);
+    case VLMC_OP_POS_INTERP_INDEX:
+    case VLMC_OP_POS_INTERP_WEIGHT: return fold_pos_interp(c, op);
     default: return NULL;
   }
 }

@@ -62,6 +62,36 @@ vlmc_status_t vlmc_ref_eval_VISION_POSITIONS(vlmc_ref_ctx_t *ctx) {
   return st;
 }
 
+/* [4, patches]: the corner rows of the position table, or their weights (Qwen3-VL). */
+static vlmc_status_t eval_pos_interp(vlmc_ref_ctx_t *ctx, bool weights) {
+  const vlmc_tensor_t *grid = ctx->in[0];
+  int64_t *index = NULL;
+  float *weight = NULL;
+  size_t count = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_ref_locate(
+      ctx, vlmc_index_pos_interp(vlmc_tensor_i64(grid), (size_t)grid->shape[0],
+                                 vlmc_op_attr_int(ctx->op, "side"),
+                                 vlmc_op_attr_int(ctx->op, "merge"), weights ? NULL : &index,
+                                 weights ? &weight : NULL, &count)));
+  vlmc_status_t st = vlmc_ref_result_set_length(ctx, 0, 1, (int64_t)(count / 4));
+  if (!st) st = vlmc_ref_result_alloc(ctx, 0);
+  if (!st && count) {
+    if (weights) memcpy(ctx->out[0].data, weight, count * sizeof *weight);
+    else memcpy(ctx->out[0].data, index, count * sizeof *index);
+  }
+  free(index);
+  free(weight);
+  return st;
+}
+
+vlmc_status_t vlmc_ref_eval_POS_INTERP_INDEX(vlmc_ref_ctx_t *ctx) {
+  return eval_pos_interp(ctx, false);
+}
+
+vlmc_status_t vlmc_ref_eval_POS_INTERP_WEIGHT(vlmc_ref_ctx_t *ctx) {
+  return eval_pos_interp(ctx, true);
+}
+
 /* The positions i (ascending) where ids[i] == token: where scatter_rows puts image rows. */
 vlmc_status_t vlmc_ref_eval_TOKEN_POSITIONS(vlmc_ref_ctx_t *ctx) {
   const vlmc_tensor_t *ids = ctx->in[0];

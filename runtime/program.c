@@ -532,6 +532,36 @@ static vlmc_status_t host_index_result(vlmc_program_t *p, const vlmc_op_t *op, i
   return st;
 }
 
+/* pos_interp_index / pos_interp_weight: [4, patches] of i64 corners or f32 weights. */
+static vlmc_status_t run_pos_interp(vlmc_program_t *p, const vlmc_op_t *op, const int64_t *grid,
+                                    size_t images, vlmc_rt_value_t *out) {
+  bool weights = op->kind == VLMC_OP_POS_INTERP_WEIGHT;
+  int64_t *index = NULL;
+  float *weight = NULL;
+  size_t count = 0;
+  VLMC_RETURN_IF_ERROR(vlmc_index_pos_interp(grid, images, vlmc_op_attr_int(op, "side"),
+                                             vlmc_op_attr_int(op, "merge"),
+                                             weights ? NULL : &index, weights ? &weight : NULL,
+                                             &count));
+  if (!weights) return host_index_result(p, op, index, count, 1, (int64_t)(count / 4), out);
+  const vlmc_type_t *type = &op->results[0].type;
+  vlmc_status_t st = NULL;
+  if (!bind_dim(p, type->dims[1], (int64_t)(count / 4)))
+    st = vlmc_status_make(VLMC_INVALID_ARGUMENT, "computed %zu weights, which the declared type "
+                          "cannot have here", count);
+  vlmc_rt_value_t shape;
+  if (!st) st = result_value(p, &op->results[0], &shape);
+  if (!st) {
+    vlmc_tensor_t host = vlmc_tensor_view(VLMC_DTYPE_F32, shape.rank, shape.shape, weight);
+    if (vlmc_tensor_count(&host) != (int64_t)count)
+      st = vlmc_status_make(VLMC_INTERNAL, "computed %zu weights for a result of %lld", count,
+                            (long long)vlmc_tensor_count(&host));
+    if (!st) st = value_from_host(p, &host, out);
+  }
+  free(weight);
+  return st;
+}
+
 static vlmc_status_t run_host_index(vlmc_program_t *p, const vlmc_op_t *op, vlmc_rt_value_t *in,
                                     vlmc_rt_value_t *out) {
   vlmc_tensor_t x;
@@ -556,6 +586,10 @@ static vlmc_status_t run_host_index(vlmc_program_t *p, const vlmc_op_t *op, vlmc
     case VLMC_OP_VISION_POSITIONS: /* [2, patches] */
       st = vlmc_index_vision_positions(v, n, vlmc_op_attr_int(op, "merge"), &data, &count);
       if (!st) st = host_index_result(p, op, data, count, 1, (int64_t)(count / 2), out);
+      break;
+    case VLMC_OP_POS_INTERP_INDEX:
+    case VLMC_OP_POS_INTERP_WEIGHT:
+      st = run_pos_interp(p, op, v, n, out);
       break;
     case VLMC_OP_TOKEN_POSITIONS: { /* where ids[i] == token: the image rows' places */
       int64_t token = vlmc_op_attr_int(op, "token");
@@ -592,7 +626,8 @@ static vlmc_status_t run_tap(vlmc_program_t *p, const vlmc_op_t *op, const vlmc_
 static bool is_host_index(vlmc_op_kind_t kind) {
   return kind == VLMC_OP_WINDOW_ORDER || kind == VLMC_OP_WINDOW_SEGMENTS ||
          kind == VLMC_OP_FULL_SEGMENTS || kind == VLMC_OP_VISION_POSITIONS ||
-         kind == VLMC_OP_TOKEN_POSITIONS || kind == VLMC_OP_INVERSE_PERMUTATION;
+         kind == VLMC_OP_TOKEN_POSITIONS || kind == VLMC_OP_INVERSE_PERMUTATION ||
+         kind == VLMC_OP_POS_INTERP_INDEX || kind == VLMC_OP_POS_INTERP_WEIGHT;
 }
 
 /* ---- regions ---- */

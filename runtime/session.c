@@ -41,10 +41,17 @@ struct vlmc_session_s {
     const char *encode_image, *prefill, *decode, *positions;
   } convention;
   uint32_t num_layers;              /* KV cache pairs, from decode's signature */
+  /* encode_image's results, which prefill takes between the ids and the positions: the image
+   * embeddings, then any per-image-token features (Qwen3-VL's deepstack), from prefill's
+   * signature */
+  uint32_t num_image_inputs;
   uint32_t threads;
   uint32_t device; /* the device backend's device index */
   double open_ms;
 };
+
+/* At most this many image inputs of prefill (the embeddings and their features). */
+enum { MAX_IMAGE_INPUTS = 64 };
 
 static double now_ms(void) {
   struct timespec ts;
@@ -114,16 +121,35 @@ static vlmc_status_t check_signatures(vlmc_session_t *s) {
   if (!prefill || !decode)
     return vlmc_status_make(VLMC_NOT_FOUND, "%s: program: functions @%s and @%s are required",
                             path, pn, dn);
-  if (prefill->num_args != 3 || decode->num_args < 2 || prefill->num_results < 1 ||
+  if (prefill->num_args < 3 || prefill->num_args > 2 + MAX_IMAGE_INPUTS || decode->num_args < 2 ||
+      prefill->num_results < 1 ||
       decode->num_results != decode->num_args - 1 || (decode->num_args - 2) % 2 != 0 ||
       prefill->num_results != decode->num_results)
     return vlmc_status_make(VLMC_PARSE_ERROR,
-                            "%s: program: @%s(ids, image_embeds, positions) -> (logits, "
-                            "caches...) and @%s(token, position, caches...) -> (logits, "
-                            "caches...) expected; got %u/%u and %u/%u arguments/results",
+                            "%s: program: @%s(ids, image_embeds, [features...,] positions) -> "
+                            "(logits, caches...) and @%s(token, position, caches...) -> "
+                            "(logits, caches...) expected; got %u/%u and %u/%u "
+                            "arguments/results",
                             path, pn, dn, prefill->num_args, prefill->num_results,
                             decode->num_args, decode->num_results);
   s->num_layers = (decode->num_args - 2) / 2;
+  s->num_image_inputs = prefill->num_args - 2;
+  for (uint32_t i = 0; i < s->num_image_inputs; ++i) {
+    const vlmc_type_t *t = &prefill->args[1 + i].type;
+    if (t->rank != 2 || !vlmc_dim_is_static(t->dims[1]))
+      return vlmc_status_make(VLMC_PARSE_ERROR, "%s: program: @%s's argument %u (image features) "
+                              "must be [M, H] with a static H", path, pn, 1 + i);
+  }
+  const char *en = s->convention.encode_image;
+  const vlmc_func_t *encode = en[0] ? vlmc_module_func_find(s->module, en) : NULL;
+  if (en[0] && !encode)
+    return vlmc_status_make(VLMC_NOT_FOUND, "%s: program: function @%s (the image encoder) is "
+                            "required", path, en);
+  if (encode && (encode->num_args != 2 || encode->num_results != s->num_image_inputs))
+    return vlmc_status_make(VLMC_PARSE_ERROR, "%s: program: @%s(pixel_values, grid) must return "
+                            "the %u image inputs @%s takes; it has %u arguments and %u results",
+                            path, en, s->num_image_inputs, pn, encode->num_args,
+                            encode->num_results);
   return NULL;
 }
 
@@ -627,27 +653,31 @@ static void report_encode_step(void *ctx, uint32_t done, uint32_t total) {
 /* @encode_image, its steps reported to the progress display while it runs. */
 static vlmc_status_t run_encode(vlmc_session_t *s, vlmc_rt_value_t *args, vlmc_rt_value_t *out) {
   const char *func = s->convention.encode_image;
-  if (!s->progress) return vlmc_program_run(s->program, func, args, 2, out, 1);
+  uint32_t n = s->num_image_inputs;
+  if (!s->progress) return vlmc_program_run(s->program, func, args, 2, out, n);
   s->progress(s->progress_ctx, "image encode", 0, 0, "steps");
   vlmc_program_set_step_hook(s->program, report_encode_step, s);
-  vlmc_status_t st = vlmc_program_run(s->program, func, args, 2, out, 1);
+  vlmc_status_t st = vlmc_program_run(s->program, func, args, 2, out, n);
   vlmc_program_set_step_hook(s->program, NULL, NULL);
   return st;
 }
 
+/* The image inputs of prefill (s->num_image_inputs of them, into out_embeds[]). */
 static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_t *px,
                                    vlmc_rt_value_t *out_embeds) {
   vlmc_session_t *s = c->s;
   if (px->num_images == 0) {
-    /* A text-only prompt scatters no image rows: an empty [0, H] embedding matrix. */
+    /* A text-only prompt scatters no image rows: empty [0, H] matrices (the signatures were
+     * checked at open: [M, H] with a static H). */
     const vlmc_func_t *prefill = vlmc_module_func_find(s->module, s->convention.prefill);
-    const vlmc_type_t *t = &prefill->args[1].type;
-    if (t->rank != 2 || !vlmc_dim_is_static(t->dims[1]))
-      return vlmc_status_make(VLMC_PARSE_ERROR, "@%s: image_embeds must be [M, H] with a "
-                              "static H", prefill->name);
-    int64_t shape[2] = {0, t->dims[1].off};
     static const float none;
-    return import(c, VLMC_DTYPE_F32, 2, shape, &none, out_embeds);
+    vlmc_status_t st = NULL;
+    for (uint32_t i = 0; !st && i < s->num_image_inputs; ++i) {
+      int64_t shape[2] = {0, prefill->args[1 + i].type.dims[1].off};
+      st = import(c, VLMC_DTYPE_F32, 2, shape, &none, &out_embeds[i]);
+    }
+    if (st) release_values(c, out_embeds, s->num_image_inputs);
+    return st;
   }
   if (!s->convention.encode_image[0])
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "%s: this model takes no images (its calling "
@@ -668,12 +698,17 @@ static vlmc_status_t encode_images(vlmc_chat_t *c, const vlmc_preprocess_output_
   return st;
 }
 
+/* prefill(ids, the image inputs, positions); the image inputs are taken by the call. */
 static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_rt_value_t *embeds) {
   int64_t s_shape[1] = {(int64_t)r->seq_len}, p_shape[2] = {3, (int64_t)r->seq_len};
-  vlmc_rt_value_t args[3] = {{0}, *embeds, {0}};
-  memset(embeds, 0, sizeof *embeds); /* taken by the call */
+  uint32_t features = c->s->num_image_inputs, num_args = features + 2;
+  vlmc_rt_value_t args[MAX_IMAGE_INPUTS + 2] = {{0}};
+  for (uint32_t i = 0; i < features; ++i) {
+    args[1 + i] = embeds[i];
+    memset(&embeds[i], 0, sizeof embeds[i]);
+  }
   vlmc_status_t status = import(c, VLMC_DTYPE_I64, 1, s_shape, r->input_ids, &args[0]);
-  if (!status) status = import(c, VLMC_DTYPE_I64, 2, p_shape, r->positions, &args[2]);
+  if (!status) status = import(c, VLMC_DTYPE_I64, 2, p_shape, r->positions, &args[num_args - 1]);
   if (!status && c->taps) {
     int64_t one = 1;
     vlmc_tensor_t ids = vlmc_tensor_view(VLMC_DTYPE_I64, 1, s_shape, r->input_ids);
@@ -684,10 +719,10 @@ static vlmc_status_t prefill(vlmc_chat_t *c, vlmc_request_t *r, vlmc_rt_value_t 
     if (!status) status = tap_add(c->taps, "rope_deltas", &delta);
   }
   if (status) {
-    release_values(c, args, 3);
+    release_values(c, args, num_args);
     return status;
   }
-  status = vlmc_program_run(c->s->program, c->s->convention.prefill, args, 3, c->state,
+  status = vlmc_program_run(c->s->program, c->s->convention.prefill, args, num_args, c->state,
                             c->state_count);
   if (!status) status = read_logits(c);
   if (!status && c->taps) status = tap_add(c->taps, "logits_last", &c->logits);
@@ -801,11 +836,12 @@ static vlmc_status_t run_first_prompt(vlmc_chat_t *c, vlmc_request_t *r,
                                       vlmc_generate_result_t *res) {
   VLMC_RETURN_IF_ERROR(verify_params_section(c->s));
   double t0 = now_ms();
-  vlmc_rt_value_t embeds = {0};
-  vlmc_status_t status = encode_images(c, &r->pixels, &embeds);
+  vlmc_rt_value_t embeds[MAX_IMAGE_INPUTS] = {{0}};
+  vlmc_status_t status = encode_images(c, &r->pixels, embeds);
   double t1 = now_ms();
-  if (!status) status = prefill(c, r, &embeds);
-  vlmc_program_release(c->s->program, &embeds);
+  if (!status) status = prefill(c, r, embeds);
+  for (uint32_t i = 0; i < c->s->num_image_inputs; ++i)
+    vlmc_program_release(c->s->program, &embeds[i]);
   res->encode_ms = t1 - t0;
   res->prefill_ms = now_ms() - t1;
   VLMC_RETURN_IF_ERROR(status);

@@ -86,11 +86,12 @@ FAMILIES = {
         "config": dict(SPECIAL, **{
             "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
             # Qwen3's text model: head_dim explicit, q/k norms, no q/k/v bias; the interleaved
-            # M-RoPE layout (sections summing to head_dim / 2 = 8)
+            # M-RoPE layout (sections summing to head_dim / 2 = 8; t >= h = w as in the
+            # released [24, 20, 20], so that every height / width slot 3i+1, 3i+2 is below 8)
             "text_config": dict(TEXT, **{
                 "model_type": "qwen3_vl_text", "head_dim": 16, "attention_bias": False,
                 "rope_theta": 5000000.0,
-                "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3],
+                "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2],
                                  "mrope_interleaved": True}}),
             # 16-pixel patches, a learned 8 x 8 position table interpolated to the grid, and
             # deepstack features from blocks 0 and 2 (added after language-model layers 0, 1)

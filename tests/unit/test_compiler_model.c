@@ -307,9 +307,9 @@ static void test_config_disagreements(void) {
                "vision_config.window_size 100 is not a multiple of patch_size * "
                "spatial_merge_size = 28");
   bad = config; /* a config another family's parser read */
-  snprintf(bad.model_type, sizeof bad.model_type, "qwen3_vl");
+  snprintf(bad.model_type, sizeof bad.model_type, "llava");
   EXPECT_ERROR(build(&bad, &table, NULL, &module),
-               "config.json: model_type is none of qwen2_5_vl, qwen2_vl, qwen2");
+               "config.json: model_type is none of qwen2_5_vl, qwen2_vl, qwen2, qwen3_vl, qwen3");
   fake_free(&table);
 }
 

@@ -1,4 +1,5 @@
 /* Host index computations against the model spec's worked examples (section 3). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -75,6 +76,40 @@ static void test_vision_positions(void) {
   free(pos);
 }
 
+/* transformers' fast_pos_embed_interpolate for a 4 x 4 table and one 1 x 2 x 4 image: y =
+ * linspace(0, 3, 2) = (0, 3), x = linspace(0, 3, 4) = (0, 1, 2, 3): every point is on the table,
+ * so corner 0 carries weight 1; and a 2 x 2 image of a 2 x 2 table (exact corners too). The
+ * 1 x 2 x 6 image has x = linspace(0, 3, 6) = 0, .6, 1.2, 1.8, 2.4, 3: fractional weights. */
+static void test_pos_interp(void) {
+  static const int64_t grid[] = {1, 2, 4};
+  int64_t *index;
+  float *weight;
+  size_t n;
+  EXPECT_OK(vlmc_index_pos_interp(grid, 1, 4, 2, &index, &weight, &n));
+  EXPECT_EQ_INT(n, 32);
+  /* merge-block order: (0,0),(0,1),(3,0),(3,1),(0,2),(0,3),(3,2),(3,3) in table (y, x) */
+  static const int64_t corner0[] = {0, 1, 12, 13, 2, 3, 14, 15};
+  static const int64_t corner3[] = {5, 6, 13, 14, 7, 7, 15, 15};
+  expect_array(index, 8, corner0, 8);
+  expect_array(index + 24, 8, corner3, 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_TRUE(weight[i] == 1.0f);
+    EXPECT_TRUE(weight[8 + i] == 0.0f && weight[16 + i] == 0.0f && weight[24 + i] == 0.0f);
+  }
+  free(index);
+  free(weight);
+  static const int64_t wide[] = {1, 2, 6};
+  EXPECT_OK(vlmc_index_pos_interp(wide, 1, 4, 2, NULL, &weight, &n));
+  EXPECT_EQ_INT(n, 48);
+  /* patch 1 of block 0 is (y 0, x .6): weights (1-.6), .6, 0, 0 */
+  EXPECT_TRUE(fabsf(weight[1] - 0.4f) < 1e-6f && fabsf(weight[12 + 1] - 0.6f) < 1e-6f);
+  float sum = weight[3] + weight[12 + 3] + weight[24 + 3] + weight[36 + 3];
+  EXPECT_TRUE(fabsf(sum - 1.0f) < 1e-6f);
+  free(weight);
+  static const int64_t odd[] = {1, 3, 4};
+  EXPECT_ERROR(vlmc_index_pos_interp(odd, 1, 4, 2, &index, NULL, &n), "multiples of merge");
+}
+
 /* Spec 3.9: the inverse is a scatter (inv[order[j]] = j). The order of 1x12x20 is not an
  * involution, so the order itself is not its inverse; the order of 1x32x32 is one. */
 static void test_inverse_and_involutions(void) {
@@ -120,6 +155,7 @@ int main(void) {
   RUN_TEST(test_window_segments);
   RUN_TEST(test_full_segments);
   RUN_TEST(test_vision_positions);
+  RUN_TEST(test_pos_interp);
   RUN_TEST(test_inverse_and_involutions);
   RUN_TEST(test_bad_inputs);
   return TEST_SUMMARY();
