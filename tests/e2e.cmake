@@ -251,6 +251,13 @@ if(VLMC_COMPILER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # The text-only qwen2 family against transformers' text_only parity case (the tiny
   # checkpoint's weights: Qwen2.5-VL on a prompt without images is Qwen2).
+  # The qwen3_vl family (issue 17) before its transformers fixtures: a tiny random Qwen3-VL
+  # compiles with no flags (learned positions, deepstack, interleaved M-RoPE), its backends
+  # match ref on one image, two images and text only, and the sectioned layout is caught.
+  add_test(NAME e2e.qwen3_vl
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qwen3_vl.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${qwen2_vl_backends}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME e2e.qwen2_text
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qwen2_text.sh $<TARGET_FILE:vlmc>
                    $<TARGET_FILE:vlmc-run> ${qwen2_vl_backends}

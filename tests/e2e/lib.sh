@@ -29,3 +29,26 @@ PY
 same_tokens() {
   [ "$1" = "$2" ] || [[ "$2 " == "$1 "* && "$1" == *" 1" ]]
 }
+
+# compile_or_stop VLMC CKPT OUT TARGETS [ARGS...]: `vlmc compile CKPT -o OUT --target TARGETS
+# ARGS`, counted as a check; a failed compile ends the script (nothing after it can run).
+compile_or_stop() {
+  local vlmc=$1 ckpt=$2 out=$3 targets=$4
+  shift 4
+  if "$vlmc" compile "$ckpt" -o "$out" --target "$targets" "$@" >"$out.log" 2>&1; then
+    ok "compile --target $targets${*:+ $*}"
+  else
+    fail "compile: $(tail -3 "$out.log")"
+    summary
+    exit 1
+  fi
+}
+
+# tap_names DIR: the stage names in DIR/taps.safetensors, space-separated and sorted.
+tap_names() {
+  python3 - "$1/taps.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
+print(" ".join(sorted(k for k in json.loads(f.read(n)) if k != "__metadata__")))
+PY
+}

@@ -23,13 +23,7 @@ CASE=tests/fixtures/parity/text_only
 mkdir -p "$WORK/ckpt"
 cp tests/fixtures/configs/tiny_qwen2_text_config.json "$WORK/ckpt/config.json"
 cp "$TINY/model.safetensors" "$TINY/generation_config.json" "$WORK/ckpt/"
-if "$VLMC" compile "$WORK/ckpt" -o "$WORK/a.vlmc" --target "$3" >"$WORK/compile.log" 2>&1; then
-  ok "compile --target $3 (no other flag)"
-else
-  fail "compile: $(tail -3 "$WORK/compile.log")"
-  summary
-  exit 1
-fi
+compile_or_stop "$VLMC" "$WORK/ckpt" "$WORK/a.vlmc" "$3"
 inspect=$("$VLMC" inspect "$WORK/a.vlmc")
 expect_in "the manifest names the family" "model: qwen2," "$inspect"
 if grep -q "@encode_image" <<<"$inspect"; then fail "a text-only program has @encode_image"

@@ -18,14 +18,7 @@ source "$(dirname "$0")/lib.sh"
 "$VLMC" random-checkpoint --config tests/fixtures/configs/tiny_qwen2_vl_config.json \
   -o "$WORK/ckpt" --seed 7 >/dev/null
 cp tests/fixtures/parity/tiny-vocab512/preprocessor_config.json "$WORK/ckpt/"
-if "$VLMC" compile "$WORK/ckpt" -o "$WORK/a.vlmc" --target "$3" --dump-dir "$WORK/dumps" \
-     >"$WORK/compile.log" 2>&1; then
-  ok "compile --target $3 (no other flag)"
-else
-  fail "compile: $(tail -3 "$WORK/compile.log")"
-  summary
-  exit 1
-fi
+compile_or_stop "$VLMC" "$WORK/ckpt" "$WORK/a.vlmc" "$3" --dump-dir "$WORK/dumps"
 inspect=$("$VLMC" inspect "$WORK/a.vlmc")
 expect_in "the manifest names the family" "model: qwen2_vl," "$inspect"
 first=$(ls "$WORK/dumps"/*.vir | sort | head -1)
@@ -57,12 +50,7 @@ for case in img336 text_only; do
     fi
   done
   if [ "$case" = img336 ]; then
-    taps=$(python3 - "$WORK/t-ref-$case/taps.safetensors" <<'PY'
-import json, struct, sys
-f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
-print(" ".join(sorted(k for k in json.loads(f.read(n)) if k != "__metadata__")))
-PY
-)
+    taps=$(tap_names "$WORK/t-ref-$case")
     for tap in patch_embed vision_block.3 merger image_embeds inputs_embeds position_ids logits_last; do
       expect_in "img336: tap $tap (Qwen2.5-VL's name)" "$tap" "$taps"
     done
