@@ -15,12 +15,15 @@ source "$(dirname "$0")/lib.sh"
 
 # Qwen2.5-VL-3B has 3.75 B parameters (tied head), 7B 8.29 B (its own lm_head); Qwen2-VL-2B
 # 2.21 B (2,208,985,600, the hub's count: its LayerNorm biases and fc1/fc2 included); the
-# text-only Qwen2.5-0.5B (model_type qwen2) 494,032,768 in 290 tensors, as published.
+# text-only Qwen2.5-0.5B (model_type qwen2) 494,032,768 in 290 tensors, as published;
+# Qwen3-VL-2B 2,127,532,032 in 625 tensors (the position table, patch bias, q/k norms and the
+# three deepstack mergers included; tied head).
 for want in "qwen2_5_vl_3b_config.json:824 tensors, 3754622976 parameters" \
             "qwen2_5_vl_7b_config.json:729 tensors, 8292166656 parameters" \
             "qwen2_5_vl_7b_nested_config.json:729 tensors, 8292166656 parameters" \
             "qwen2_vl_2b_config.json:729 tensors, 2208985600 parameters" \
-            "qwen2_5_0_5b_config.json:290 tensors, 494032768 parameters"; do
+            "qwen2_5_0_5b_config.json:290 tensors, 494032768 parameters" \
+            "qwen3_vl_2b_config.json:625 tensors, 2127532032 parameters"; do
   config=${want%%:*}
   out=$("$VLMC" random-checkpoint --config "tests/fixtures/configs/$config" -o "$WORK/dry" \
     --dry-run 2>&1)

@@ -10,7 +10,8 @@
 
 static void check_model(const vlmc_model_config_t *c) {
   assert(c->model_type[0] && strlen(c->model_type) < VLMC_MODEL_TYPE_MAX);
-  assert(c->text.head_dim * c->text.num_attention_heads == c->text.hidden_size);
+  assert(c->text.head_dim_explicit ||
+         c->text.head_dim * c->text.num_attention_heads == c->text.hidden_size);
   assert(c->text.num_attention_heads % c->text.num_key_value_heads == 0);
   assert(2 * (c->text.mrope_section[0] + c->text.mrope_section[1] + c->text.mrope_section[2]) ==
          c->text.head_dim);
@@ -40,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   vlmc_status_t status;
   switch (data[0] % 5) {
-    case 0: { /* both families' parsers (Qwen2.5-VL's, Qwen2-VL's) on the same text */
+    case 0: { /* every family's parser on the same text */
       vlmc_model_config_t c;
       status = vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c);
       if (!status) check_model(&c);
@@ -51,6 +52,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         assert(!c.vision.windows && c.vision.fullatt_count == c.vision.depth);
         assert(c.vision.intermediate_size >= 1);
       }
+      check_status(status, "config.json");
+      status = vlmc_qwen3_vl_config_parse(text, len, "config.json", &c);
+      if (!status) {
+        check_model(&c);
+        assert(c.text.head_dim_explicit && c.text.qk_norm && c.text.mrope_interleaved);
+        assert(c.vision.num_position_embeddings >= 1 && !c.vision.windows);
+        assert(c.vision.deepstack_count <= c.text.num_hidden_layers);
+        for (int i = 0; i < c.vision.deepstack_count; ++i)
+          assert(c.vision.deepstack_indexes[i] >= 0 && c.vision.deepstack_indexes[i] < c.vision.depth &&
+                 (i == 0 || c.vision.deepstack_indexes[i] > c.vision.deepstack_indexes[i - 1]));
+      }
+      check_status(status, "config.json");
+      status = vlmc_qwen3_config_parse(text, len, "config.json", &c); /* text-only */
+      if (!status) assert(!c.has_vision && c.text.qk_norm && c.text.head_dim_explicit);
       check_status(status, "config.json");
       status = vlmc_qwen2_config_parse(text, len, "config.json", &c); /* text-only */
       if (!status) {

@@ -523,6 +523,108 @@ static void test_qwen2_vl_refusals(void) {
   cJSON_Delete(root);
 }
 
+/* ---- Qwen3-VL (vlmc_qwen3_vl_config_parse) ----------------------------------------------- */
+
+#define CFG_QWEN3_VL_2B FIXTURES "qwen3_vl_2b_config.json"
+
+static vlmc_status_t parse_qwen3_vl(const char *text, size_t len, vlmc_model_config_t *out) {
+  return vlmc_qwen3_vl_config_parse(text, len, "config.json", out);
+}
+
+/* The Qwen3-VL-2B config: Qwen3's text model (head_dim 128 given, not hidden / heads; no q/k/v
+ * bias; q/k norms; interleaved [24,20,20]), 16-pixel patches, a 48 x 48 position table,
+ * deepstack after blocks 5, 11, 17, gelu_pytorch_tanh, LayerNorms, no windows. */
+static void test_qwen3_vl_2b(void) {
+  size_t len;
+  char *text = read_fixture(CFG_QWEN3_VL_2B, &len);
+  vlmc_model_config_t c;
+  EXPECT_OK(parse_qwen3_vl(text, len, &c));
+  EXPECT_STREQ(c.model_type, "qwen3_vl");
+  EXPECT_EQ_INT(c.text.hidden_size, 2048);
+  EXPECT_EQ_INT(c.text.head_dim, 128);
+  EXPECT_TRUE(c.text.head_dim_explicit && c.text.qk_norm && !c.text.qkv_bias);
+  EXPECT_TRUE(c.text.mrope_interleaved);
+  EXPECT_EQ_INT(c.text.mrope_section[0], 24);
+  EXPECT_EQ_INT(c.text.mrope_section[1], 20);
+  EXPECT_NEAR(c.text.rope_theta, 5e6, 0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ_INT(c.vision.hidden_size, 1024);
+  EXPECT_EQ_INT(c.vision.head_dim, 64);
+  EXPECT_EQ_INT(c.vision.patch_size, 16);
+  EXPECT_EQ_INT(c.vision.num_position_embeddings, 2304);
+  EXPECT_EQ_INT(c.vision.deepstack_count, 3);
+  EXPECT_EQ_INT(c.vision.deepstack_indexes[2], 17);
+  EXPECT_TRUE(!c.vision.windows && c.vision.fullatt_count == 24);
+  EXPECT_TRUE(c.vision.norm == VLMC_VISION_LAYER_NORM && c.vision.mlp == VLMC_VISION_GELU_TANH_MLP);
+  EXPECT_TRUE(c.vision.merger == VLMC_MERGER_FC && c.vision.patch_bias);
+  EXPECT_EQ_INT(c.vision_start_token_id, 151652);
+  /* Qwen2.5-VL's parser reads its own keys: this config lacks them */
+  EXPECT_ERROR(vlmc_qwen2_5_vl_config_parse(text, len, "config.json", &c),
+               "vision_config.window_size");
+  free(text);
+}
+
+/* Qwen3-VL keys refused by name. */
+static void test_qwen3_vl_refusals(void) {
+  size_t len;
+  char *text = read_fixture(CFG_QWEN3_VL_2B, &len);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  vlmc_model_config_t c;
+  struct {
+    const char *section, *key, *value, *message;
+  } cases[] = {
+      {"vision_config", "hidden_act", "\"gelu\"",
+       "activation 'gelu' is not supported (Qwen3-VL's vision tower uses 'gelu_pytorch_tanh')"},
+      {"vision_config", "num_position_embeddings", "2300",
+       "vision_config.num_position_embeddings: 2300 is not a square"},
+      {"vision_config", "deepstack_visual_indexes", "[11, 5]",
+       "vision_config.deepstack_visual_indexes[1]: 5 after 11: the blocks must be listed in "
+       "increasing order"},
+      {"vision_config", "deepstack_visual_indexes", "[5, 24]",
+       "vision_config.deepstack_visual_indexes[1]"},
+      {"vision_config", "deepstack_visual_indexes", "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,"
+       "17,18,19,20,21,22,23]", NULL},
+      {"text_config", "num_hidden_layers", "2",
+       "vision_config.deepstack_visual_indexes has 3 entries, but text_config.num_hidden_layers "
+       "is 2"},
+      {"text_config", "head_dim", NULL, "text_config.head_dim"},
+      {"text_config", "rope_scaling", "{\"mrope_section\": [24, 20, 19], \"rope_type\": \"default\"}",
+       "mrope_section [24,20,19] sums to 63, rotary half-width is 64"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    cJSON *copy = cJSON_Duplicate(root, true);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(copy, cases[i].section);
+    cJSON_DeleteItemFromObjectCaseSensitive(v, cases[i].key);
+    if (cases[i].value) cJSON_AddItemToObject(v, cases[i].key, cJSON_Parse(cases[i].value));
+    char *edited = cJSON_PrintUnformatted(copy);
+    if (cases[i].message) {
+      EXPECT_ERROR(parse_qwen3_vl(edited, strlen(edited), &c), cases[i].message);
+    } else { /* 24 deepstack blocks for 28 layers: allowed */
+      EXPECT_OK(parse_qwen3_vl(edited, strlen(edited), &c));
+      EXPECT_EQ_INT(c.vision.deepstack_count, 24);
+    }
+    free(edited);
+    cJSON_Delete(copy);
+  }
+  cJSON_Delete(root);
+}
+
+/* Qwen3ForCausalLM (model_type qwen3): flat keys with Qwen3's attention, plain RoPE. */
+static void test_qwen3_text(void) {
+  const char *qwen3 = "{\"model_type\":\"qwen3\",\"vocab_size\":8,\"hidden_size\":16,"
+                      "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                      "\"num_key_value_heads\":1,\"head_dim\":12,\"hidden_act\":\"silu\","
+                      "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000,\"rope_scaling\":null,"
+                      "\"attention_bias\":false,\"tie_word_embeddings\":true}";
+  vlmc_model_config_t c;
+  EXPECT_OK(vlmc_qwen3_config_parse(qwen3, strlen(qwen3), "config.json", &c));
+  EXPECT_TRUE(!c.has_vision && c.text.qk_norm && !c.text.qkv_bias);
+  EXPECT_EQ_INT(c.text.head_dim, 12); /* not 16 / 2 */
+  EXPECT_EQ_INT(c.text.mrope_section[0], 4);
+  EXPECT_TRUE(c.tie_word_embeddings);
+}
+
 /* ---- text-only Qwen2 (vlmc_qwen2_config_parse) ------------------------------------------- */
 
 /* Qwen2.5-0.5B's config (model_type qwen2): flat keys, rope_theta, no rope_scaling, no vision;
@@ -566,6 +668,9 @@ int main(void) {
   RUN_TEST(test_qwen2_text);
   RUN_TEST(test_qwen2_vl_2b);
   RUN_TEST(test_qwen2_vl_refusals);
+  RUN_TEST(test_qwen3_vl_2b);
+  RUN_TEST(test_qwen3_vl_refusals);
+  RUN_TEST(test_qwen3_text);
   RUN_TEST(test_model_type_alone);
   RUN_TEST(test_7b_flat_and_nested_agree);
   RUN_TEST(test_tiny_layouts_agree);
