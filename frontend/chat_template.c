@@ -2,6 +2,7 @@
  * processor's expansion of each vision pad token into one pad per merged patch (§2.5). The
  * template text itself is only recognised (frontend/chat_template_match.c). */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,34 +213,180 @@ static void render_part(const vlmc_chat_part_t *part, const vlmc_chat_render_opt
   }
 }
 
+/* ---- the text templates ---- */
+
+static bool is_text_kind(vlmc_chat_template_kind_t kind) {
+  return kind == VLMC_CHAT_TEMPLATE_QWEN2_TEXT || kind == VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT ||
+         kind == VLMC_CHAT_TEMPLATE_QWEN3_TEXT;
+}
+
+/* A text template prints message['content'] as it is: a list of parts would come out as its
+ * Python repr. For text parts the templates agree with Qwen2-VL's; an image or video part has
+ * no slot, and a tool turn needs the tools vlmc never passes. */
+static vlmc_status_t check_text_messages(const vlmc_chat_message_t *messages, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (strcmp(messages[i].role, "tool") == 0)
+      return vlmc_status_make(VLMC_UNSUPPORTED, "message %zu is a tool turn; vlmc passes the "
+                              "chat template no tools", i);
+    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
+      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has an %s, which a text "
+                                "chat template has no slot for", i,
+                                messages[i].parts[k].kind == VLMC_CHAT_PART_IMAGE ? "image" : "video");
+  }
+  return NULL;
+}
+
+/* The message's text: its string, or its text parts in order. */
+static void message_text(const vlmc_chat_message_t *m, vlmc_strbuf_t *out) {
+  if (!m->parts) vlmc_strbuf_append(out, m->text, m->text_len);
+  for (size_t k = 0; m->parts && k < m->part_count; ++k)
+    vlmc_strbuf_append(out, m->parts[k].text, m->parts[k].text_len);
+}
+
+static void plain_turn(const vlmc_chat_message_t *m, vlmc_strbuf_t *out) {
+  vlmc_strbuf_printf(out, "<|im_start|>%s\n", m->role);
+  message_text(m, out);
+  vlmc_strbuf_puts(out, "<|im_end|>\n");
+}
+
+static bool role_is(const vlmc_chat_message_t *m, const char *role) {
+  return strcmp(m->role, role) == 0;
+}
+
+/* Qwen2.5-Instruct's template without tools: the first system message (or the Qwen default)
+ * once, then user, later system and assistant turns; other roles print nothing. */
+static void render_qwen2_5_text(const vlmc_chat_message_t *messages, size_t count,
+                                vlmc_strbuf_t *out) {
+  if (count && role_is(&messages[0], "system")) plain_turn(&messages[0], out);
+  else
+    vlmc_strbuf_puts(out, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are "
+                          "a helpful assistant.<|im_end|>\n");
+  for (size_t i = 0; i < count; ++i)
+    if (role_is(&messages[i], "user") || role_is(&messages[i], "assistant") ||
+        (role_is(&messages[i], "system") && i > 0))
+      plain_turn(&messages[i], out);
+}
+
+/* Python's str.strip family over '\n' only, on [*begin, *end). */
+static void lstrip_newlines(const char **begin, const char *end) {
+  while (*begin < end && **begin == '\n') ++*begin;
+}
+static void rstrip_newlines(const char *begin, const char **end) {
+  while (*end > begin && (*end)[-1] == '\n') --*end;
+}
+
+/* The last occurrence of `needle` in [begin, end), or NULL. */
+static const char *find_last(const char *begin, const char *end, const char *needle) {
+  size_t n = strlen(needle);
+  for (const char *p = end - n; end - begin >= (ptrdiff_t)n && p >= begin; --p)
+    if (memcmp(p, needle, n) == 0) return p;
+  return NULL;
+}
+static const char *find_first(const char *begin, const char *end, const char *needle) {
+  size_t n = strlen(needle);
+  for (const char *p = begin; end - p >= (ptrdiff_t)n; ++p)
+    if (memcmp(p, needle, n) == 0) return p;
+  return NULL;
+}
+
+static bool is_tool_response(const char *text, size_t len) {
+  static const char open[] = "<tool_response>", close[] = "</tool_response>";
+  return len >= sizeof open - 1 && len >= sizeof close - 1 &&
+         memcmp(text, open, sizeof open - 1) == 0 &&
+         memcmp(text + len - (sizeof close - 1), close, sizeof close - 1) == 0;
+}
+
+/* An assistant turn of Qwen3's template: the content after the last </think> (leading
+ * newlines dropped) and the reasoning before the first one (after its last <think>); the
+ * reasoning is kept only after the last user query, and there for the last turn always. */
+static void qwen3_assistant(const char *content, size_t len, bool after_query, bool last,
+                            vlmc_strbuf_t *out) {
+  const char *begin = content, *end = content + len;
+  const char *reason_begin = "", *reason_end = reason_begin;
+  const char *close = find_first(begin, end, "</think>");
+  if (close) {
+    const char *after = find_last(begin, end, "</think>") + strlen("</think>");
+    reason_end = close;
+    rstrip_newlines(begin, &reason_end);
+    const char *open = find_last(begin, reason_end, "<think>");
+    reason_begin = open ? open + strlen("<think>") : begin;
+    lstrip_newlines(&reason_begin, reason_end);
+    begin = after;
+    lstrip_newlines(&begin, end);
+  }
+  vlmc_strbuf_puts(out, "<|im_start|>assistant\n");
+  if (after_query && (last || reason_end > reason_begin)) {
+    lstrip_newlines(&reason_begin, reason_end); /* reasoning_content.strip('\n') */
+    rstrip_newlines(reason_begin, &reason_end);
+    vlmc_strbuf_puts(out, "<think>\n");
+    vlmc_strbuf_append(out, reason_begin, (size_t)(reason_end - reason_begin));
+    vlmc_strbuf_puts(out, "\n</think>\n\n");
+    lstrip_newlines(&begin, end);
+  }
+  vlmc_strbuf_append(out, begin, (size_t)(end - begin));
+  vlmc_strbuf_puts(out, "<|im_end|>\n");
+}
+
+/* Qwen3's template without tools. */
+static void render_qwen3_text(const vlmc_chat_message_t *messages, size_t count,
+                              vlmc_strbuf_t *out) {
+  if (count && role_is(&messages[0], "system")) plain_turn(&messages[0], out);
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  size_t last_query = count ? count - 1 : 0;
+  for (size_t i = count; i-- > 0;) {
+    vlmc_strbuf_clear(&text);
+    message_text(&messages[i], &text);
+    if (role_is(&messages[i], "user") && !is_tool_response(vlmc_strbuf_cstr(&text), text.len)) {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (role_is(&messages[i], "user") || (role_is(&messages[i], "system") && i > 0)) {
+      plain_turn(&messages[i], out);
+    } else if (role_is(&messages[i], "assistant")) {
+      vlmc_strbuf_clear(&text);
+      message_text(&messages[i], &text);
+      qwen3_assistant(vlmc_strbuf_cstr(&text), text.len, i > last_query, i + 1 == count, out);
+    }
+  }
+  if (text.failed) out->failed = true;
+  vlmc_strbuf_deinit(&text);
+}
+
 vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_template,
                                         const vlmc_chat_message_t *messages, size_t count,
                                         const vlmc_chat_render_options_t *options,
                                         vlmc_strbuf_t *out) {
-  if (chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_VL &&
-      chat_template->kind != VLMC_CHAT_TEMPLATE_QWEN2_TEXT)
-    return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d",
-                            (int)chat_template->kind);
-  /* The text template prints message['content'] as it is: a list of parts would come out as
-   * its Python repr. For text parts the two templates agree; an image or video part has no slot. */
-  for (size_t i = 0; chat_template->kind == VLMC_CHAT_TEMPLATE_QWEN2_TEXT && i < count; ++i)
-    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
-      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
-        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has an %s, which the Qwen2 "
-                                "text chat template has no slot for", i,
-                                messages[i].parts[k].kind == VLMC_CHAT_PART_IMAGE ? "image" : "video");
-  vision_counts_t counts = {0, 0};
-  for (size_t i = 0; i < count; ++i) {
-    const vlmc_chat_message_t *message = &messages[i];
-    if (i == 0 && strcmp(message->role, "system") != 0) vlmc_strbuf_puts(out, kDefaultSystem);
-    vlmc_strbuf_printf(out, "<|im_start|>%s\n", message->role);
-    if (message->parts == NULL)
-      vlmc_strbuf_append(out, message->text, message->text_len);
-    for (size_t k = 0; message->parts && k < message->part_count; ++k)
-      render_part(&message->parts[k], options, &counts, out);
-    vlmc_strbuf_puts(out, "<|im_end|>\n");
+  vlmc_chat_template_kind_t kind = chat_template->kind;
+  if (kind != VLMC_CHAT_TEMPLATE_QWEN2_VL && !is_text_kind(kind))
+    return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d", (int)kind);
+  if (is_text_kind(kind)) VLMC_RETURN_IF_ERROR(check_text_messages(messages, count));
+  if (kind == VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT) {
+    render_qwen2_5_text(messages, count, out);
+  } else if (kind == VLMC_CHAT_TEMPLATE_QWEN3_TEXT) {
+    render_qwen3_text(messages, count, out);
+  } else {
+    /* Qwen2-VL's template, and Qwen2's text one, which prints the same for text turns. */
+    vision_counts_t counts = {0, 0};
+    for (size_t i = 0; i < count; ++i) {
+      const vlmc_chat_message_t *message = &messages[i];
+      if (i == 0 && strcmp(message->role, "system") != 0) vlmc_strbuf_puts(out, kDefaultSystem);
+      vlmc_strbuf_printf(out, "<|im_start|>%s\n", message->role);
+      if (message->parts == NULL)
+        vlmc_strbuf_append(out, message->text, message->text_len);
+      for (size_t k = 0; message->parts && k < message->part_count; ++k)
+        render_part(&message->parts[k], options, &counts, out);
+      vlmc_strbuf_puts(out, "<|im_end|>\n");
+    }
   }
-  if (options->add_generation_prompt) vlmc_strbuf_puts(out, "<|im_start|>assistant\n");
+  if (options->add_generation_prompt) {
+    vlmc_strbuf_puts(out, "<|im_start|>assistant\n");
+    if (kind == VLMC_CHAT_TEMPLATE_QWEN3_TEXT && options->disable_thinking)
+      vlmc_strbuf_puts(out, "<think>\n\n</think>\n\n");
+  }
   return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "chat prompt") : NULL;
 }
 

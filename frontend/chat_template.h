@@ -1,5 +1,5 @@
-/* The chat template of Qwen2-VL / Qwen2.5-VL (and Qwen2-Instruct's text template, which a
- * text-only Qwen2 carries: the same prompt text for text messages, no image slots):
+/* The chat template of Qwen2-VL / Qwen2.5-VL (and the text templates of Qwen2-, Qwen2.5- and
+ * Qwen3-Instruct, which text-only checkpoints carry: text messages only, no image slots):
  * recognising it in a checkpoint, rendering messages to prompt text, and tokenizing that text
  * with each <|image_pad|> expanded to the image's merged-token count (spec §5.1, §2.5).
  *
@@ -8,8 +8,9 @@
  * every tag is normalised (spacing, quote style, x['a'] == x.a, '...' + ... output split into
  * literal text and expressions) and the result is compared with the official template's.
  * Whitespace-only variants therefore pass; anything else is refused by name, never guessed:
- *   "chat_template.jinja: template not recognised as the Qwen2-VL template (uses 'tools',
- *    which vlmc does not support)". The rendering is then C code with the template's meaning. */
+ *   "chat_template.jinja: template not recognised as the Qwen2-VL template, the closest known
+ *    one (uses 'documents', which it does not)". The rendering is then C code with the
+ *    template's meaning. */
 #ifndef VLMC_FRONTEND_CHAT_TEMPLATE_H
 #define VLMC_FRONTEND_CHAT_TEMPLATE_H
 
@@ -28,6 +29,14 @@ typedef enum {
    * text as Qwen2-VL's (the default system turn, <|im_start|>role ... <|im_end|>); it has no
    * image or video slots, so a message with one is refused when rendered. */
   VLMC_CHAT_TEMPLATE_QWEN2_TEXT,
+  /* Qwen2.5-Instruct's (a text-only Qwen2.5's): a tools branch, which vlmc never takes (it
+   * passes no tools), and the default system turn "You are Qwen, created by Alibaba Cloud. You
+   * are a helpful assistant."; text messages only. */
+  VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT,
+  /* Qwen3's (a text-only Qwen3's): no default system turn; an assistant turn after the last
+   * user query keeps its reasoning as <think>...</think>, earlier ones drop it; the generation
+   * prompt adds an empty think block when thinking is switched off. Text messages only. */
+  VLMC_CHAT_TEMPLATE_QWEN3_TEXT,
 } vlmc_chat_template_kind_t;
 
 typedef struct {
@@ -45,7 +54,8 @@ vlmc_status_t vlmc_chat_template_text_from_file(const char *source_name, const c
                                                 size_t len, char **out_text);
 
 /* Recognises `text` (read from `source_name`, which starts every message) as one of the known
- * templates; a template that is neither is refused with its difference from the Qwen2-VL one. */
+ * templates; any other is refused with its difference from the known one it is closest to
+ * (the longest shared start). */
 vlmc_status_t vlmc_chat_template_recognize(const char *source_name, const char *text, size_t len,
                                            vlmc_chat_template_t *out_template);
 
@@ -88,6 +98,9 @@ vlmc_status_t vlmc_chat_messages_from_json(const char *source_name, const char *
 typedef struct {
   bool add_generation_prompt; /* append "<|im_start|>assistant\n" */
   bool add_vision_id;         /* prefix "Picture N: " / "Video N: " (counted per conversation) */
+  /* Qwen3's enable_thinking: false appends "<think>\n\n</think>\n\n" to the generation
+   * prompt; left true (the template's "undefined"), nothing is added. */
+  bool disable_thinking;
 } vlmc_chat_render_options_t;
 
 /* Appends the prompt text the template renders for `messages` to `out`. */

@@ -38,6 +38,153 @@ static const char kQwen2TextTemplate[] =
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+/* Qwen2.5-Instruct's template, tools branch and all (tests/fixtures/chat_templates/
+ * qwen2_5_text.jinja): a text-only Qwen2 of the 2.5 generation carries it. */
+static const char kQwen2_5TextTemplate[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- messages[0]['content'] }}\n"
+    "    {%- else %}\n"
+    "        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    "    {%- else %}\n"
+    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == \"assistant\" and not message.tool_calls) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {{- '<|im_start|>' + message.role }}\n"
+    "        {%- if message.content %}\n"
+    "            {{- '\\n' + message.content }}\n"
+    "        {%- endif %}\n"
+    "        {%- for tool_call in message.tool_calls %}\n"
+    "            {%- if tool_call.function is defined %}\n"
+    "                {%- set tool_call = tool_call.function %}\n"
+    "            {%- endif %}\n"
+    "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
+    "            {{- tool_call.name }}\n"
+    "            {{- '\", \"arguments\": ' }}\n"
+    "            {{- tool_call.arguments | tojson }}\n"
+    "            {{- '}\\n</tool_call>' }}\n"
+    "        {%- endfor %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- message.content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "{%- endif %}";
+
+/* Qwen3's template (tests/fixtures/chat_templates/qwen3_text.jinja): a text-only Qwen3's, with
+ * tools and the thinking blocks. */
+static const char kQwen3TextTemplate[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- messages[0].content + '\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n"
+    "{%- for message in messages[::-1] %}\n"
+    "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
+    "    {%- if ns.multi_step_tool and message.role == \"user\" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n"
+    "        {%- set ns.multi_step_tool = false %}\n"
+    "        {%- set ns.last_query_index = index %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {%- set content = message.content %}\n"
+    "        {%- set reasoning_content = '' %}\n"
+    "        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}\n"
+    "            {%- set reasoning_content = message.reasoning_content %}\n"
+    "        {%- else %}\n"
+    "            {%- if '</think>' in message.content %}\n"
+    "                {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+    "            {%- endif %}\n"
+    "        {%- endif %}\n"
+    "        {%- if loop.index0 > ns.last_query_index %}\n"
+    "            {%- if loop.last or (not loop.last and reasoning_content) %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
+    "            {%- else %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "            {%- endif %}\n"
+    "        {%- else %}\n"
+    "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "        {%- endif %}\n"
+    "        {%- if message.tool_calls %}\n"
+    "            {%- for tool_call in message.tool_calls %}\n"
+    "                {%- if (loop.first and content) or (not loop.first) %}\n"
+    "                    {{- '\\n' }}\n"
+    "                {%- endif %}\n"
+    "                {%- if tool_call.function %}\n"
+    "                    {%- set tool_call = tool_call.function %}\n"
+    "                {%- endif %}\n"
+    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    "                {{- tool_call.name }}\n"
+    "                {{- '\", \"arguments\": ' }}\n"
+    "                {%- if tool_call.arguments is string %}\n"
+    "                    {{- tool_call.arguments }}\n"
+    "                {%- else %}\n"
+    "                    {{- tool_call.arguments | tojson }}\n"
+    "                {%- endif %}\n"
+    "                {{- '}\\n</tool_call>' }}\n"
+    "            {%- endfor %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- message.content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}";
+
 /* ---- lexing into raw tokens ---- */
 
 typedef enum { RAW_TEXT, RAW_OUTPUT, RAW_STATEMENT, RAW_COMMENT } raw_kind_t;
@@ -513,14 +660,26 @@ static bool doc_has_ident(const template_doc_t *doc, const char *name) {
   return false;
 }
 
+/* The known templates, in the order a tie in likeness goes. */
+static const struct {
+  vlmc_chat_template_kind_t kind;
+  const char *name, *text;
+} kKnown[] = {
+    {VLMC_CHAT_TEMPLATE_QWEN2_VL, "the Qwen2-VL template", kQwen2VlTemplate},
+    {VLMC_CHAT_TEMPLATE_QWEN2_TEXT, "the Qwen2 text template", kQwen2TextTemplate},
+    {VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT, "the Qwen2.5 text template", kQwen2_5TextTemplate},
+    {VLMC_CHAT_TEMPLATE_QWEN3_TEXT, "the Qwen3 text template", kQwen3TextTemplate},
+};
+enum { KNOWN_COUNT = sizeof kKnown / sizeof kKnown[0] };
+
 static vlmc_status_t explain_mismatch(const template_doc_t *doc, const template_doc_t *official,
-                                      size_t at) {
+                                      const char *name, size_t at) {
   for (size_t i = 0; i < doc->ident_count; ++i)
     if (!doc_has_ident(official, doc->idents[i]))
       return doc_error(doc, VLMC_UNSUPPORTED, doc->ident_offsets[i],
-                       "template not recognised as the Qwen2-VL template (uses '%s', which vlmc "
-                       "does not support)",
-                       doc->idents[i]);
+                       "template not recognised as %s, the closest known one (uses '%s', which "
+                       "it does not)",
+                       name, doc->idents[i]);
   const elem_t *found = at < doc->elem_count ? &doc->elems[at] : NULL;
   const elem_t *expected = at < official->elem_count ? &official->elems[at] : NULL;
   vlmc_strbuf_t found_text, expected_text;
@@ -530,46 +689,57 @@ static vlmc_status_t explain_mismatch(const template_doc_t *doc, const template_
   describe_elem(expected, &expected_text);
   vlmc_status_t status = doc_error(
       doc, VLMC_UNSUPPORTED, found ? found->offset : doc->len,
-      "template not recognised as the Qwen2-VL template (it has %s where the official template "
-      "has %s)",
-      vlmc_strbuf_cstr(&found_text), vlmc_strbuf_cstr(&expected_text));
+      "template not recognised as %s, the closest known one (it has %s where the official "
+      "template has %s)",
+      name, vlmc_strbuf_cstr(&found_text), vlmc_strbuf_cstr(&expected_text));
   vlmc_strbuf_deinit(&found_text);
   vlmc_strbuf_deinit(&expected_text);
   return status;
 }
 
-/* Compares doc with a known template's text: NULL when equal; otherwise, with `explain`, the
- * difference by name, else any error (*out_equal tells which). */
-static vlmc_status_t compare_with(const template_doc_t *doc, const char *name, const char *known,
-                                  bool explain, bool *out_equal) {
+/* How many leading elements doc shares with a known template (*out_equal: all of them, and
+ * no more); with `explain` and a difference, the difference by name. */
+static vlmc_status_t compare_with(const template_doc_t *doc, size_t known, bool explain,
+                                  size_t *out_shared, bool *out_equal) {
   template_doc_t official;
-  doc_init(&official, name, known, strlen(known));
+  doc_init(&official, kKnown[known].name, kKnown[known].text, strlen(kKnown[known].text));
   vlmc_status_t status = build_elements(&official);
   *out_equal = false;
+  *out_shared = 0;
   if (!status) {
     size_t n = doc->elem_count < official.elem_count ? doc->elem_count : official.elem_count;
     size_t at = 0;
     while (at < n && elems_equal(&doc->elems[at], &official.elems[at])) ++at;
+    *out_shared = at;
     *out_equal = at == n && doc->elem_count == official.elem_count;
-    if (!*out_equal && explain) status = explain_mismatch(doc, &official, at);
+    if (!*out_equal && explain) status = explain_mismatch(doc, &official, kKnown[known].name, at);
   }
   doc_deinit(&official);
   return status;
 }
 
+/* Recognised when equal to a known template; otherwise refused by its difference from the
+ * known template it shares the longest start with. */
 vlmc_status_t vlmc_chat_template_recognize(const char *source_name, const char *text, size_t len,
                                            vlmc_chat_template_t *out_template) {
   template_doc_t doc;
   doc_init(&doc, source_name, text, len);
   vlmc_status_t status = build_elements(&doc);
-  bool text_only = false;
-  if (!status) /* Qwen2-Instruct's text template first: its refusal would not be the one shown */
-    status = compare_with(&doc, "<Qwen2 text template>", kQwen2TextTemplate, false, &text_only);
-  if (!status && !text_only) {
-    bool equal;
-    status = compare_with(&doc, "<official Qwen2-VL template>", kQwen2VlTemplate, true, &equal);
+  size_t closest = 0, best = 0;
+  bool equal = false;
+  for (size_t k = 0; !status && !equal && k < KNOWN_COUNT; ++k) {
+    size_t shared;
+    status = compare_with(&doc, k, false, &shared, &equal);
+    if (equal) out_template->kind = kKnown[k].kind;
+    if (shared > best) {
+      best = shared;
+      closest = k;
+    }
+  }
+  if (!status && !equal) {
+    size_t shared;
+    status = compare_with(&doc, closest, true, &shared, &equal);
   }
   doc_deinit(&doc);
-  if (!status) out_template->kind = text_only ? VLMC_CHAT_TEMPLATE_QWEN2_TEXT : VLMC_CHAT_TEMPLATE_QWEN2_VL;
   return status;
 }

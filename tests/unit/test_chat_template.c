@@ -47,6 +47,17 @@ static void test_recognizes_official_and_whitespace_variant(void) {
   t.kind = (vlmc_chat_template_kind_t)-1;
   EXPECT_OK(recognize_file(FIXTURES "qwen2_text.jinja", &t));
   EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN2_TEXT);
+  /* Qwen2.5-Instruct's and Qwen3's text templates, tools branches and all; the project's
+   * tokenizer_config.json carries Qwen3's */
+  t.kind = (vlmc_chat_template_kind_t)-1;
+  EXPECT_OK(recognize_file(FIXTURES "qwen2_5_text.jinja", &t));
+  EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT);
+  t.kind = (vlmc_chat_template_kind_t)-1;
+  EXPECT_OK(recognize_file(FIXTURES "qwen3_text.jinja", &t));
+  EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN3_TEXT);
+  t.kind = (vlmc_chat_template_kind_t)-1;
+  EXPECT_OK(recognize_file("assets/qwen-tokenizer/tokenizer_config.json", &t));
+  EXPECT_EQ_INT(t.kind, VLMC_CHAT_TEMPLATE_QWEN3_TEXT);
   /* A trailing newline after the last block is eaten by trim_blocks. */
   char with_newline[2048];
   snprintf(with_newline, sizeof with_newline, "%s\n", vlmc_chat_template_qwen2_vl_text());
@@ -54,27 +65,35 @@ static void test_recognizes_official_and_whitespace_variant(void) {
                                          &t));
 }
 
-static void test_refuses_other_templates_by_name(void) {
-  vlmc_chat_template_t t;
-  EXPECT_ERROR(recognize_file(FIXTURES "qwen3_tools.jinja", &t),
-               "qwen3_tools.jinja:1:8: template not recognised as the Qwen2-VL template (uses "
-               "'tools', which vlmc does not support)");
-  EXPECT_ERROR(recognize_file("assets/qwen-tokenizer/tokenizer_config.json", &t),
-               "tokenizer_config.json:1:8: template not recognised as the Qwen2-VL template "
-               "(uses 'tools'");
-  /* Qwen2-Instruct's text template is known (below); a variant of it is refused as any
-   * other template is, by its difference from the Qwen2-VL one. */
+/* An edit of a known template file: `from` replaced by `to` (same length). */
+static vlmc_status_t recognize_edited(const char *file, const char *from, const char *to,
+                                      vlmc_chat_template_t *t) {
   char *text;
   size_t len;
-  EXPECT_OK(vlmc_file_read_all(FIXTURES "qwen2_text.jinja", &text, &len));
-  char *helpful = strstr(text, "a helpful assistant");
-  EXPECT_TRUE(helpful != NULL);
-  if (helpful) memcpy(helpful, "a pirate assistant ", strlen("a pirate assistant "));
-  EXPECT_ERROR(vlmc_chat_template_recognize("qwen2_text.jinja", text, len, &t),
-               "qwen2_text.jinja:1:1: template not recognised as the Qwen2-VL template (it has "
-               "{% for message in messages %} where the official template has {% set image_count "
-               "= namespace(value = 0) %})");
+  vlmc_status_t status = vlmc_file_read_all(file, &text, &len);
+  if (status) return status;
+  char *at = strstr(text, from);
+  EXPECT_TRUE(at != NULL && strlen(from) == strlen(to));
+  if (at) memcpy(at, to, strlen(to));
+  status = vlmc_chat_template_recognize(strrchr(file, '/') + 1, text, len, t);
   free(text);
+  return status;
+}
+
+static void test_refuses_other_templates_by_name(void) {
+  vlmc_chat_template_t t;
+  /* A variant is refused by its difference from the known template it is closest to: a new
+   * identifier by name, else the first element that differs. */
+  EXPECT_ERROR(recognize_edited(FIXTURES "qwen3_text.jinja", "enable_thinking", "enable_thonking", &t),
+               "qwen3_text.jinja:82:12: template not recognised as the Qwen3 text template, the "
+               "closest known one (uses 'enable_thonking', which it does not)");
+  EXPECT_ERROR(recognize_edited(FIXTURES "qwen2_5_text.jinja", "created by Alibaba", "created by Alibobo", &t),
+               "template not recognised as the Qwen2.5 text template, the closest known one (it has");
+  EXPECT_ERROR(recognize_edited(FIXTURES "qwen2_text.jinja", "a helpful assistant", "a pirate assistant ", &t),
+               "qwen2_text.jinja:1:88: template not recognised as the Qwen2 text template, the "
+               "closest known one (it has the text \"<|im_start|>system\\nYou are a pirate "
+               "assistant .<|im_end|>\\n\" where the official template has the text "
+               "\"<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n\")");
   EXPECT_ERROR(recognize_file(FIXTURES "qwen2_vl_other_system.jinja", &t),
                "(it has the text \"<|im_start|>system\\nYou are a pirate.<|im_end|>\\n\" where the "
                "official template has the text \"<|im_start|>system\\nYou are a helpful "
@@ -137,7 +156,7 @@ static void expect_render_with(vlmc_chat_template_kind_t kind, const char *messa
   size_t count = 0;
   EXPECT_OK(vlmc_chat_messages_from_json("case", "messages", messages, &arena, &list, &count));
   vlmc_chat_template_t t = {kind};
-  vlmc_chat_render_options_t options = {generation, vision_id};
+  vlmc_chat_render_options_t options = {generation, vision_id, false};
   vlmc_strbuf_t out;
   vlmc_strbuf_init(&out);
   if (expected_error) {
@@ -209,7 +228,15 @@ static void test_render_text_template(void) {
                      "[{\"role\":\"user\",\"content\":[{\"type\":\"image\"},"
                      "{\"type\":\"text\",\"text\":\"Describe.\"}]}]",
                      true, false, NULL,
-                     "message 0 has an image, which the Qwen2 text chat template has no slot for");
+                     "message 0 has an image, which a text chat template has no slot for");
+  /* a tool turn needs tools, which vlmc never passes; Qwen2.5's and Qwen3's refuse it by name */
+  const char *tool = "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"tool\",\"content\":\"42\"}]";
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_TEXT, tool, true, false, NULL,
+                     "message 1 is a tool turn; vlmc passes the chat template no tools");
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT, tool, true, false, NULL, "tool turn");
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_TEXT,
+                     "[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]", true, false,
+                     NULL, "message 0 has an image");
 }
 
 static void expect_messages_error(const char *messages_json, const char *error) {

@@ -58,7 +58,7 @@ static void check_case(const cJSON *c, size_t index) {
                                          &messages, &count));
   vlmc_chat_render_options_t options = {
       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
-      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_vision_id"))};
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_vision_id")), false};
   vlmc_chat_template_t chat_template = {VLMC_CHAT_TEMPLATE_QWEN2_VL};
   vlmc_strbuf_t text;
   vlmc_strbuf_init(&text);
@@ -106,6 +106,80 @@ static void test_chat_cases_match_transformers(void) {
   free(data);
 }
 
+/* The text templates (Qwen2-, Qwen2.5-, Qwen3-Instruct's) against jinja2's renders of them
+ * (tests/oracle/make_text_template_fixtures.py: transformers' apply_chat_template settings). A
+ * case the template itself cannot render (content given as a list of parts: the templates add
+ * strings to it) is recorded with text null and is not compared; vlmc prints its text parts. */
+#define TEXT_CASES "tests/fixtures/chat_templates/text_template_cases.json"
+
+static const struct {
+  const char *kind, *file;
+  vlmc_chat_template_kind_t value;
+} kTextKinds[] = {
+    {"qwen2_text", "tests/fixtures/chat_templates/qwen2_text.jinja", VLMC_CHAT_TEMPLATE_QWEN2_TEXT},
+    {"qwen2_5_text", "tests/fixtures/chat_templates/qwen2_5_text.jinja",
+     VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT},
+    {"qwen3_text", "tests/fixtures/chat_templates/qwen3_text.jinja", VLMC_CHAT_TEMPLATE_QWEN3_TEXT},
+};
+
+static void check_text_case(const cJSON *c, size_t index, size_t *compared) {
+  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "kind"));
+  const cJSON *expected = cJSON_GetObjectItemCaseSensitive(c, "text");
+  if (cJSON_IsNull(expected)) return; /* the template cannot render it */
+  size_t k = 0;
+  while (k < sizeof kTextKinds / sizeof kTextKinds[0] && (!kind || strcmp(kind, kTextKinds[k].kind)))
+    ++k;
+  if (k == sizeof kTextKinds / sizeof kTextKinds[0]) {
+    TEST_FAIL_("case %zu: unknown kind", index);
+    return;
+  }
+  vlmc_chat_template_t recognised;
+  char *text = NULL;
+  size_t len = 0;
+  EXPECT_OK(vlmc_file_read_all(kTextKinds[k].file, &text, &len));
+  EXPECT_OK(vlmc_chat_template_recognize(kTextKinds[k].file, text, len, &recognised));
+  EXPECT_EQ_INT(recognised.kind, kTextKinds[k].value);
+  free(text);
+  vlmc_arena_t arena;
+  vlmc_arena_init(&arena);
+  vlmc_chat_message_t *messages = NULL;
+  size_t count = 0;
+  EXPECT_OK(vlmc_chat_messages_from_json(TEXT_CASES, "messages",
+                                         cJSON_GetObjectItemCaseSensitive(c, "messages"), &arena,
+                                         &messages, &count));
+  const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
+  vlmc_chat_render_options_t options = {
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")), false,
+      cJSON_IsFalse(thinking)};
+  vlmc_chat_template_t t = {kTextKinds[k].value};
+  vlmc_strbuf_t out;
+  vlmc_strbuf_init(&out);
+  EXPECT_OK(vlmc_chat_template_render(&t, messages, count, &options, &out));
+  if (cJSON_IsString(expected) && strcmp(expected->valuestring, vlmc_strbuf_cstr(&out)))
+    TEST_FAIL_("case %zu (%s %s): text differs:\n  jinja2: %s\n  vlmc:   %s", index, kind,
+               cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name")),
+               expected->valuestring, vlmc_strbuf_cstr(&out));
+  ++*compared;
+  vlmc_strbuf_deinit(&out);
+  vlmc_arena_deinit(&arena);
+}
+
+static void test_text_templates_match_jinja(void) {
+  char *data = NULL;
+  size_t len = 0;
+  EXPECT_OK(vlmc_file_read_all(TEXT_CASES, &data, &len));
+  cJSON *root = data ? cJSON_ParseWithLength(data, len) : NULL;
+  const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
+  EXPECT_TRUE(cJSON_IsArray(cases));
+  size_t index = 0, compared = 0;
+  for (const cJSON *c = cases ? cases->child : NULL; c; c = c->next, ++index)
+    check_text_case(c, index, &compared);
+  printf("text chat templates: %zu of %zu cases compared\n", compared, index);
+  EXPECT_TRUE(compared >= 25);
+  cJSON_Delete(root);
+  free(data);
+}
+
 /* The template the oracle rendered with must be one vlmc recognises. */
 static void test_oracle_template_is_recognised(void) {
   char *text = NULL;
@@ -131,6 +205,7 @@ int main(void) {
   }
   RUN_TEST(test_chat_cases_match_transformers);
   RUN_TEST(test_oracle_template_is_recognised);
+  RUN_TEST(test_text_templates_match_jinja);
   vlmc_tokenizer_destroy(tok);
   return TEST_SUMMARY();
 }
