@@ -153,5 +153,6 @@ extern const vlmc_target_t vlmc_target_ref;
 extern const vlmc_target_t vlmc_target_cpu;
 extern const vlmc_target_t vlmc_target_null;
 extern const vlmc_target_t vlmc_target_vulkan;
+extern const vlmc_target_t vlmc_target_metal;
 
 #endif

@@ -9,6 +9,7 @@ static const vlmc_target_t *const kTargets[] = {
     &vlmc_target_cpu,
     &vlmc_target_null,
     &vlmc_target_vulkan,
+    &vlmc_target_metal,
 };
 
 size_t vlmc_target_count(void) { return sizeof kTargets / sizeof kTargets[0]; }

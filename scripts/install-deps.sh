@@ -14,6 +14,8 @@ PACKAGES=(
   libcjson-dev libspng-dev libturbojpeg0-dev libpcre2-dev libutf8proc-dev zlib1g-dev
   # Vulkan: loader headers, lavapipe (Vulkan on the CPU, used by CI), SPIR-V tools
   libvulkan-dev mesa-vulkan-drivers spirv-tools
+  # Metal: SPIR-V -> MSL for the metal target (its kernels run on Linux in emulation)
+  libspirv-cross-c-shared-dev
 )
 
 missing=()
