@@ -65,6 +65,9 @@ struct vlmc_target_s {
   const char *summary; /* one line, for `vlmc compile --target help` */
   const vlmc_target_option_t *options;
   size_t num_options;
+  /* The target whose kernels this one's are, translated (metal: "vulkan"); NULL for its own.
+   * Kernel tests apply that target's directives to this one (tools/cmd_kernel_test.c). */
+  const char *kernels_from;
 
   /* ---- its default pipeline ---- */
   /* The --precision values its kernels can compute in, comma-separated ("f32"; "f32,f16,bf16";

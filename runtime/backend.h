@@ -167,6 +167,10 @@ size_t vlmc_backend_count(void);
 const vlmc_backend_iface_t *vlmc_backend_at(size_t index);
 /* NULL when no backend has that name. */
 const vlmc_backend_iface_t *vlmc_backend_find(const char *name);
+/* Adds a backend the program itself provides, after the built-in ones (a test tool's: the
+ * Metal emulation, tests/metal), before any session opens; false when the name is taken or
+ * four are registered already. Not thread-safe: call it at start-up. */
+bool vlmc_backend_register(const vlmc_backend_iface_t *iface);
 /* The names, comma-separated ("cpu, ref, null"), for messages. */
 void vlmc_backend_names(char *out, size_t size);
 /* Why a known backend is not in this build ("vlmc was built without vulkan/vulkan.h"), or

@@ -21,25 +21,36 @@ static const vlmc_backend_iface_t *const kBackends[] = {&vlmc_backend_cpu,
                                                         &vlmc_backend_vulkan,
 #endif
                                                         &vlmc_backend_ref, &vlmc_backend_null};
-enum { NUM_BACKENDS = sizeof kBackends / sizeof kBackends[0] };
+enum { NUM_BUILT_IN = sizeof kBackends / sizeof kBackends[0], MAX_EXTRA = 4 };
 
-size_t vlmc_backend_count(void) { return NUM_BACKENDS; }
+/* Backends a program registered (vlmc_backend_register): after the built-in ones. */
+static const vlmc_backend_iface_t *extra[MAX_EXTRA];
+static size_t num_extra;
+
+bool vlmc_backend_register(const vlmc_backend_iface_t *iface) {
+  if (!iface || num_extra == MAX_EXTRA || vlmc_backend_find(iface->name)) return false;
+  extra[num_extra++] = iface;
+  return true;
+}
+
+size_t vlmc_backend_count(void) { return NUM_BUILT_IN + num_extra; }
 
 const vlmc_backend_iface_t *vlmc_backend_at(size_t index) {
-  return index < NUM_BACKENDS ? kBackends[index] : NULL;
+  return index < NUM_BUILT_IN ? kBackends[index]
+         : index < vlmc_backend_count() ? extra[index - NUM_BUILT_IN] : NULL;
 }
 
 const vlmc_backend_iface_t *vlmc_backend_find(const char *name) {
-  for (size_t i = 0; name && i < NUM_BACKENDS; ++i)
-    if (!strcmp(kBackends[i]->name, name)) return kBackends[i];
+  for (size_t i = 0; name && i < vlmc_backend_count(); ++i)
+    if (!strcmp(vlmc_backend_at(i)->name, name)) return vlmc_backend_at(i);
   return NULL;
 }
 
 void vlmc_backend_names(char *out, size_t size) {
   size_t used = 0;
   if (size) out[0] = '\0';
-  for (size_t i = 0; i < NUM_BACKENDS && used < size; ++i) {
-    int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", kBackends[i]->name);
+  for (size_t i = 0; i < vlmc_backend_count() && used < size; ++i) {
+    int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", vlmc_backend_at(i)->name);
     if (n < 0) break;
     used += (size_t)n;
   }
@@ -66,10 +77,10 @@ bool vlmc_backend_has_sections(const vlmc_backend_iface_t *backend,
 
 const vlmc_backend_iface_t *vlmc_backend_pick_default(vlmc_backend_section_fn section,
                                                       void *section_ctx) {
-  for (size_t i = 0; i < NUM_BACKENDS; ++i)
-    if (!(kBackends[i]->caps & VLMC_BACKEND_EXPLICIT_ONLY) &&
-        vlmc_backend_has_sections(kBackends[i], section, section_ctx))
-      return kBackends[i];
+  for (size_t i = 0; i < vlmc_backend_count(); ++i)
+    if (!(vlmc_backend_at(i)->caps & VLMC_BACKEND_EXPLICIT_ONLY) &&
+        vlmc_backend_has_sections(vlmc_backend_at(i), section, section_ctx))
+      return vlmc_backend_at(i);
   return NULL;
 }
 

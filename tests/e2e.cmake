@@ -56,6 +56,15 @@ if(VLMC_COMPILER)
              COMMAND $<TARGET_FILE:vlmc> kernel-test --target vulkan --sizes 2000,176,172,1,37
                      ${src}
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    # The same on the metal target, in the Metal emulation (tests/metal/README.md: the MSL
+    # compiled as C++ against a stand-in <metal_stdlib>, every thread a fiber; not Apple
+    # hardware). Its kernels are the vulkan target's translated, so the vulkan sizes and
+    # directives apply. The compiled kernels are cached by content: the sanitizer stage reuses
+    # stage 1's.
+    add_test(NAME kernel.metal.${name}
+             COMMAND $<TARGET_FILE:vlmc> kernel-test --target metal --sizes 2000,176,172,1,37
+                     ${src}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     # The cpu target's wider kernels (the default above is portable: 4 lanes). avx512: the
     # x86-64-v4 code itself (16 lanes, 32 registers), where the CPU has AVX-512; wide16: the
     # same 16-lane kernel text on AVX2 (vector-width=16, LLVM splits each vector), so that the

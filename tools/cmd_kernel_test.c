@@ -26,6 +26,9 @@
  *                             reason in the file (lavapipe stops a shader's loops after 65535
  *                             iterations in all: docs/vulkan.md)
  *
+ * A target whose kernels are another's translated (metal's are vulkan's: its `kernels_from`)
+ * takes that target's `tolerance T:`, `template T:` and `variants T:` too; its own win.
+ *
  * Parameters get random values in their own dtype (a bf16 weight is bf16). Prints one line per
  * (file, size) with the worst error and the kernels used; exit status 1 on any failure.
  *
@@ -96,8 +99,8 @@ static void directive_lines(const char *text, vlmc_strbuf_t *out) {
 /* DIR/NAME.N/: case.vir (the directives, `case-size: N`, the module after the tail) and the
  * sections; *out_dir gets the folder (malloc'd). */
 static vlmc_status_t save_case(const char *path, const char *text, int64_t n,
-                               const vlmc_module_t *m, const vlmc_target_output_t *code,
-                               char **out_dir) {
+                               const char *spec_kernels_from, const vlmc_module_t *m,
+                               const vlmc_target_output_t *code, char **out_dir) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   size_t stem = strcspn(base, ".");
   vlmc_strbuf_t dir;
@@ -110,6 +113,7 @@ static vlmc_status_t save_case(const char *path, const char *text, int64_t n,
   vlmc_strbuf_init(&vir);
   vlmc_strbuf_printf(&vir, "// A saved kernel-test case (vlmc kernel-test --save; run it with "
                      "vlmc-kernel-check): %s at N=%lld.\n", path, (long long)n);
+  if (spec_kernels_from[0]) vlmc_strbuf_printf(&vir, "// kernels-from: %s\n", spec_kernels_from);
   directive_lines(text, &vir);
   vlmc_strbuf_printf(&vir, "// case-size: %lld\n// case-seed: %llx\n", (long long)n,
                      (unsigned long long)vlmc_kcheck_seed());
@@ -140,7 +144,7 @@ static vlmc_status_t run_case(const vlmc_target_t *target, const char *path, con
   if (!st) st = target_config(&config);
   if (!st) st = vlmc_target_generate(target, m, &config, &code);
   char *dir = NULL;
-  if (!st && save_dir) st = save_case(path, text, n, m, &code, &dir);
+  if (!st && save_dir) st = save_case(path, text, n, s->kernels_from, m, &code, &dir);
   if (!st && !no_run) st = vlmc_kcheck_run(path, m, s, n, find_section, &code, o);
   if (st && dir) st = vlmc_status_annotate(st, "(saved as %s) ", dir);
   free(dir);
@@ -177,7 +181,7 @@ static int test_file(const vlmc_target_t *target, const char *path) {
     return 1;
   }
   spec_t base;
-  vlmc_kcheck_spec_init(&base, target->name);
+  vlmc_kcheck_spec_init(&base, target->name, target->kernels_from);
   memcpy(base.sizes, default_sizes, sizeof default_sizes);
   base.num_sizes = num_default_sizes;
   vlmc_kcheck_parse_spec(raw, &base); /* only `sizes:` matters before substitution */
@@ -186,7 +190,7 @@ static int test_file(const vlmc_target_t *target, const char *path) {
     int64_t n = base.sizes[k];
     char *text = vlmc_kcheck_substitute_n(raw, n);
     spec_t s;
-    vlmc_kcheck_spec_init(&s, target->name);
+    vlmc_kcheck_spec_init(&s, target->name, target->kernels_from);
     if (text) vlmc_kcheck_parse_spec(text, &s);
     outcome_t o;
     memset(&o, 0, sizeof o);

@@ -52,6 +52,13 @@ char *vlmc_kcheck_substitute_n(const char *text, int64_t n) {
   return vlmc_strbuf_take(&out);
 }
 
+/* How closely a directive's target name `T` (as in `tolerance T:`) names the target under
+ * test: 2 itself, 1 the target its kernels come from, 0 another. */
+static int target_rank(const spec_t *s, const char *name) {
+  if (!strcmp(name, s->target)) return 2;
+  return s->kernels_from[0] && !strcmp(name, s->kernels_from) ? 1 : 0;
+}
+
 static void parse_directive(spec_t *s, const char *line) {
   char a[64], b[64];
   double lo, hi;
@@ -78,19 +85,27 @@ static void parse_directive(spec_t *s, const char *line) {
     int n = sscanf(line, "arg %%%63[^:]: %63s %lf %lf", a, b, &lo, &hi);
     arg->lo = n >= 3 ? lo : -1;
     arg->hi = n >= 4 ? hi : 1;
+  } else if (sscanf(line, "kernels-from: %31[a-z0-9_]", a) == 1) {
+    if (!s->kernels_from[0]) snprintf(s->kernels_from, sizeof s->kernels_from, "%.31s", a);
   } else if (sscanf(line, "tolerance: %lf", &lo) == 1) {
     s->tolerance = lo;
   } else if (sscanf(line, "tolerance %63[a-z0-9_]: %lf", a, &lo) == 2) {
-    if (!strcmp(a, s->target)) s->target_tolerance = lo;
+    int rank = target_rank(s, a);
+    if (rank > s->tolerance_rank) s->target_tolerance = lo, s->tolerance_rank = rank;
   } else if (sscanf(line, "template: %63s", a) == 1) {
-    if (!s->target_template) snprintf(s->required_template, sizeof s->required_template, "%s", a);
+    if (!s->template_rank) snprintf(s->required_template, sizeof s->required_template, "%s", a);
   } else if (sscanf(line, "template %63[a-z0-9_]: %63s", a, b) == 2) {
-    if (!strcmp(a, s->target)) {
+    int rank = target_rank(s, a);
+    if (rank > s->template_rank) {
       snprintf(s->required_template, sizeof s->required_template, "%s", b);
-      s->target_template = true;
+      s->template_rank = rank;
     }
   } else if (sscanf(line, "variants %63[a-z0-9_]: %63[a-z0-9_,]", a, b) == 2) {
-    if (!strcmp(a, s->target)) snprintf(s->variants, sizeof s->variants, "%s", b);
+    int rank = target_rank(s, a);
+    if (rank > s->variants_rank) {
+      snprintf(s->variants, sizeof s->variants, "%s", b);
+      s->variants_rank = rank;
+    }
   } else if (sscanf(line, "case-size: %lld", &size) == 1 && size >= 1) {
     s->case_size = size;
   } else if (sscanf(line, "case-seed: %63[0-9a-f]", a) == 1) {
@@ -98,9 +113,10 @@ static void parse_directive(spec_t *s, const char *line) {
   }
 }
 
-void vlmc_kcheck_spec_init(spec_t *s, const char *target) {
+void vlmc_kcheck_spec_init(spec_t *s, const char *target, const char *kernels_from) {
   memset(s, 0, sizeof *s);
   snprintf(s->target, sizeof s->target, "%s", target);
+  snprintf(s->kernels_from, sizeof s->kernels_from, "%s", kernels_from ? kernels_from : "");
   s->tolerance = 1e-5;
   s->target_tolerance = -1;
 }

@@ -28,6 +28,10 @@ typedef struct {
 
 typedef struct {
   char target[32]; /* the target under test: `tolerance T:` and `variants T:` pick it */
+  /* The target whose kernels the target under test translates ("vulkan" for metal; "" for
+   * none): its `tolerance T:`, `template T:` and `variants T:` apply too, the target's own
+   * winning. A saved case records it as `kernels-from: T`. */
+  char kernels_from[32];
   int64_t sizes[VLMC_KCHECK_MAX_SIZES];
   int num_sizes;
   vlmc_kcheck_arg_t args[VLMC_KCHECK_MAX_ARGS];
@@ -38,8 +42,10 @@ typedef struct {
   double tolerance;
   double target_tolerance; /* `tolerance T:` for the target under test; < 0: none */
   char required_template[64];
-  bool target_template; /* required_template came from `template T:` (it wins) */
   char variants[64]; /* `variants T:` for the target under test; "": every variant */
+  /* How closely each came from the target under test: 0 not at all (`template:`), 1 its
+   * kernels_from, 2 itself; a closer directive wins. */
+  int tolerance_rank, template_rank, variants_rank;
   int64_t case_size; /* `case-size: N` (a saved case's N); 0: none */
   uint64_t case_seed; /* `case-seed: HEX` (the random state it was saved with); 0: none */
 } vlmc_kcheck_spec_t;
@@ -48,7 +54,7 @@ typedef struct {
  * vlmc-kernel-check runs it on the same inputs kernel-test did). */
 uint64_t vlmc_kcheck_seed(void);
 /* The spec before a file's directives: no args or syms, tolerance 1e-5. */
-void vlmc_kcheck_spec_init(vlmc_kcheck_spec_t *s, const char *target);
+void vlmc_kcheck_spec_init(vlmc_kcheck_spec_t *s, const char *target, const char *kernels_from);
 /* Reads the directives (comment lines) of text into s. */
 void vlmc_kcheck_parse_spec(const char *text, vlmc_kcheck_spec_t *s);
 /* text with every `$N` replaced by n (malloc'd; NULL when out of memory). */

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "tools/commands.h"
+#ifdef VLMC_METAL_EMULATION
+#include "tests/metal/emu.h"
+#endif
 
 typedef struct {
   const char *name;
@@ -33,6 +36,11 @@ static void print_usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+#ifdef VLMC_METAL_EMULATION
+  /* what `vlmc kernel-test --target metal` runs the metal target's kernels on (tests/metal:
+   * an emulation, not Apple hardware) */
+  vlmc_backend_register(&vlmc_backend_metal_emulated);
+#endif
   if (argc < 2) {
     print_usage(stderr);
     return 2;

@@ -22,6 +22,9 @@
 #include "ir/ir.h"
 #include "support/file.h"
 #include "tools/kernel_check.h"
+#ifdef VLMC_METAL_EMULATION
+#include "tests/metal/emu.h"
+#endif
 
 enum { MAX_SECTIONS = 8 };
 
@@ -102,7 +105,7 @@ static int check_case(const char *dir) {
   char path[4096];
   snprintf(path, sizeof path, "%s/case.vir", dir);
   vlmc_status_t st = read_sections(dir, &sections, target, sizeof target);
-  vlmc_kcheck_spec_init(&spec, st ? "?" : target);
+  vlmc_kcheck_spec_init(&spec, st ? "?" : target, NULL); /* kernels-from: in case.vir */
   if (!st) st = vlmc_file_read_all(path, &text, &len);
   if (!st) vlmc_kcheck_parse_spec(text, &spec);
   if (!st && spec.case_size < 1)
@@ -141,6 +144,9 @@ static int check_case_apart(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+#ifdef VLMC_METAL_EMULATION
+  vlmc_backend_register(&vlmc_backend_metal_emulated); /* metal cases: tests/metal's emulation */
+#endif
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     fprintf(argc < 2 ? stderr : stdout,
             "usage: vlmc-kernel-check CASE_DIR...\n"

@@ -23,6 +23,9 @@
 #include "support/file.h"
 #include "support/json.h"
 #include "support/strbuf.h"
+#ifdef VLMC_METAL_EMULATION
+#include "tests/metal/emu.h"
+#endif
 
 enum { MAX_IMAGES = 64 };
 
@@ -667,6 +670,11 @@ static int list_devices(void) {
 }
 
 int main(int argc, char **argv) {
+#ifdef VLMC_METAL_EMULATION
+  /* vlmc-run-metal-emu: the same tool with the Metal emulation's backend (tests/metal), which
+   * runs an artifact's metal kernels on Linux; an emulation, not Apple hardware */
+  vlmc_backend_register(&vlmc_backend_metal_emulated);
+#endif
   run_options_t o;
   memset(&o, 0, sizeof o);
   int rc = parse_args(argc, argv, &o);

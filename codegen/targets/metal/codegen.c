@@ -11,8 +11,8 @@
  * each a whole translation unit, NUL-terminated), and "kernels.metal.json", the kernel table
  * (format 2; the vulkan table's main kernels and dispatches) whose kernels carry: entry,
  * msl_offset, msl_size, threadgroup_x/y/z, units_per_group, push_words, threadgroup_bytes,
- * buffers (the kernel's buffer count: binding i is [[buffer(i)]], the push constants, when
- * there are any, [[buffer(buffers)]]), and a split kernel's split, scratch_floats and
+ * buffers (the kernel's buffer count: its inputs, its output and a split kernel's scratch;
+ * binding i is [[buffer(i)]], the push constants [[buffer(buffers)]]), and a split kernel's split, scratch_floats and
  * combine_* (its second kernel). The emitter checks Metal's limits on each: at most 1024
  * threads a threadgroup, 32 KB of threadgroup memory, one [[buffer(n)]] per index. */
 #define _POSIX_C_SOURCE 200809L
@@ -150,7 +150,8 @@ static vlmc_status_t metal_kernel(codegen_t *g, const vlmc_target_section_t *spi
                                   const vlmc_kernel_table_kernel_t *vk,
                                   vlmc_kernel_table_kernel_t *out) {
   const char *entry = vk->symbol;
-  uint32_t buffers = vk->num_inputs + 1;
+  /* the inputs, the output, and a split kernel's scratch (docs/vulkan.md) */
+  uint32_t buffers = vk->num_inputs + 1 + (int_field(vk, "split", 0) > 0 ? 1 : 0);
   int64_t threads = int_field(vk, "workgroup_x", 1) * int_field(vk, "workgroup_y", 1) *
                     int_field(vk, "workgroup_z", 1);
   int64_t tg_bytes = int_field(vk, "shared_bytes", 0);
@@ -349,6 +350,7 @@ const vlmc_target_t vlmc_target_metal = {
                "macOS backend; executed on Linux in emulation, not yet run on Apple hardware",
     .options = NULL,
     .num_options = 0,
+    .kernels_from = "vulkan",
     .precisions = "f32,f16",
     .precision_note = "metal kernels compute in f32, or in f16 (bf16 is storage only on Apple "
                       "GPUs), as the vulkan kernels they come from",
