@@ -195,6 +195,29 @@ if(VLMC_COMPILER)
   endif()
 endif()
 
+# The metal target through the Metal emulation (tests/metal/README.md; not Apple hardware):
+# the acceptance command, inspect, every kernel parsing against the stand-in, the shapes
+# model end to end, a planted missing barrier caught (tests/e2e/metal.sh); the golden MSL of
+# a few kernels; transformers parity at f16 on the emulated backend (stage 1 only, as the
+# vulkan parity runs: the kernels are the same code either way, and stage 2 runs the
+# emulated backend's own code through e2e.metal and every kernel.metal.* case).
+if(VLMC_COMPILER AND TARGET vlmc-run-metal-emu)
+  add_test(NAME e2e.metal
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/metal.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> $<TARGET_FILE:vlmc-run-metal-emu>
+                   $<TARGET_FILE:vlmc-kernel-check> ${VLMC_METAL_CXX}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME e2e.metal_golden
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/metal_golden.sh $<TARGET_FILE:vlmc>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  if(NOT VLMC_SANITIZE)
+    add_test(NAME parity.metal_f16
+             COMMAND test_compiler_parity --target ref,metal --precision f16 --backend metal
+                     --tap-tolerance 5e-3 --logits-tolerance 1e-2
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endif()
+endif()
+
 # The demo model on vulkan against the ref backend on all 200 held-out scenes of the evaluation
 # stream (training/compare_vlmc.py: transformers' recorded answers, which the ref backend
 # matches on 200/200 (training/results/vlmc_agreement.json), and a ref run on every scene where

@@ -304,27 +304,42 @@ static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_
          (long long)int_field(k, "combine_spirv_size"));
 }
 
-/* The vulkan kernels (sections kernels.vulkan and kernels.vulkan.json). */
-static void print_vulkan_kernels(const vlmc_artifact_t *a, const char *path) {
-  const vlmc_artifact_section_t *spirv = vlmc_artifact_find(a, "kernels.vulkan");
-  const vlmc_artifact_section_t *table = vlmc_artifact_find(a, "kernels.vulkan.json");
-  if (!spirv || !table) {
-    printf("vulkan kernels: none (compiled without --target vulkan)\n");
-    return;
+/* A target's kernel table (sections kernels.TARGET for the code and kernels.TARGET.json) and
+ * how many dispatches use each kernel (*out_uses, malloc'd); false, with the line printed,
+ * when the artifact has none or it does not parse. */
+static bool load_kernel_table(const vlmc_artifact_t *a, const char *path, const char *target,
+                              const vlmc_artifact_section_t **out_code, vlmc_kernel_table_t *t,
+                              uint32_t **out_uses) {
+  char code_name[64], table_name[64];
+  snprintf(code_name, sizeof code_name, "kernels.%s", target);
+  snprintf(table_name, sizeof table_name, "kernels.%s.json", target);
+  *out_code = vlmc_artifact_find(a, code_name);
+  const vlmc_artifact_section_t *table = vlmc_artifact_find(a, table_name);
+  if (!*out_code || !table) {
+    printf("%s kernels: none (compiled without --target %s)\n", target, target);
+    return false;
   }
-  vlmc_kernel_table_t t;
-  vlmc_status_t st = vlmc_kernel_table_parse(path, "vulkan", (const char *)table->data,
-                                             (size_t)table->size, &t);
-  uint32_t *uses = st ? NULL : calloc(t.num_kernels + 1, sizeof *uses);
-  if (st || !uses) {
-    printf("vulkan kernels: the kernel table does not parse%s%s\n", st ? ": " : "",
+  vlmc_status_t st = vlmc_kernel_table_parse(path, target, (const char *)table->data,
+                                             (size_t)table->size, t);
+  *out_uses = st ? NULL : calloc(t->num_kernels + 1, sizeof **out_uses);
+  if (st || !*out_uses) {
+    printf("%s kernels: the kernel table does not parse%s%s\n", target, st ? ": " : "",
            st ? vlmc_status_message(st) : "");
     vlmc_status_free(st);
-    vlmc_kernel_table_deinit(&t);
-    return;
+    vlmc_kernel_table_deinit(t);
+    return false;
   }
-  for (size_t i = 0; i < t.num_dispatches; ++i)
-    if (t.dispatches[i].kernel < t.num_kernels) uses[t.dispatches[i].kernel]++;
+  for (size_t i = 0; i < t->num_dispatches; ++i)
+    if (t->dispatches[i].kernel < t->num_kernels) (*out_uses)[t->dispatches[i].kernel]++;
+  return true;
+}
+
+/* The vulkan kernels (sections kernels.vulkan and kernels.vulkan.json). */
+static void print_vulkan_kernels(const vlmc_artifact_t *a, const char *path) {
+  const vlmc_artifact_section_t *spirv = NULL;
+  vlmc_kernel_table_t t;
+  uint32_t *uses = NULL;
+  if (!load_kernel_table(a, path, "vulkan", &spirv, &t, &uses)) return;
   const vlmc_kernel_table_field_t *version = vlmc_kernel_table_field(&t, "spirv_version");
   size_t variants = 0;
   for (size_t i = 0; i < t.num_kernels; ++i) variants += t.kernels[i].is_variant;
@@ -333,6 +348,51 @@ static void print_vulkan_kernels(const vlmc_artifact_t *a, const char *path) {
          (double)spirv->size / 1e3, version && version->string ? version->string : "?",
          t.abi ? t.abi : "?", t.num_kernels - variants, t.num_dispatches, variants);
   for (size_t i = 0; i < t.num_kernels; ++i) print_vulkan_kernel(&t, &t.kernels[i], uses[i]);
+  free(uses);
+  vlmc_kernel_table_deinit(&t);
+}
+
+/* One metal kernel: its threadgroup, threadgroup memory and buffers ([[buffer(i)]]: the
+ * inputs, the output, then the push-constant words in constant memory). */
+static void print_metal_kernel(const vlmc_kernel_table_kernel_t *k, uint32_t uses) {
+  printf("    %-6s %-16s %3u dispatch%s threadgroup %lldx%lldx%lld, %lld unit%s/group, "
+         "%lld B threadgroup memory, %lld B MSL\n",
+         k->symbol, k->template_name, uses, uses == 1 ? "  " : "es",
+         (long long)int_field(k, "threadgroup_x"), (long long)int_field(k, "threadgroup_y"),
+         (long long)int_field(k, "threadgroup_z"), (long long)int_field(k, "units_per_group"),
+         int_field(k, "units_per_group") == 1 ? "" : "s",
+         (long long)int_field(k, "threadgroup_bytes"), (long long)int_field(k, "msl_size"));
+  printf("           buffers:");
+  for (uint32_t i = 0; i < k->num_inputs; ++i)
+    printf(" [[buffer(%u)]] %s,", i, vlmc_dtype_info(k->inputs[i])->name);
+  printf(" [[buffer(%u)]] %s (output)", k->num_inputs, vlmc_dtype_info(k->output)->name);
+  uint32_t next = k->num_inputs + 1;
+  if (vlmc_kernel_table_kernel_field(k, "split")) printf(", [[buffer(%u)]] f32 scratch", next++);
+  printf(", [[buffer(%u)]] constant (%lld words): work", next,
+         (long long)int_field(k, "push_words"));
+  for (uint32_t i = 0; i < k->num_syms; ++i) printf(", %s", k->syms[i]);
+  printf("\n");
+  if (!vlmc_kernel_table_kernel_field(k, "split")) return;
+  printf("           split: %lld parts per unit, %lld floats of scratch each; then %s: "
+         "threadgroup %lldx1x1 per unit, %lld B threadgroup memory\n",
+         (long long)int_field(k, "split"), (long long)int_field(k, "scratch_floats"),
+         string_field(k, "combine_entry"), (long long)int_field(k, "combine_threadgroup_x"),
+         (long long)int_field(k, "combine_threadgroup_bytes"));
+}
+
+/* The metal kernels (sections kernels.metal and kernels.metal.json), labelled for what they
+ * are: generated, executed on Linux only in emulation. */
+static void print_metal_kernels(const vlmc_artifact_t *a, const char *path) {
+  const vlmc_artifact_section_t *msl = NULL;
+  vlmc_kernel_table_t t;
+  uint32_t *uses = NULL;
+  if (!load_kernel_table(a, path, "metal", &msl, &t, &uses)) return;
+  const vlmc_kernel_table_field_t *version = vlmc_kernel_table_field(&t, "msl_version");
+  printf("metal kernels: %.1f KB of MSL %s; %zu kernels serve %zu dispatches. Metal kernels are "
+         "generated, and executed on Linux in emulation; not yet run on Apple hardware:\n",
+         (double)msl->size / 1e3, version && version->string ? version->string : "?",
+         t.num_kernels, t.num_dispatches);
+  for (size_t i = 0; i < t.num_kernels; ++i) print_metal_kernel(&t.kernels[i], uses[i]);
   free(uses);
   vlmc_kernel_table_deinit(&t);
 }
@@ -414,6 +474,7 @@ static int inspect(const char *path, bool verify) {
     print_program(a, &m);
     print_kernels(a, path);
     print_vulkan_kernels(a, path);
+    print_metal_kernels(a, path);
     print_all_backend_checks(a, path);
     print_params(&m);
   }

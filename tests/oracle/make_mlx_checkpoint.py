@@ -428,6 +428,10 @@ def convert(args):
         if not mlx_shards[f]:
             del mlx_shards[f], deq_shards[f]
 
+    # the outputs are made beside where they go, then renamed: their folders must exist
+    for target in targets:
+        if target:
+            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
     tmp_out = tempfile.mkdtemp(prefix=".mlxq-", dir=os.path.dirname(out))
     tmp_deq = (tempfile.mkdtemp(prefix=".mlxdq-", dir=os.path.dirname(targets[1]))
                if args.dequantize_to else None)

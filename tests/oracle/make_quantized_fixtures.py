@@ -51,8 +51,10 @@ def sha256(path):
 def make_twin(name, tmp):
     twin = os.path.join(tmp, name + "-twin")
     argv = [a.format(tmp=os.path.join(tmp, name), twin=twin) for a in TWINS[name]]
-    out = subprocess.run([sys.executable] + argv, check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable] + argv, capture_output=True, text=True)
     print(out.stdout.strip())
+    if out.returncode != 0:
+        sys.exit("make_quantized_fixtures: %s failed:\n%s" % (" ".join(argv), out.stderr))
     return twin, {"recipe": " ".join(TWINS[name]).replace("{tmp}/mlx", "MLX_DIR")
                   .replace("{twin}", "TWIN_DIR"),
                   "model_safetensors_sha256": sha256(os.path.join(twin, "model.safetensors"))}

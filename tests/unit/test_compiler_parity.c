@@ -26,6 +26,9 @@
 #include "runtime/session.h"
 #include "support/file.h"
 #include "tests/unit/test.h"
+#ifdef VLMC_METAL_EMULATION
+#include "tests/metal/emu.h"
+#endif
 
 static const char *kCheckpoint = "tests/fixtures/parity/tiny-vocab512";
 static const char *current_backend = "";
@@ -307,6 +310,9 @@ static bool parse_args(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+#ifdef VLMC_METAL_EMULATION
+  vlmc_backend_register(&vlmc_backend_metal_emulated); /* --backend metal: an emulation */
+#endif
   if (!parse_args(argc, argv)) return 2;
   snprintf(artifact, sizeof artifact, "/tmp/vlmc-parity-%d.vlmc", (int)getpid());
   snprintf(taps_root, sizeof taps_root, "/tmp/vlmc-parity-taps-%d", (int)getpid());
