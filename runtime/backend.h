@@ -144,6 +144,8 @@ struct vlmc_backend_iface_s {
   vlmc_status_t (*buffer_alloc)(vlmc_backend_t *b, size_t bytes, vlmc_buffer_t **out);
   vlmc_status_t (*buffer_wrap)(vlmc_backend_t *b, void *host, size_t bytes, vlmc_buffer_t **out);
   void (*buffer_free)(vlmc_backend_t *b, vlmc_buffer_t *buffer);
+  /* The buffer's host address; the host is about to read or write it, so a backend that
+   * queues work (metal) finishes what is queued first. */
   void *(*buffer_host)(vlmc_backend_t *b, vlmc_buffer_t *buffer);
   vlmc_status_t (*upload)(vlmc_backend_t *b, vlmc_buffer_t *dst, const void *src, size_t bytes);
   vlmc_status_t (*download)(vlmc_backend_t *b, vlmc_buffer_t *src, void *dst, size_t bytes);

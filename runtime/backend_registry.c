@@ -12,13 +12,19 @@ extern const vlmc_backend_iface_t vlmc_backend_null;
 #ifdef VLMC_HAVE_VULKAN
 extern const vlmc_backend_iface_t vlmc_backend_vulkan;
 #endif
+#ifdef VLMC_HAVE_METAL
+extern const vlmc_backend_iface_t vlmc_backend_metal;
+#endif
 
 /* In order of preference: the generated cpu kernels when the artifact has them, then the
  * vulkan kernels (so vulkan is the default only for an artifact compiled for vulkan alone),
- * else the interpreter. */
+ * then the metal ones (macOS), else the interpreter. */
 static const vlmc_backend_iface_t *const kBackends[] = {&vlmc_backend_cpu,
 #ifdef VLMC_HAVE_VULKAN
                                                         &vlmc_backend_vulkan,
+#endif
+#ifdef VLMC_HAVE_METAL
+                                                        &vlmc_backend_metal,
 #endif
                                                         &vlmc_backend_ref, &vlmc_backend_null};
 enum { NUM_BUILT_IN = sizeof kBackends / sizeof kBackends[0], MAX_EXTRA = 4 };
@@ -57,10 +63,17 @@ void vlmc_backend_names(char *out, size_t size) {
 }
 
 const char *vlmc_backend_not_built(const char *name) {
+  if (vlmc_backend_find(name)) return NULL; /* a program registered one of that name */
 #ifndef VLMC_HAVE_VULKAN
   if (name && !strcmp(name, "vulkan"))
     return "this vlmc-run was built without the vulkan backend (-DVLMC_VULKAN=OFF, or "
            "vulkan/vulkan.h was not found at build time: install libvulkan-dev and rebuild)";
+#endif
+#ifndef VLMC_HAVE_METAL
+  if (name && !strcmp(name, "metal"))
+    return "the metal backend is built only on macOS (runtime/backends/metal); on this "
+           "machine an artifact's metal kernels run only in the test emulation "
+           "(vlmc-run-metal-emu, tests/metal/README.md)";
 #endif
   (void)name;
   return NULL;
