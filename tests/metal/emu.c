@@ -264,7 +264,7 @@ vlmc_status_t vlmc_metal_kernel_build(const char *msl, size_t len, const char *e
   if (!k) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   snprintf(k->name, sizeof k->name, "%s", entry);
   k->independent = !strstr(msl, "threadgroup_barrier") && !strstr(msl, "simd_") &&
-                   !strstr(msl, "threadgroup ");
+                   !strstr(msl, "simdgroup_") && !strstr(msl, "threadgroup ");
   k->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (k->handle) {
     void *sym = dlsym(k->handle, "vlmc_metal_entry");
@@ -378,9 +378,12 @@ struct grid_s {
   emu_context_t scheduler;
   fiber_t *running;
   uint64_t progress; /* barriers passed and threads finished: a pass without any is a hang */
-  emu_barrier_t group_barrier;
+  emu_barrier_t group_barrier; /* the kernel's threadgroup_barrier */
+  emu_barrier_t end_barrier;   /* between threadgroups: a barrier of its own, so that a thread
+                                  that skips a kernel barrier cannot pass for one at the end */
   emu_barrier_t simd_barrier[MAX_SIMDS];
   unsigned char slots[MAX_SIMDS][2 * 8 * SIMD_WIDTH];
+  unsigned char matrix_slots[MAX_SIMDS][2 * 2 * 64 * sizeof(float)];
   fiber_t *fibers;
 };
 
@@ -488,7 +491,7 @@ static void fiber_main(void) {
         set3(t->thread_position_in_grid, gx * g->threads[0] + local[0],
              gy * g->threads[1] + local[1], gz * g->threads[2] + local[2]);
         g->k->entry(g->buffers, t);
-        barrier_wait(&g->group_barrier);
+        barrier_wait(&g->end_barrier);
       }
   f->done = true;
   g->progress++;
@@ -539,6 +542,7 @@ static vlmc_status_t grid_make(const vlmc_metal_kernel_t *k, void *const *buffer
   memcpy(g->groups, groups, sizeof g->groups);
   g->count = count;
   g->group_barrier.count = count;
+  g->end_barrier.count = count;
   for (uint32_t s = 0; s * SIMD_WIDTH < count; ++s)
     g->simd_barrier[s].count = count - s * SIMD_WIDTH < SIMD_WIDTH ? count - s * SIMD_WIDTH
                                                                    : SIMD_WIDTH;
@@ -552,6 +556,7 @@ static vlmc_status_t grid_make(const vlmc_metal_kernel_t *k, void *const *buffer
     f->t.simd_barrier = &g->simd_barrier[i / SIMD_WIDTH];
     f->t.simd_slots = g->slots[i / SIMD_WIDTH];
     f->t.simd_round = &f->simd_round;
+    f->t.simd_matrix = g->matrix_slots[i / SIMD_WIDTH];
     /* lazily backed: a kernel's thread touches a few pages of it */
     f->stack = mmap(NULL, FIBER_STACK, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

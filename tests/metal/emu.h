@@ -1,8 +1,9 @@
 /* The Metal emulation's executor (tests/metal/README.md): an MSL kernel of the metal target
  * compiled as C++ against the stand-in <metal_stdlib> (clang++, cached by content), loaded,
- * and run over a grid one threadgroup at a time with every thread of the threadgroup a real
- * thread, so that threadgroup_barrier and the SIMD-group functions mean what they mean on the
- * GPU. A test tool: never linked into the runtime. */
+ * and run over a grid one threadgroup at a time with every thread of the threadgroup a thread
+ * of execution of its own (a fiber: its own stack and control flow, switched at barriers), so
+ * that threadgroup_barrier and the SIMD-group functions mean what they mean on the GPU. A test
+ * tool: never linked into the runtime. */
 #ifndef VLMC_TESTS_METAL_EMU_H
 #define VLMC_TESTS_METAL_EMU_H
 

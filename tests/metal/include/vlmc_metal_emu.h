@@ -30,7 +30,8 @@ typedef struct {
   void *group_barrier; /* every thread of the threadgroup */
   void *simd_barrier;  /* every lane of this thread's SIMD group */
   unsigned char *simd_slots; /* 2 x 32 x 8 bytes: this SIMD group's exchange, in two halves */
-  uint32_t *simd_round;      /* this thread's count of SIMD reductions (its half: the parity) */
+  uint32_t *simd_round;      /* this thread's count of SIMD-group exchanges (its half: the parity) */
+  unsigned char *simd_matrix; /* 2 x 2 x 64 floats: this SIMD group's matrix exchange */
 } vlmc_metal_thread_t;
 
 /* A kernel's trampoline (generated per translation unit): calls the kernel with the buffers
@@ -72,6 +73,39 @@ template <class T> inline T vlmc_metal_simd_reduce(T x, int op) {
     r = op == 0 ? r + v : op == 1 ? (v > r ? v : r) : (v < r ? v : r);
   }
   return r;
+}
+
+/* Lane l's two elements of an 8x8 SIMD-group matrix: (row, col) and (row, col + 1). Apple
+ * does not document the layout; this is the one MLX's steel kernels rely on when they fill
+ * thread_elements() by hand (mlx/backend/metal/kernels/steel/gemm/mma.h, MMAFrag). */
+inline void vlmc_metal_frag_coord(uint32_t lane, int *row, int *col) {
+  int qid = (int)lane / 4;
+  *row = (qid & 4) + ((int)lane / 2) % 4;
+  *col = (qid & 2) * 2 + ((int)lane % 2) * 2;
+}
+
+/* d = a * b + c over the SIMD group's 8x8 matrices, each lane holding two elements of each:
+ * every lane writes its elements of a and b to this round's half of the exchange, waits for
+ * the others, and computes its own two elements of d in f32, k in order (Metal does not say
+ * in which order its hardware sums). One wait a call, as vlmc_metal_simd_reduce. */
+inline void vlmc_metal_simd_matmul(const float a[2], const float b[2], const float c[2],
+                                   float d[2]) {
+  const vlmc_metal_thread_t *s = vlmc_metal_self;
+  float *half = (float *)(s->simd_matrix + 2 * 64 * sizeof(float) * (*s->simd_round & 1));
+  float *ma = half, *mb = half + 64;
+  ++*s->simd_round;
+  int row, col;
+  vlmc_metal_frag_coord(s->thread_index_in_simdgroup[0], &row, &col);
+  for (int i = 0; i < 2; ++i) {
+    ma[row * 8 + col + i] = a[i];
+    mb[row * 8 + col + i] = b[i];
+  }
+  vlmc_metal_wait(s->simd_barrier);
+  for (int i = 0; i < 2; ++i) {
+    float acc = c[i];
+    for (int k = 0; k < 8; ++k) acc = __builtin_fmaf(ma[row * 8 + k], mb[k * 8 + col + i], acc);
+    d[i] = acc;
+  }
 }
 #endif
 
