@@ -190,6 +190,8 @@ const vlmc_backend_iface_t *vlmc_backend_pick_default(vlmc_backend_section_fn se
 
 /* Bytes of a value's data (its dtype and shape; false on overflow or a bad shape). */
 bool vlmc_rt_value_bytes(const vlmc_rt_value_t *value, size_t *out_bytes);
+/* Gives a region's output a buffer of its own (buffer_alloc, owned) unless it has one. */
+vlmc_status_t vlmc_rt_value_ensure_buffer(vlmc_backend_t *b, vlmc_rt_value_t *value);
 /* Frees an owned value's buffer and resets the value; a borrowed one is only reset. */
 void vlmc_rt_value_release(vlmc_backend_t *b, vlmc_rt_value_t *value);
 /* A host view of a host-memory backend's value (no copy). */

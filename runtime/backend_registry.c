@@ -103,6 +103,16 @@ bool vlmc_rt_value_bytes(const vlmc_rt_value_t *v, size_t *out_bytes) {
   return vlmc_tensor_byte_size(v->dtype, v->rank, v->shape, out_bytes);
 }
 
+vlmc_status_t vlmc_rt_value_ensure_buffer(vlmc_backend_t *b, vlmc_rt_value_t *v) {
+  if (v->buffer) return NULL;
+  size_t bytes = 0;
+  if (!vlmc_rt_value_bytes(v, &bytes))
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "an output of an invalid shape");
+  VLMC_RETURN_IF_ERROR(b->iface->buffer_alloc(b, bytes, &v->buffer));
+  v->owned = true;
+  return NULL;
+}
+
 void vlmc_rt_value_release(vlmc_backend_t *b, vlmc_rt_value_t *v) {
   if (v->owned && v->buffer) b->iface->buffer_free(b, v->buffer);
   v->buffer = NULL;

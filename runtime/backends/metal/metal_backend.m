@@ -320,13 +320,7 @@ static vlmc_status_t metal_run_region(vlmc_backend_t *base, const vlmc_region_ca
   metal_backend_t *b = (metal_backend_t *)base;
   vlmc_metal_dispatch_t d;
   VLMC_RETURN_IF_ERROR(vlmc_metal_plan(&b->table, c, &d));
-  if (!c->out->buffer) {
-    size_t bytes = 0;
-    if (!vlmc_rt_value_bytes(c->out, &bytes))
-      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "an output of an invalid shape");
-    VLMC_RETURN_IF_ERROR(metal_buffer_alloc(base, bytes, &c->out->buffer));
-    c->out->owned = true;
-  }
+  VLMC_RETURN_IF_ERROR(vlmc_rt_value_ensure_buffer(base, c->out));
   if (d.work == 0) return NULL;
   pipelines_t *k = &b->pipelines[d.kernel];
   if (!k->pipeline) VLMC_RETURN_IF_ERROR(make_pipeline(b, d.kernel, 0, d.threads, &k->pipeline));

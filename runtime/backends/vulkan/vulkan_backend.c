@@ -710,16 +710,6 @@ static vlmc_status_t push_words(const kernel_t *k, const vlmc_region_call_t *c, 
   return NULL;
 }
 
-static vlmc_status_t output_buffer(vk_backend_t *b, vlmc_rt_value_t *out) {
-  if (out->buffer) return NULL;
-  size_t bytes = 0;
-  if (!vlmc_rt_value_bytes(out, &bytes))
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "an output of an invalid shape");
-  VLMC_RETURN_IF_ERROR(vk_buffer_alloc(&b->base, bytes, &out->buffer));
-  out->owned = true;
-  return NULL;
-}
-
 static int64_t leading_rows(const vlmc_rt_value_t *v) { return v->rank ? v->shape[0] : 1; }
 
 /* A KV cache grown in place: moves the cache's buffer into *out (the cache's value loses it),
@@ -854,7 +844,7 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
     VLMC_RETURN_IF_ERROR(take_grown_cache(b, c->inputs[d->cache_input], c->out, &work));
   int32_t words[VLMC_VK_MAX_PUSH_WORDS];
   VLMC_RETURN_IF_ERROR(push_words(k, c, work, words));
-  VLMC_RETURN_IF_ERROR(output_buffer(b, c->out));
+  VLMC_RETURN_IF_ERROR(vlmc_rt_value_ensure_buffer(&b->base, c->out));
   if (work == 0) return NULL;
   vlmc_buffer_t *buffers[MAX_BINDINGS];
   for (uint32_t i = 0; i <= c->num_inputs; ++i) {
