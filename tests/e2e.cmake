@@ -98,6 +98,15 @@ if(VLMC_COMPILER)
   endforeach()
 endif()
 
+# The tools' command-line conventions (issue 20, tools/cli.h): --version, --name=value, -n5,
+# -f FILE / -f -, usage errors that name the option (exit 2), failures (exit 1).
+if(VLMC_COMPILER)
+  add_test(NAME e2e.cli_conventions
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cli_conventions.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # Bad input gets a clear error, never a crash, a hang or a runaway allocation (issue 12): a
 # FIFO and /dev/zero for every file argument of both tools; a config whose sizes the checkpoint
 # does not have, NaN / Inf weights, and a long --input-ids list (tests/unit/

@@ -2,6 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codegen/target.h"
+#include "runtime/backend.h"
+#include "support/strbuf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #ifdef VLMC_METAL_EMULATION
 #include "tests/metal/emu.h"
@@ -32,7 +36,25 @@ static void print_usage(FILE *out) {
   fprintf(out, "usage: vlmc <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
     fprintf(out, "  %-18s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n`vlmc <command> --help` describes a command's options.\n");
+  fprintf(out, "\n`vlmc <command> --help` describes a command's options; `vlmc --version` the\n"
+               "version, git revision, targets and backends.\n");
+}
+
+/* --version: the version and git revision, the targets and backends built in. */
+static void print_version(void) {
+  vlmc_strbuf_t line;
+  vlmc_strbuf_init(&line);
+  vlmc_strbuf_puts(&line, "targets: ");
+  vlmc_target_names(&line);
+  vlmc_strbuf_puts(&line, "\nbackends: ");
+  for (size_t i = 0; i < vlmc_backend_count(); ++i) {
+    const vlmc_backend_iface_t *b = vlmc_backend_at(i);
+    /* a test tool's backend says so (the Metal emulation's summary starts "EMULATION") */
+    vlmc_strbuf_printf(&line, "%s%s%s", i ? ", " : "", b->name,
+                       strncmp(b->summary, "EMULATION", 9) ? "" : " (emulation, tests/metal)");
+  }
+  vlmc_cli_print_version(stdout, "vlmc", vlmc_strbuf_cstr(&line));
+  vlmc_strbuf_deinit(&line);
 }
 
 int main(int argc, char **argv) {
@@ -48,6 +70,10 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     print_usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    print_version();
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)

@@ -23,6 +23,7 @@
 #include "support/file.h"
 #include "support/json.h"
 #include "support/strbuf.h"
+#include "tools/cli.h"
 #ifdef VLMC_METAL_EMULATION
 #include "tests/metal/emu.h"
 #endif
@@ -33,6 +34,7 @@ typedef struct {
   vlmc_session_options_t session;
   vlmc_chat_options_t chat;
   const char *prompt;
+  const char *prompt_file; /* -f: the prompt from a file, "-" for stdin */
   int max_new_tokens;
   const char *images[MAX_IMAGES];
   const char *input_ids_path;
@@ -50,6 +52,8 @@ static void print_usage(FILE *out) {
   fprintf(out,
           "usage: vlmc-run MODEL.vlmc [options]\n"
           "  -p, --prompt TEXT      the user's message (images go before it, in order)\n"
+          "  -f, --file FILE        the user's message from FILE (- for stdin), one trailing\n"
+          "                         newline dropped: for prompts too long for the command line\n"
           "  -i, --interactive      chat: one user message per line of stdin, one answer per\n"
           "                         line of stdout; the KV cache is kept between turns, and\n"
           "                         --image, --system and -p apply to the first turn\n"
@@ -96,7 +100,10 @@ static void print_usage(FILE *out) {
           "  --quiet                no progress lines (an image encode or a weight upload that\n"
           "                         runs past a second shows its progress on stderr)\n"
           "  --load-only            open the artifact (and --verify it) and stop: checks that\n"
-          "                         it loads here; with --stats, how long that took\n");
+          "                         it loads here; with --stats, how long that took\n"
+          "  --version              the version, git revision and backends built in\n"
+          "Options take values as --name VALUE, --name=VALUE, -n 5 or -n5; -- ends them.\n"
+          "Exit status: 0 done, 1 a failure (named on stderr), 2 a usage error.\n");
 }
 
 static bool parse_int(const char *text, long long min, long long max, long long *out) {
@@ -238,6 +245,7 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   int rc = parse_sampling(a, v, o);
   if (rc >= 0) return rc;
   if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
+  else if (!strcmp(a, "--file")) o->prompt_file = v;
   else if (!strcmp(a, "--system")) o->chat.system_prompt = v;
   else if (!strcmp(a, "--image")) {
     if (o->chat.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
@@ -282,26 +290,78 @@ static int check_batch_args(const run_options_t *o) {
   return 2;
 }
 
-/* Returns 0 to continue, 1 after --help, 2 on a usage error. */
+/* Every option vlmc-run takes (tools/cli.h: --name=value, -n5, ...). */
+static const vlmc_cli_option_t kOptions[] = {
+    {"--help", "-h", false},         {"--version", NULL, false},
+    {"--stats", NULL, false},        {"--verify", NULL, false},
+    {"--interactive", "-i", false},  {"--ids", NULL, false},
+    {"--load-only", NULL, false},    {"--list-devices", NULL, false},
+    {"--quiet", NULL, false},        {"-n", NULL, true},
+    {"--temperature", "-t", true},   {"--top-k", NULL, true},
+    {"--top-p", NULL, true},         {"--seed", NULL, true},
+    {"--max-context", NULL, true},   {"--prompt", "-p", true},
+    {"--file", "-f", true},          {"--system", NULL, true},
+    {"--image", NULL, true},         {"--backend", NULL, true},
+    {"--weights", NULL, true},       {"--threads", NULL, true},
+    {"--device", NULL, true},        {"--params", NULL, true},
+    {"--dump-taps", NULL, true},     {"--input-ids", NULL, true},
+    {"--ids-out", NULL, true},       {"--batch", NULL, true},
+};
+
+static void print_version(void) {
+  char names[256];
+  vlmc_backend_names(names, sizeof names);
+  char line[300];
+  snprintf(line, sizeof line, "backends: %s", names);
+  vlmc_cli_print_version(stdout, "vlmc-run", line);
+}
+
+/* -f: the prompt text (freed at exit); one trailing newline dropped, as llama.cpp's -f. */
+static char *prompt_text;
+static void free_prompt_text(void) { free(prompt_text); }
+
+static int read_prompt_file(run_options_t *o) {
+  size_t len = 0;
+  vlmc_status_t st = vlmc_file_read_all(o->prompt_file, &prompt_text, &len); /* "-": stdin */
+  if (st) {
+    fprintf(stderr, "error: -f %s: %s\n", o->prompt_file, vlmc_status_message(st));
+    vlmc_status_free(st);
+    return 2;
+  }
+  atexit(free_prompt_text);
+  if (strlen(prompt_text) != len) {
+    fprintf(stderr, "error: -f %s: the prompt has a NUL byte\n", o->prompt_file);
+    return 2;
+  }
+  if (len && prompt_text[len - 1] == '\n') prompt_text[--len] = '\0';
+  if (len && prompt_text[len - 1] == '\r') prompt_text[--len] = '\0';
+  o->prompt = prompt_text;
+  return 0;
+}
+
+/* Returns 0 to continue, 1 after --help or --version, 2 on a usage error. */
 static int parse_args(int argc, char **argv, run_options_t *o) {
   o->chat.sampling.top_p = 1.0f;
-  for (int i = 1; i < argc; ++i) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+  vlmc_cli_t cli = {.tool = "vlmc-run", .options = kOptions,
+                    .num_options = sizeof kOptions / sizeof kOptions[0], .index = 1};
+  const char *a, *v;
+  for (vlmc_cli_kind_t kind; (kind = vlmc_cli_next(&cli, argc, argv, &a, &v)) != VLMC_CLI_END;) {
+    if (kind == VLMC_CLI_USAGE) return 2;
+    if (kind == VLMC_CLI_POSITIONAL) {
+      if (o->session.artifact_path) return bad_value("MODEL", v, "one artifact");
+      o->session.artifact_path = v;
+      continue;
+    }
+    if (!strcmp(a, "--help")) {
       print_usage(stdout);
       return 1;
     }
-    if (a[0] != '-') {
-      if (o->session.artifact_path) return bad_value("MODEL", a, "one artifact");
-      o->session.artifact_path = a;
-      continue;
+    if (!strcmp(a, "--version")) {
+      print_version();
+      return 1;
     }
     if (parse_switch(a, o)) continue;
-    if (i + 1 == argc) {
-      fprintf(stderr, "error: %s needs a value\n", a);
-      return 2;
-    }
-    int rc = parse_valued(a, argv[++i], o);
+    int rc = parse_valued(a, v, o);
     if (rc) return rc; /* 1: a help request answered */
   }
   if (o->list_devices) return 0;
@@ -309,10 +369,23 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
     print_usage(stderr);
     return 2;
   }
+  if (o->prompt && o->prompt_file) {
+    fprintf(stderr, "error: give either -p or -f, not both\n");
+    return 2;
+  }
+  if (o->prompt_file && !strcmp(o->prompt_file, "-") && (o->interactive || (o->batch_path &&
+      !strcmp(o->batch_path, "-")))) {
+    fprintf(stderr, "error: -f - reads the prompt from stdin, which -i and --batch - read too\n");
+    return 2;
+  }
+  if (o->prompt_file) {
+    int rc = read_prompt_file(o);
+    if (rc) return rc;
+  }
   if (o->batch_path) return check_batch_args(o);
   if (!o->interactive && !o->load_only && !o->prompt && !o->input_ids_path) {
-    fprintf(stderr, "error: give a prompt with -p (or token ids with --input-ids), or chat "
-            "with -i\n");
+    fprintf(stderr, "error: give a prompt with -p or -f (or token ids with --input-ids), or "
+            "chat with -i\n");
     return 2;
   }
   if (o->prompt && o->input_ids_path) {

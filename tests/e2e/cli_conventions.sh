@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The tools' command-line conventions (issue 20, tools/cli.h), as a user of llama.cpp expects
+# them: --version on both tools; --name=value, -n5 and -n 5 give the same run; -f FILE and
+# -f - give the prompt from a file or stdin, as -p does; an unknown option, a missing value
+# and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1.
+#   usage: cli_conventions.sh VLMC VLMC_RUN
+set -euo pipefail
+VLMC=$1
+RUN=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
+
+IMAGE=tests/fixtures/test_image_shapes.png
+PROMPT="What shapes and colors are in this image? Answer briefly."
+ART=$WORK/s.vlmc
+compile_or_stop "$VLMC" assets/shapes-vl "$ART" ref
+
+v=$("$VLMC" --version)
+expect_in "vlmc --version: version and git revision" "vlmc 0.1 (git " "$v"
+expect_in "vlmc --version: targets" "targets: ref, cpu" "$v"
+v=$("$RUN" --version)
+expect_in "vlmc-run --version: version and git revision" "vlmc-run 0.1 (git " "$v"
+expect_in "vlmc-run --version: backends" "backends: cpu" "$v"
+
+base=$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -p "$PROMPT")
+same "-n6 --image=IMG --prompt=TEXT" "$("$RUN" "$ART" --quiet -n6 --image="$IMAGE" --prompt="$PROMPT")" "$base"
+same "-- before the artifact" "$("$RUN" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" -- "$ART")" "$base"
+printf '%s\n' "$PROMPT" >"$WORK/prompt.txt"
+same "-f FILE" "$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -f "$WORK/prompt.txt")" "$base"
+same "-f - (stdin)" "$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -f - <"$WORK/prompt.txt")" "$base"
+sampled=$("$RUN" "$ART" --quiet -n 6 -t 0.8 --seed 3 -p "$PROMPT" --image "$IMAGE")
+same "--seed=3 --temperature=0.8" \
+  "$("$RUN" "$ART" --quiet -n6 --temperature=0.8 --seed=3 -p "$PROMPT" --image "$IMAGE")" "$sampled"
+
+usage_error() { # WHAT NEEDLE ARGS...: exit 2 and a message naming the option
+  local what=$1 needle=$2 rc=0 out
+  shift 2
+  out=$("$RUN" "$@" 2>&1) || rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF -- "$needle" <<<"$out"; then ok "$what (exit 2): $out"
+  else fail "$what: exit $rc, '$out'"; fi
+}
+usage_error "an unknown option is named" "unknown option '--bogus'" "$ART" -p hi --bogus
+usage_error "a trailing option without its value" "-p needs a value" "$ART" -p
+usage_error "a value on a switch" "takes no value: '--stats=1'" "$ART" --stats=1 -p hi
+usage_error "-p and -f together" "either -p or -f" "$ART" -p hi -f "$WORK/prompt.txt"
+usage_error "-f - with -i (both read stdin)" "-f - reads the prompt from stdin" "$ART" -i -f -
+rc=0
+out=$("$RUN" "$ART" -f "$WORK/missing.txt" 2>&1) || rc=$?
+if [ "$rc" -eq 2 ] && grep -q "missing.txt" <<<"$out"; then ok "-f of a missing file is named: $out"
+else fail "-f missing: exit $rc, '$out'"; fi
+rc=0
+out=$("$RUN" "$WORK/none.vlmc" -p hi 2>&1) || rc=$?
+if [ "$rc" -eq 1 ]; then ok "a missing artifact is a failure (exit 1): $out"
+else fail "a missing artifact: exit $rc, '$out'"; fi
+summary
