@@ -33,12 +33,13 @@ static vlmc_module_t *parse_program(void) {
 
 
 static void test_registry(void) {
-  EXPECT_EQ_INT(vlmc_target_count(), 4);
+  EXPECT_EQ_INT(vlmc_target_count(), 5);
   EXPECT_TRUE(vlmc_target_find("ref") == &vlmc_target_ref);
   EXPECT_TRUE(vlmc_target_find("cpu") == &vlmc_target_cpu);
   EXPECT_TRUE(vlmc_target_find("null") == &vlmc_target_null);
   EXPECT_TRUE(vlmc_target_find("vulkan") == &vlmc_target_vulkan);
-  EXPECT_TRUE(vlmc_target_find("metal") == NULL);
+  EXPECT_TRUE(vlmc_target_find("metal") == &vlmc_target_metal);
+  EXPECT_TRUE(vlmc_target_find("npu") == NULL);
   for (size_t i = 0; i < vlmc_target_count(); ++i) {
     const vlmc_target_t *t = vlmc_target_at(i);
     EXPECT_TRUE(t->name && t->summary && t->precisions && t->precision_note);
@@ -50,7 +51,7 @@ static void test_registry(void) {
   vlmc_strbuf_t names;
   vlmc_strbuf_init(&names);
   vlmc_target_names(&names);
-  EXPECT_STREQ(vlmc_strbuf_cstr(&names), "ref, cpu, null, vulkan");
+  EXPECT_STREQ(vlmc_strbuf_cstr(&names), "ref, cpu, null, vulkan, metal");
   vlmc_strbuf_deinit(&names);
 }
 
@@ -60,8 +61,8 @@ static void test_lists(void) {
   EXPECT_EQ_INT(list.count, 2);
   EXPECT_OK(vlmc_target_list_parse(NULL, &list));
   EXPECT_TRUE(list.count == 1 && list.targets[0] == &vlmc_target_ref);
-  EXPECT_ERROR(vlmc_target_list_parse("ref,metal", &list),
-               "--target ref,metal: unknown target 'metal'; targets: ref, cpu, null, vulkan");
+  EXPECT_ERROR(vlmc_target_list_parse("ref,npu", &list),
+               "--target ref,npu: unknown target 'npu'; targets: ref, cpu, null, vulkan, metal");
 }
 
 static void expect_pipeline(const char *targets, const char *precision, const char *expected) {
