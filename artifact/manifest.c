@@ -201,6 +201,8 @@ vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out
   cJSON_AddItemToObject(root, "calling_convention", convention_to_json(m));
   cJSON *tokens = cJSON_AddObjectToObject(root, "tokens");
   cJSON_AddNumberToObject(tokens, "vocab_size", (double)m->vocab_size);
+  if (m->max_positions > 0)
+    cJSON_AddNumberToObject(tokens, "max_positions", (double)m->max_positions);
   cJSON_AddNumberToObject(tokens, "image_token_id", (double)m->image_token_id);
   cJSON_AddNumberToObject(tokens, "video_token_id", (double)m->video_token_id);
   cJSON_AddNumberToObject(tokens, "vision_start_token_id", (double)m->vision_start_token_id);
@@ -404,6 +406,10 @@ static vlmc_status_t read_tokens(const reader_t *r, const cJSON *root, vlmc_mani
   const cJSON *t, *eos;
   VLMC_RETURN_IF_ERROR(get_object(r, root, "tokens", "tokens", &t));
   VLMC_RETURN_IF_ERROR(get_int(r, t, "vocab_size", "tokens.vocab_size", 1, &m->vocab_size));
+  m->max_positions = 0; /* absent: unknown (compiled before it was recorded) */
+  if (cJSON_GetObjectItemCaseSensitive(t, "max_positions"))
+    VLMC_RETURN_IF_ERROR(get_int(r, t, "max_positions", "tokens.max_positions", 1,
+                                 &m->max_positions));
   VLMC_RETURN_IF_ERROR(get_int(r, t, "image_token_id", "tokens.image_token_id", 0,
                                &m->image_token_id));
   VLMC_RETURN_IF_ERROR(get_int(r, t, "video_token_id", "tokens.video_token_id", 0,

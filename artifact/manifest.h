@@ -47,6 +47,10 @@ typedef struct {
     char *encode_image, *prefill, *decode, *positions;
   } convention;
   int64_t vocab_size;
+  /* tokens.max_positions: the positions the model was trained for (config.json's
+   * max_position_embeddings), the runtime's default context limit; 0 when unknown (absent in
+   * artifacts compiled before it was recorded). */
+  int64_t max_positions;
   int64_t image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
   int64_t merge_size;
   int eos_count;

@@ -773,6 +773,7 @@ static vlmc_status_t fill_manifest(compile_t *c) {
   m->chat_template_source =
       copy_or_empty(c->has_chat_template ? base_name(c->chat_template.source_path) : "");
   m->vocab_size = cfg->text.vocab_size;
+  m->max_positions = cfg->text.max_position_embeddings; /* 0 when the config has none */
   m->image_token_id = cfg->image_token_id;
   m->video_token_id = cfg->video_token_id;
   m->vision_start_token_id = cfg->vision_start_token_id;

@@ -519,6 +519,7 @@ static void set_tap_callback(vlmc_session_t *s, tap_list_t *taps) {
 struct vlmc_chat_s {
   vlmc_session_t *s;
   vlmc_chat_options_t options;
+  bool context_is_default;    /* options.max_context is the model's positions (none was given) */
   vlmc_sampler_t sampler;
   vlmc_rt_value_t *state;     /* logits + 2L caches, as the last call returned them */
   vlmc_tensor_t logits;       /* state[0] on the host (a view, or a downloaded copy) */
@@ -565,6 +566,9 @@ vlmc_status_t vlmc_chat_create(vlmc_session_t *s, const vlmc_chat_options_t *opt
   if (!c) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   c->s = s;
   c->options = *options;
+  /* by default a conversation fits the positions the model was trained for */
+  c->context_is_default = c->options.max_context <= 0 && s->manifest.max_positions > 0;
+  if (c->context_is_default) c->options.max_context = s->manifest.max_positions;
   c->state_count = 1 + 2 * s->num_layers;
   c->state = calloc(c->state_count, sizeof *c->state);
   vlmc_strbuf_init(&c->text);
@@ -784,16 +788,22 @@ static void emit_finish(vlmc_chat_t *c) {
 static vlmc_status_t context_error(const vlmc_chat_t *c, size_t adds, int max_new) {
   int64_t need = (int64_t)c->num_tokens + (int64_t)adds + max_new;
   if (c->options.max_context <= 0 || need <= c->options.max_context) return NULL;
+  char limit[160];
+  if (c->context_is_default)
+    snprintf(limit, sizeof limit, "more than the model's %lld positions (config.json's "
+             "max_position_embeddings; --max-context N sets another limit)",
+             (long long)c->options.max_context);
+  else
+    snprintf(limit, sizeof limit, "more than --max-context %lld",
+             (long long)c->options.max_context);
   if (!c->started)
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "the prompt has %zu tokens; with %d new tokens it needs a context of "
-                            "%lld, more than --max-context %lld",
-                            adds, max_new, (long long)need, (long long)c->options.max_context);
+                            "%lld, %s", adds, max_new, (long long)need, limit);
   return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                           "the conversation holds %lld tokens and this message adds %zu; with %d "
-                          "new tokens it needs a context of %lld, more than --max-context %lld",
-                          (long long)c->num_tokens, adds, max_new, (long long)need,
-                          (long long)c->options.max_context);
+                          "new tokens it needs a context of %lld, %s",
+                          (long long)c->num_tokens, adds, max_new, (long long)need, limit);
 }
 
 /* Everything a turn needs before it touches the cache; errors here leave the chat usable. */

@@ -90,7 +90,8 @@ typedef struct {
   const char *const *image_paths;
   size_t num_images;
   int max_new_tokens;     /* default 128 when 0 */
-  int64_t max_context;    /* 0: no limit beyond memory; a prompt that does not fit is refused */
+  int64_t max_context;    /* 0: the model's positions (manifest tokens.max_positions; no
+                             limit when unknown); a prompt that does not fit is refused */
   vlmc_sampler_options_t sampling;
   const char *dump_taps_dir; /* write taps.safetensors there */
   vlmc_text_fn on_text;
@@ -134,7 +135,8 @@ typedef struct {
   const char *system_prompt;       /* NULL: the template's default */
   const char *const *image_paths;  /* shown in the first turn, before its text */
   size_t num_images;
-  int64_t max_context;             /* 0: no limit; a turn that would exceed it is refused */
+  int64_t max_context;             /* 0: the model's positions (none when unknown); a turn that
+                                      would exceed it is refused */
   vlmc_sampler_options_t sampling; /* one seeded generator for the whole conversation */
   const char *dump_taps_dir;       /* write the first turn's taps to DIR/taps.safetensors */
 } vlmc_chat_options_t;

@@ -451,6 +451,9 @@ static int inspect(const char *path, bool verify) {
     printf("artifact: %s\n", path);
     printf("model: %s, vocabulary %lld, produced by %s\n", m.model_family,
            (long long)m.vocab_size, m.producer);
+    if (m.max_positions > 0)
+      printf("context: %lld positions (max_position_embeddings; vlmc-run's default "
+             "--max-context)\n", (long long)m.max_positions);
     printf("compiled with: %s\n", m.compile_options[0] ? m.compile_options : "(defaults)");
     printf("targets: %s\n", m.targets);
     if (m.precision.compute) /* absent in artifacts compiled before it was recorded */

@@ -2,7 +2,8 @@
 # The tools' command-line conventions (issue 20, tools/cli.h), as a user of llama.cpp expects
 # them: --version on both tools; --name=value, -n5 and -n 5 give the same run; -f FILE and
 # -f - give the prompt from a file or stdin, as -p does; an unknown option, a missing value
-# and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1.
+# and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1;
+# a prompt longer than the model's positions is refused by default, by name.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -49,6 +50,14 @@ rc=0
 out=$("$RUN" "$ART" -f "$WORK/missing.txt" 2>&1) || rc=$?
 if [ "$rc" -eq 2 ] && grep -q "missing.txt" <<<"$out"; then ok "-f of a missing file is named: $out"
 else fail "-f missing: exit $rc, '$out'"; fi
+# the default context is the model's positions (config.json max_position_embeddings: 32768)
+expect_in "inspect shows the model's positions" "context: 32768 positions" "$("$VLMC" inspect "$ART")"
+python3 -c "print('word ' * 33000)" >"$WORK/long.txt"
+rc=0
+out=$("$RUN" "$ART" -f "$WORK/long.txt" -n 4 2>&1) || rc=$?
+if [ "$rc" -eq 1 ] && grep -q "more than the model's 32768 positions" <<<"$out"; then
+  ok "a prompt past the model's positions is refused by name (exit 1)"
+else fail "a 33k-token prompt: exit $rc, '$out'"; fi
 rc=0
 out=$("$RUN" "$WORK/none.vlmc" -p hi 2>&1) || rc=$?
 if [ "$rc" -eq 1 ]; then ok "a missing artifact is a failure (exit 1): $out"
