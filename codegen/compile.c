@@ -791,6 +791,15 @@ static vlmc_status_t fill_manifest(compile_t *c) {
                                        &m->preprocess));
   /* The family's calling convention: how the runtime drives this program. */
   const vlmc_model_convention_t *cc = &c->family->convention;
+  /* A model with an image encoder and no processor config: say which values images will get,
+   * since transformers' defaults for another family may differ (issue 20). */
+  if (cc->encode_image && *cc->encode_image && !vlmc_checkpoint_preprocessor(c->checkpoint))
+    progress(c, "compile: warning: %s has no preprocessor_config.json or "
+             "processor_config.json: images get Qwen2.5-VL's processor defaults (min_pixels "
+             "%lld, max_pixels %lld, patch %d, CLIP mean and std); add the checkpoint's "
+             "processor config if it has other values",
+             c->o->checkpoint_dir, (long long)m->preprocess.min_pixels,
+             (long long)m->preprocess.max_pixels, (int)m->preprocess.patch_size);
   m->convention.encode_image = copy_or_empty(cc->encode_image);
   m->convention.prefill = copy_or_empty(cc->prefill);
   m->convention.decode = copy_or_empty(cc->decode);

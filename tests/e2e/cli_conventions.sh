@@ -3,7 +3,8 @@
 # them: --version on both tools; --name=value, -n5 and -n 5 give the same run; -f FILE and
 # -f - give the prompt from a file or stdin, as -p does; an unknown option, a missing value
 # and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1;
-# a prompt longer than the model's positions is refused by default, by name.
+# a prompt longer than the model's positions is refused by default, by name; a checkpoint
+# without a processor config compiles with a warning that names the defaults it gets.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -50,6 +51,17 @@ rc=0
 out=$("$RUN" "$ART" -f "$WORK/missing.txt" 2>&1) || rc=$?
 if [ "$rc" -eq 2 ] && grep -q "missing.txt" <<<"$out"; then ok "-f of a missing file is named: $out"
 else fail "-f missing: exit $rc, '$out'"; fi
+# a checkpoint without a processor config compiles with a warning naming the defaults
+mkdir -p "$WORK/nopre"
+for f in assets/shapes-vl/*; do
+  case $(basename "$f") in preprocessor_config.json|processor_config.json) ;; *) ln -s "$PWD/$f" "$WORK/nopre/";; esac
+done
+out=$("$VLMC" compile "$WORK/nopre" --target ref -o "$WORK/np.vlmc" 2>&1) || true
+expect_in "a missing processor config is warned about, with the defaults" \
+  "has no preprocessor_config.json or processor_config.json: images get Qwen2.5-VL's processor defaults (min_pixels 3136" "$out"
+if grep -q "processor defaults" "$ART.log"; then fail "the warning shows for a checkpoint with a processor config"
+else ok "no warning for a checkpoint with its processor config"; fi
+
 # the default context is the model's positions (config.json max_position_embeddings: 32768)
 expect_in "inspect shows the model's positions" "context: 32768 positions" "$("$VLMC" inspect "$ART")"
 python3 -c "print('word ' * 33000)" >"$WORK/long.txt"
