@@ -2,9 +2,13 @@
  * the IR before/after the passes asked for, keeps a dump directory, and when a pass fails (or
  * leaves invalid IR) writes out the IR that went into it, like MLIR's crash reproducer. */
 #define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "passes/internal.h"
 #include "support/file.h"
@@ -169,6 +173,39 @@ static vlmc_status_t run_one(run_state_t *state, uint32_t index) {
   return st;
 }
 
+/* A pass dump's name: NN-NAME.vir (write_dump's). */
+static bool is_dump_name(const char *name) {
+  size_t n = strlen(name);
+  return n > 7 && isdigit((unsigned char)name[0]) && isdigit((unsigned char)name[1]) &&
+         name[2] == '-' && !strcmp(name + n - 4, ".vir");
+}
+
+/* A reused --dump-dir loses the dumps of an earlier run first, so that every dump in it is
+ * this run's (a pass that did not run this time leaves no stale file behind). Only files
+ * named like dumps go; anything else in the folder stays. */
+static vlmc_status_t remove_stale_dumps(const vlmc_pass_manager_options_t *o) {
+  DIR *d = opendir(o->dump_dir);
+  if (!d) return NULL; /* just made, or unreadable: write_dump reports what matters */
+  int removed = 0;
+  vlmc_status_t st = NULL;
+  for (struct dirent *e; !st && (e = readdir(d)) != NULL;) {
+    if (!is_dump_name(e->d_name)) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", o->dump_dir, e->d_name);
+    if (unlink(path) == 0) removed++;
+    else st = vlmc_status_make(VLMC_IO_ERROR, "--dump-dir %s: cannot remove the earlier dump %s",
+                               o->dump_dir, e->d_name);
+  }
+  closedir(d);
+  if (!st && removed && o->log) {
+    char line[160];
+    snprintf(line, sizeof line, "removed %d dump%s of an earlier run from %s", removed,
+             removed == 1 ? "" : "s", o->dump_dir);
+    o->log(o->user, "dump-dir", line);
+  }
+  return st;
+}
+
 vlmc_status_t vlmc_pass_manager_run(vlmc_pass_pipeline_t *pipeline,
                                     const vlmc_pass_manager_options_t *options,
                                     vlmc_module_t *module) {
@@ -186,6 +223,7 @@ vlmc_status_t vlmc_pass_manager_run(vlmc_pass_pipeline_t *pipeline,
   vlmc_status_t st = NULL;
   if (options->dump_dir) {
     st = vlmc_file_mkdirs(options->dump_dir);
+    if (!st) st = remove_stale_dumps(options);
     if (!st) st = write_dump(options->dump_dir, 0, "input", "", state.before, NULL);
   }
   for (uint32_t i = 0; !st && i < pipeline->count; ++i) st = run_one(&state, i);

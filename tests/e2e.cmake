@@ -107,6 +107,13 @@ if(VLMC_COMPILER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
+# The README's plant-a-bug recipe as written, and a reused --dump-dir (issue 20).
+if(VLMC_COMPILER)
+  add_test(NAME e2e.readme_recipe
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/readme_recipe.sh $<TARGET_FILE:vlmc>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # Bad input gets a clear error, never a crash, a hang or a runaway allocation (issue 12): a
 # FIFO and /dev/zero for every file argument of both tools; a config whose sizes the checkpoint
 # does not have, NaN / Inf weights, and a long --input-ids list (tests/unit/
