@@ -268,6 +268,23 @@ if(VLMC_COMPILER)
                    $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} ref,cpu,cpu@native refusals
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
+# The oracle of issue 16: vlmc's 4-bit path (an MLX-format checkpoint as it is, and
+# --quantize q4:g64) against transformers run on numpy-dequantized twins
+# (tests/oracle/make_quantized_fixtures.py -> tests/fixtures/parity_q4): the twins rebuilt
+# here hash as transformers' did, and on ref, cpu and vulkan the greedy ids are transformers'
+# and every tap is within 1e-4 (tests/e2e/quantized_oracle.sh; about 20 s). Vulkan outside
+# the sanitizer stage, as the other model runs.
+if(VLMC_COMPILER)
+  if(VLMC_SANITIZE)
+    set(quantized_oracle_backends ref,cpu)
+  else()
+    set(quantized_oracle_backends ref,cpu,vulkan)
+  endif()
+  add_test(NAME e2e.quantized_oracle
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quantized_oracle.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run> ${VLMC_E2E_PYTHON3} ${quantized_oracle_backends}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
 # vlmc's own --quantize (docs/quantization.md): the tiny checkpoint at q4 (g64: the down
 # projections' K = 176 makes a short last group and a padded word), q4:g32 with
 # --quantize-vision and q8, compiled for ref, cpu and vulkan, every backend's taps equal to

@@ -11,7 +11,7 @@ text_only and img336 (their input_ids.json; no vision block taps), writing
   tests/fixtures/parity_q4/<twin>/<case>/{input_ids.json, taps.safetensors, expected.json}
 with the twin's recipe and the SHA-256 of its model.safetensors in expected.json ("twin"), so
 that a test can check it rebuilt the same twin before comparing vlmc's quantized run with
-these taps (tests/e2e/quantized_mlx.sh, tests/e2e/quantize_own.sh).
+these taps (tests/e2e/quantized_oracle.sh: ctest e2e.quantized_oracle).
 
 Usage (repository root, where transformers is installed):
   python3 tests/oracle/make_quantized_fixtures.py
