@@ -251,9 +251,9 @@ static int load_stored(vlmc_kernel_emit_t *e, int i, int flat) {
 
 int vlmc_kernel_emit_quant_index(vlmc_kernel_emit_t *e, int row, int64_t per_row, int col,
                                  int64_t per_item) {
-  return vlmc_kernel_emit_index_op(
-      e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, per_row)),
-      vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_item)));
+  int row_start = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, per_row));
+  int in_row = vlmc_kernel_emit_index_op(e, "arith.divui", col, vlmc_kernel_emit_index(e, per_item));
+  return vlmc_kernel_emit_index_op(e, "arith.addi", row_start, in_row);
 }
 
 bool vlmc_kernel_emit_dequantizes(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
@@ -268,7 +268,8 @@ int vlmc_kernel_emit_dequantized(vlmc_kernel_emit_t *e, const vlmc_op_t *dq, int
   int lane32 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : index to i32", lane32, lane);
   int shift = i32_op(e, "muli", lane32, i32_const(e, L.bits));
-  int q = i32_op(e, "andi", i32_op(e, "shrui", word, shift), i32_const(e, (1 << L.bits) - 1));
+  int shifted = i32_op(e, "shrui", word, shift);
+  int q = i32_op(e, "andi", shifted, i32_const(e, (1 << L.bits) - 1));
   int qf = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.uitofp " VLMC_SSA " : i32 to f32", qf, q);
   int g = vlmc_kernel_emit_quant_index(e, row, L.groups, col, L.group);
@@ -285,8 +286,9 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
     const vlmc_op_t *dq = vlmc_dispatch_dequantize_source(e->region, e->anchor_index, v);
     if (dq) {
       int cols = vlmc_kernel_emit_index(e, vlmc_op_attr_int(dq, "cols"));
-      return vlmc_kernel_emit_dequantized(e, dq, vlmc_kernel_emit_index_op(e, "arith.divui", flat, cols),
-                                          vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols));
+      int row = vlmc_kernel_emit_index_op(e, "arith.divui", flat, cols);
+      int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols);
+      return vlmc_kernel_emit_dequantized(e, dq, row, col);
     }
     vlmc_kernel_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
     return vlmc_kernel_emit_f32(e, 0);
@@ -330,9 +332,11 @@ static int erf_expanded(vlmc_kernel_emit_t *e, int x) {
                  binary(e, "arith.addf", one, binary(e, "arith.mulf", vlmc_kernel_emit_f32(e, 0.5), z, "f32"),
                         "f32"), "f32");
   int poly = vlmc_kernel_emit_f32(e, kFit[9]);
-  for (int k = 8; k >= 0; --k)
-    poly = binary(e, "arith.addf", vlmc_kernel_emit_f32(e, kFit[k]), binary(e, "arith.mulf", t, poly, "f32"),
-                  "f32");
+  for (int k = 8; k >= 0; --k) { /* Horner: poly = kFit[k] + t * poly */
+    int coeff = vlmc_kernel_emit_f32(e, kFit[k]);
+    int t_poly = binary(e, "arith.mulf", t, poly, "f32");
+    poly = binary(e, "arith.addf", coeff, t_poly, "f32");
+  }
   int zz = binary(e, "arith.mulf", z, z, "f32");
   int arg = binary(e, "arith.subf", poly, zz, "f32");
   int erfc = binary(e, "arith.mulf", t, unary(e, "math.exp", arg, "f32"), "f32");
@@ -422,7 +426,8 @@ static int round_bf16(vlmc_kernel_emit_t *e, int x) {
   int bits = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.bitcast " VLMC_SSA " : f32 to i32", bits, x);
   int mask = i32_const(e, -65536);
-  int lsb = i32_op(e, "andi", i32_op(e, "shrui", bits, i32_const(e, 16)), i32_const(e, 1));
+  int high = i32_op(e, "shrui", bits, i32_const(e, 16));
+  int lsb = i32_op(e, "andi", high, i32_const(e, 1));
   int bias = i32_op(e, "addi", lsb, i32_const(e, 32767));
   int rounded = i32_op(e, "andi", i32_op(e, "addi", bits, bias), mask);
   int nan_kept = i32_op(e, "andi", i32_op(e, "ori", bits, i32_const(e, 4194304)), mask);
@@ -444,17 +449,22 @@ static int round_f16_bits(vlmc_kernel_emit_t *e, int x) {
   int a = i32_op(e, "andi", bits, i32_const(e, 0x7fffffff)); /* |x| */
   /* f16 normals (|x| >= 2^-14): the low 13 mantissa bits rounded away, to nearest even; a
    * carry into the exponent is the right result, one past 65504 is >= 2^16: inf. */
-  int lsb = i32_op(e, "andi", i32_op(e, "shrui", a, i32_const(e, 13)), i32_const(e, 1));
+  int kept = i32_op(e, "shrui", a, i32_const(e, 13));
+  int lsb = i32_op(e, "andi", kept, i32_const(e, 1));
   int sum = i32_op(e, "addi", i32_op(e, "addi", a, i32_const(e, 0x0fff)), lsb);
   int normal = i32_op(e, "andi", sum, i32_const(e, -0x2000));
   normal = i32_select_if(e, normal, "uge", 0x47800000, i32_const(e, 0x7f800000), normal);
   /* Below 2^-14: |x| = m 2^(E-150) rounded to a multiple q of 2^-24, q = m >> (126 - E) to
    * nearest even (a shift of 25 or more leaves 0; clamped to 31, what a shift may be). */
   int exponent = i32_op(e, "shrui", a, i32_const(e, 23));
-  int m = i32_op(e, "ori", i32_op(e, "andi", a, i32_const(e, 0x7fffff)), i32_const(e, 0x800000));
-  int shift = i32_op(e, "minui", i32_op(e, "subi", i32_const(e, 126), exponent), i32_const(e, 31));
-  int half = i32_op(e, "shli", i32_const(e, 1), i32_op(e, "subi", shift, i32_const(e, 1)));
-  int odd = i32_op(e, "andi", i32_op(e, "shrui", m, shift), i32_const(e, 1));
+  int mantissa = i32_op(e, "andi", a, i32_const(e, 0x7fffff));
+  int m = i32_op(e, "ori", mantissa, i32_const(e, 0x800000));
+  int unclamped = i32_op(e, "subi", i32_const(e, 126), exponent);
+  int shift = i32_op(e, "minui", unclamped, i32_const(e, 31));
+  int one = i32_const(e, 1);
+  int half = i32_op(e, "shli", one, i32_op(e, "subi", shift, i32_const(e, 1)));
+  int m_shifted = i32_op(e, "shrui", m, shift);
+  int odd = i32_op(e, "andi", m_shifted, i32_const(e, 1));
   int q = i32_op(e, "shrui", i32_op(e, "addi", i32_op(e, "addi", m, i32_op(e, "subi", half, i32_const(e, 1))), odd),
                  shift);
   int qf = vlmc_kernel_emit_fresh(e), scaled = vlmc_kernel_emit_fresh(e), sub = vlmc_kernel_emit_fresh(e);
@@ -516,8 +526,10 @@ static int elementwise_f32(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int
     case VLMC_OP_ERF: return erf_of(e, in[0]);
     case VLMC_OP_COS: return unary(e, "math.cos", in[0], t);
     case VLMC_OP_SIN: return unary(e, "math.sin", in[0], t);
-    case VLMC_OP_SIGMOID:
-      return binary(e, "arith.divf", vlmc_kernel_emit_f32(e, 1.0), logistic_denominator(e, in[0]), t);
+    case VLMC_OP_SIGMOID: {
+      int one = vlmc_kernel_emit_f32(e, 1.0);
+      return binary(e, "arith.divf", one, logistic_denominator(e, in[0]), t);
+    }
     case VLMC_OP_SILU: return binary(e, "arith.divf", in[0], logistic_denominator(e, in[0]), t);
     case VLMC_OP_GELU: return gelu(e, op, in[0]);
     case VLMC_OP_CLAMP: return clamp(e, op, in[0], f);

@@ -25,7 +25,7 @@ for name in elementwise_broadcast cast_round norm_rms_rows rope_vision_2d; do
   if [ "$UPDATE" = "--update" ]; then
     cp "$got" "$GOLDEN/$name.metal"
     ok "$name: $GOLDEN/$name.metal rewritten"
-  elif diff -u "$GOLDEN/$name.metal" "$got" >"$WORK/$name.diff"; then
+  elif diff -u -a "$GOLDEN/$name.metal" "$got" >"$WORK/$name.diff"; then
     ok "$name: the MSL is the golden text ($(wc -c <"$got") bytes)"
   else
     head -40 "$WORK/$name.diff"

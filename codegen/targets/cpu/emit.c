@@ -244,8 +244,10 @@ int vlmc_cpu_emit_exp(vlmc_kernel_emit_t *e, int x, int width) {
   int p = splat_const(e, coef[0], width);
   for (size_t c = 1; c < sizeof coef / sizeof coef[0]; ++c)
     p = vec_fma(e, p, r, splat_const(e, coef[c], width), width);
-  int y = vec_binary(e, "arith.addf", vec_fma(e, p, vec_binary(e, "arith.mulf", r, r, width), r, width),
-                     splat_const(e, 1.0, width), width);
+  int rr = vec_binary(e, "arith.mulf", r, r, width);
+  int poly = vec_fma(e, p, rr, r, width);
+  int one = splat_const(e, 1.0, width);
+  int y = vec_binary(e, "arith.addf", poly, one, width);
   /* 2^n: (n + 127) << 23 as float bits; -126 <= n <= 127 after the clamps: a normal number */
   int ni = vlmc_kernel_emit_fresh(e), biased = vlmc_kernel_emit_fresh(e), bits = vlmc_kernel_emit_fresh(e);
   int pow2 = vlmc_kernel_emit_fresh(e), bias = vlmc_kernel_emit_fresh(e), shift = vlmc_kernel_emit_fresh(e);
@@ -384,7 +386,9 @@ static int vector_operand(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const vlmc
 static int logistic_denominator(vlmc_kernel_emit_t *e, int x, int width) {
   int neg = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.negf " VLMC_SSA " : vector<%dxf32>", neg, x, width);
-  return vec_binary(e, "arith.addf", splat_const(e, 1.0, width), vlmc_cpu_emit_exp(e, neg, width), width);
+  int one = splat_const(e, 1.0, width);
+  int exp_neg = vlmc_cpu_emit_exp(e, neg, width);
+  return vec_binary(e, "arith.addf", one, exp_neg, width);
 }
 
 static int vector_op(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in, int width) {
@@ -400,9 +404,12 @@ static int vector_op(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const int *in, 
       break;
     case VLMC_OP_EXP: v = vlmc_cpu_emit_exp(e, in[0], width); break;
     case VLMC_OP_SILU: v = vec_binary(e, "arith.divf", in[0], logistic_denominator(e, in[0], width), width); break;
-    case VLMC_OP_SIGMOID:
-      v = vec_binary(e, "arith.divf", splat_const(e, 1.0, width), logistic_denominator(e, in[0], width), width);
+    case VLMC_OP_SIGMOID: {
+      int one = splat_const(e, 1.0, width);
+      int denominator = logistic_denominator(e, in[0], width);
+      v = vec_binary(e, "arith.divf", one, denominator, width);
       break;
+    }
     case VLMC_OP_CAST: return vec_round_to(e, in[0], op->results[0].type.dtype, width);
     case VLMC_OP_RESHAPE: return in[0];
     default: break; /* vector_op_ok let none other through */

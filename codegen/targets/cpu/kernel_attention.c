@@ -81,6 +81,21 @@ static int idx_select(vlmc_kernel_emit_t *e, int cond, int a, int b) {
   return v;
 }
 
+/* `scf.for %iv = 0 to %to step <step> {` for an index SSA `to`, a constant step; returns %iv.
+ * Its constants are made one statement each, 0 then the step, so that the kernel text does not
+ * depend on the order the compiler that built vlmc evaluates arguments in. */
+static int open_loop_to(vlmc_kernel_emit_t *e, int to, int64_t step) {
+  int zero = vlmc_kernel_emit_index(e, 0), by = vlmc_kernel_emit_index(e, step);
+  return vlmc_kernel_emit_for(e, zero, to, by);
+}
+
+/* The same over the constant count n: 0, n, then the step. */
+static int open_loop_const(vlmc_kernel_emit_t *e, int64_t n, int64_t step) {
+  int zero = vlmc_kernel_emit_index(e, 0), to = vlmc_kernel_emit_index(e, n);
+  int by = vlmc_kernel_emit_index(e, step);
+  return vlmc_kernel_emit_for(e, zero, to, by);
+}
+
 static int vec_op(const attention_t *A, const char *op, int a, int b) {
   int v = vlmc_kernel_emit_fresh(A->e);
   vlmc_kernel_emit_line(A->e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", v, op, a, b, A->vec);
@@ -167,9 +182,11 @@ static int emit_transpose_sum(const attention_t *A, int *dot) {
     odd[i] = 2 * i + 1;
   }
   for (int n = A->vl; n > 1; n /= 2)
-    for (int i = 0; i < n / 2; ++i)
-      dot[i] = vec_op(A, "arith.addf", shuffle(A, dot[2 * i], dot[2 * i + 1], even),
-                      shuffle(A, dot[2 * i], dot[2 * i + 1], odd));
+    for (int i = 0; i < n / 2; ++i) {
+      int evens = shuffle(A, dot[2 * i], dot[2 * i + 1], even);
+      int odds = shuffle(A, dot[2 * i], dot[2 * i + 1], odd);
+      dot[i] = vec_op(A, "arith.addf", evens, odds);
+    }
   return dot[0];
 }
 
@@ -191,11 +208,11 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
   if (A->cu) {
     int w = vlmc_kernel_emit_fresh(e), s_in = vlmc_kernel_emit_fresh(e), e_in = vlmc_kernel_emit_fresh(e);
     int s_out = vlmc_kernel_emit_fresh(e), e_out = vlmc_kernel_emit_fresh(e);
+    int bounds = vlmc_kernel_emit_dim(e, A->cu->type.dims[0]), one = vlmc_kernel_emit_index(e, 1);
     vlmc_kernel_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to "
                           VLMC_SSA " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", "
                           VLMC_SSA " = " VLMC_SSA ") -> (index, index) {",
-                       s_out, e_out, w, start, vlmc_kernel_emit_dim(e, A->cu->type.dims[0]),
-                       vlmc_kernel_emit_index(e, 1), s_in, start, e_in, end);
+                       s_out, e_out, w, start, bounds, one, s_in, start, e_in, end);
     int bound = vlmc_kernel_emit_fresh(e), le = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
                           vlmc_kernel_emit_load(e, A->cu, w));
@@ -210,8 +227,8 @@ static void emit_key_range(const attention_t *A, int i, int *out_start, int *out
   }
   if (A->causal) { /* keys j <= i + T - S */
     int t1 = idx_add(e, vlmc_kernel_emit_dim(e, kt->dims[0]), 1);
-    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index_op(e, "arith.addi", i, t1),
-                       vlmc_kernel_emit_dim(e, qt->dims[0]));
+    int shifted = vlmc_kernel_emit_index_op(e, "arith.addi", i, t1);
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", shifted, vlmc_kernel_emit_dim(e, qt->dims[0]));
     end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
   }
   *out_start = start;
@@ -483,8 +500,10 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
                             at, A->vec);
       continue;
     }
-    for (int c = 0; c < A->vl; ++c)
-      vlmc_kernel_emit_finish_element(e, lane(A, y, c), idx_add(e, at, c));
+    for (int c = 0; c < A->vl; ++c) {
+      int x = lane(A, y, c);
+      vlmc_kernel_emit_finish_element(e, x, idx_add(e, at, c));
+    }
   }
   for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
     int y = vlmc_kernel_emit_float_op(e, "arith.divf", st->v[ACC + vecs + t - vecs * A->vl], sum, 0);
@@ -495,8 +514,7 @@ static void emit_output(const attention_t *A, const state_t *st, int flat) {
 /* `scf.for %g = 0 to group step 1 {` over the heads of the unit's group; returns %g. */
 static int open_head_loop(const attention_t *A) {
   vlmc_kernel_emit_t *e = A->e;
-  return vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, A->group),
-                  vlmc_kernel_emit_index(e, 1));
+  return open_loop_const(e, A->group, 1);
 }
 
 /* Keys [t0, min(t0 + tile, end)) for each head of the group in turn: its q, its state from
@@ -614,6 +632,12 @@ static int idx_mul(vlmc_kernel_emit_t *e, int a, int64_t c) {
   return c == 1 ? a : vlmc_kernel_emit_index_op(e, "arith.muli", a, vlmc_kernel_emit_index(e, c));
 }
 
+/* Micro-kernel steps for n pairs: (n + TILE_ROWS - 1) / TILE_ROWS. */
+static int emit_row_steps(vlmc_kernel_emit_t *e, int n) {
+  int up = idx_add(e, n, TILE_ROWS - 1), rows = vlmc_kernel_emit_index(e, TILE_ROWS);
+  return vlmc_kernel_emit_index_op(e, "arith.divui", up, rows);
+}
+
 /* `%outer.. = scf.for %iv = from to to step step iter_args(%inner.. = %init..) -> (vec..) {`
  * over n vectors; returns %iv. Close with a yield of n vectors and "}". */
 static int open_vector_loop(const attention_t *A, int from, int to, int step, int n,
@@ -661,7 +685,8 @@ static int64_t unroll_for(int64_t n) {
 static int emit_advance_segment(const attention_t *A, int c_in, int row) {
   vlmc_kernel_emit_t *e = A->e;
   int n = vlmc_kernel_emit_dim(e, A->cu->type.dims[0]);
-  int last = vlmc_kernel_emit_index_op(e, "arith.maxsi", idx_add(e, n, -1), vlmc_kernel_emit_index(e, 0));
+  int top = idx_add(e, n, -1), zero = vlmc_kernel_emit_index(e, 0);
+  int last = vlmc_kernel_emit_index_op(e, "arith.maxsi", top, zero);
   int out = vlmc_kernel_emit_fresh(e), w = vlmc_kernel_emit_fresh(e), w2 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.while (" VLMC_SSA " = " VLMC_SSA ") : (index) -> index {", out,
                         w, c_in);
@@ -692,8 +717,9 @@ static int emit_boundary_or(const attention_t *A, int c, int otherwise) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi sge, " VLMC_SSA ", " VLMC_SSA " : index", ge, c, zero);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi slt, " VLMC_SSA ", " VLMC_SSA " : index", lt, c, n);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", in, ge, lt);
-  int at = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.maxsi", c, zero),
-                                     vlmc_kernel_emit_index_op(e, "arith.maxsi", idx_add(e, n, -1), zero));
+  int low = vlmc_kernel_emit_index_op(e, "arith.maxsi", c, zero);
+  int last = vlmc_kernel_emit_index_op(e, "arith.maxsi", idx_add(e, n, -1), zero);
+  int at = vlmc_kernel_emit_index_op(e, "arith.minsi", low, last);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i64 to index", bound,
                         vlmc_kernel_emit_load(e, A->cu, at));
   return idx_select(e, in, bound, otherwise);
@@ -705,7 +731,8 @@ static void pair_of(const tiled_t *T, int row0, int flat, int *row, int *head) {
   int group = vlmc_kernel_emit_index(e, T->A->group);
   *row = vlmc_kernel_emit_index_op(e, "arith.addi", row0,
                                    vlmc_kernel_emit_index_op(e, "arith.divui", flat, group));
-  *head = vlmc_kernel_emit_index_op(e, "arith.addi", idx_mul(e, T->kvh, T->A->group),
+  int head0 = idx_mul(e, T->kvh, T->A->group);
+  *head = vlmc_kernel_emit_index_op(e, "arith.addi", head0,
                                     vlmc_kernel_emit_index_op(e, "arith.remui", flat, group));
 }
 
@@ -715,13 +742,13 @@ static void pair_of(const tiled_t *T, int row0, int flat, int *row, int *head) {
 static void emit_prepare(const tiled_t *T, int row0, int p0, int n) {
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
-  int slots = idx_mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", idx_add(e, n, TILE_ROWS - 1),
-                                                   vlmc_kernel_emit_index(e, TILE_ROWS)), TILE_ROWS);
+  int slots = idx_mul(e, emit_row_steps(e, n), TILE_ROWS);
   int c_init = vlmc_kernel_emit_index(e, 0), s = vlmc_kernel_emit_fresh(e), c_in = vlmc_kernel_emit_fresh(e);
   int c_out = vlmc_kernel_emit_fresh(e);
+  int lo = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
-                        " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (index) {", c_out, s,
-                        vlmc_kernel_emit_index(e, 0), slots, vlmc_kernel_emit_index(e, 1), c_in, c_init);
+                        " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (index) {", c_out, s, lo, slots, one,
+                        c_in, c_init);
   int src = vlmc_kernel_emit_index_op(e, "arith.minsi", s, idx_add(e, n, -1));
   int row, head;
   pair_of(T, row0, vlmc_kernel_emit_index_op(e, "arith.addi", p0, src), &row, &head);
@@ -729,13 +756,16 @@ static void emit_prepare(const tiled_t *T, int row0, int p0, int n) {
   int qs_at = idx_mul(e, s, A->d);
   int64_t vecs = A->d / A->vl;
   int scale = splat_const(A, A->scale);
-  for (int64_t c = 0; c < vecs; ++c)
-    vec_store(A, vec_op(A, "arith.mulf", vlmc_cpu_emit_load_vector(e, A->q, idx_add(e, q_at, c * A->vl), A->vl),
-                        scale), T->qs, T->qs_t, idx_add(e, qs_at, c * A->vl));
-  for (int64_t t = vecs * A->vl; t < A->d; ++t)
-    mem_store(e, vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_kernel_emit_load(e, A->q, idx_add(e, q_at, t)),
-                                           vlmc_kernel_emit_f32(e, A->scale), 0),
-              T->qs, T->qs_t, idx_add(e, qs_at, t));
+  for (int64_t c = 0; c < vecs; ++c) {
+    int x = vlmc_cpu_emit_load_vector(e, A->q, idx_add(e, q_at, c * A->vl), A->vl);
+    int scaled = vec_op(A, "arith.mulf", x, scale);
+    vec_store(A, scaled, T->qs, T->qs_t, idx_add(e, qs_at, c * A->vl));
+  }
+  for (int64_t t = vecs * A->vl; t < A->d; ++t) {
+    int x = vlmc_kernel_emit_load(e, A->q, idx_add(e, q_at, t)), factor = vlmc_kernel_emit_f32(e, A->scale);
+    int scaled = vlmc_kernel_emit_float_op(e, "arith.mulf", x, factor, 0);
+    mem_store(e, scaled, T->qs, T->qs_t, idx_add(e, qs_at, t));
+  }
   int zero = vlmc_cpu_emit_zero_vector(e, A->vl);
   int os_at = idx_mul(e, s, T->dvp);
   for (int64_t c = 0; c < T->dvp / A->vl; ++c) vec_store(A, zero, T->os, T->os_t, idx_add(e, os_at, c * A->vl));
@@ -751,8 +781,8 @@ static void emit_prepare(const tiled_t *T, int row0, int p0, int n) {
     end = emit_boundary_or(A, c_next, end);
   }
   if (A->causal) { /* keys j <= row + T - S */
-    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index_op(e, "arith.addi", row, idx_add(e, keys, 1)),
-                                          vlmc_kernel_emit_dim(e, qt->dims[0]));
+    int shifted = vlmc_kernel_emit_index_op(e, "arith.addi", row, idx_add(e, keys, 1));
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", shifted, vlmc_kernel_emit_dim(e, qt->dims[0]));
     end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
   }
   /* within [0, T] whatever cu holds: the tile copy reads the keys these bound */
@@ -770,20 +800,26 @@ static void emit_copy_tile(const tiled_t *T, int j0) {
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
   int last = idx_add(e, vlmc_kernel_emit_dim(e, A->k->type.dims[0]), -1);
-  int j = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, TILE_KEYS),
-                               vlmc_kernel_emit_index(e, 1));
+  int j = open_loop_const(e, TILE_KEYS, 1);
   int key = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index_op(e, "arith.addi", j0, j), last);
-  int k_at = vlmc_kernel_emit_index_op(e, "arith.addi", idx_mul(e, key, A->k_row), idx_mul(e, T->kvh, A->d));
-  for (int64_t d = 0; d < A->d; ++d)
-    mem_store(e, vlmc_kernel_emit_load(e, A->k, idx_add(e, k_at, d)), T->kt, T->kt_t, idx_add(e, j, d * TILE_KEYS));
-  int v_at = vlmc_kernel_emit_index_op(e, "arith.addi", idx_mul(e, key, A->v_row), idx_mul(e, T->kvh, A->dv));
+  int k_key = idx_mul(e, key, A->k_row), k_head = idx_mul(e, T->kvh, A->d);
+  int k_at = vlmc_kernel_emit_index_op(e, "arith.addi", k_key, k_head);
+  for (int64_t d = 0; d < A->d; ++d) {
+    int x = vlmc_kernel_emit_load(e, A->k, idx_add(e, k_at, d));
+    mem_store(e, x, T->kt, T->kt_t, idx_add(e, j, d * TILE_KEYS));
+  }
+  int v_key = idx_mul(e, key, A->v_row), v_head = idx_mul(e, T->kvh, A->dv);
+  int v_at = vlmc_kernel_emit_index_op(e, "arith.addi", v_key, v_head);
   int vt_at = idx_mul(e, j, T->dvp);
   int64_t vecs = A->dv / A->vl;
-  for (int64_t c = 0; c < vecs; ++c)
-    vec_store(A, vlmc_cpu_emit_load_vector(e, A->v, idx_add(e, v_at, c * A->vl), A->vl), T->vt, T->vt_t,
-              idx_add(e, vt_at, c * A->vl));
-  for (int64_t t = vecs * A->vl; t < A->dv; ++t)
-    mem_store(e, vlmc_kernel_emit_load(e, A->v, idx_add(e, v_at, t)), T->vt, T->vt_t, idx_add(e, vt_at, t));
+  for (int64_t c = 0; c < vecs; ++c) {
+    int x = vlmc_cpu_emit_load_vector(e, A->v, idx_add(e, v_at, c * A->vl), A->vl);
+    vec_store(A, x, T->vt, T->vt_t, idx_add(e, vt_at, c * A->vl));
+  }
+  for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
+    int x = vlmc_kernel_emit_load(e, A->v, idx_add(e, v_at, t));
+    mem_store(e, x, T->vt, T->vt_t, idx_add(e, vt_at, t));
+  }
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -799,8 +835,9 @@ static void emit_tile_scores(const tiled_t *T, const int *slot, int ca, int cb) 
   int qrow[TILE_ROWS];
   for (int r = 0; r < TILE_ROWS; ++r) qrow[r] = idx_mul(e, slot[r], A->d);
   int64_t unroll = unroll_for(A->d);
-  int d = open_vector_loop(A, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, A->d),
-                           vlmc_kernel_emit_index(e, unroll), N, init, inner, outer);
+  int from = vlmc_kernel_emit_index(e, 0), to = vlmc_kernel_emit_index(e, A->d);
+  int by = vlmc_kernel_emit_index(e, unroll);
+  int d = open_vector_loop(A, from, to, by, N, init, inner, outer);
   for (int i = 0; i < N; ++i) next[i] = inner[i];
   for (int64_t u = 0; u < unroll; ++u) {
     int du = idx_add(e, d, u), kv[TILE_VECS];
@@ -913,8 +950,9 @@ static int emit_tile_softmax(const tiled_t *T, int r, int slot, int j0, int va, 
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
   int start = mem_load(e, T->rs, T->ix_t, slot), end = mem_load(e, T->re, T->ix_t, slot);
-  row_keys_t k = {splat_i32(A, start), splat_i32(A, end), j0, va, vb,
-                  vlmc_kernel_emit_index(e, (int64_t)r * TILE_KEYS)};
+  int start32 = splat_i32(A, start), end32 = splat_i32(A, end);
+  int row_at = vlmc_kernel_emit_index(e, (int64_t)r * TILE_KEYS);
+  row_keys_t k = {start32, end32, j0, va, vb, row_at};
   int first = vlmc_kernel_emit_index_op(e, "arith.addi", j0, idx_mul(e, va, A->vl));
   int past = vlmc_kernel_emit_index_op(e, "arith.addi", j0, idx_mul(e, vb, A->vl));
   int from_ok = vlmc_kernel_emit_fresh(e), to_ok = vlmc_kernel_emit_fresh(e), inside = vlmc_kernel_emit_fresh(e);
@@ -941,8 +979,7 @@ static void emit_tile_values(const tiled_t *T, const int *slot, const int *alpha
   int64_t vecs = T->dvp / A->vl, width = vecs % 2 == 0 ? 2 : 1;
   enum { MAX_N = TILE_ROWS * 2 };
   int n = (int)(TILE_ROWS * width);
-  int c = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, T->dvp),
-                               vlmc_kernel_emit_index(e, width * A->vl));
+  int c = open_loop_const(e, T->dvp, width * A->vl);
   int init[MAX_N], inner[MAX_N], outer[MAX_N], next[MAX_N], o_at[MAX_N];
   for (int r = 0; r < TILE_ROWS; ++r)
     for (int w = 0; w < width; ++w) {
@@ -976,8 +1013,8 @@ static void emit_tile_rows(const tiled_t *T, int g0, int j0) {
   int slot[TILE_ROWS], alpha[TILE_ROWS];
   for (int r = 0; r < TILE_ROWS; ++r) slot[r] = idx_add(e, g0, r);
   int from = vlmc_kernel_emit_index_op(e, "arith.maxsi", mem_load(e, T->rs, T->ix_t, slot[0]), j0);
-  int to = vlmc_kernel_emit_index_op(e, "arith.minsi", mem_load(e, T->re, T->ix_t, slot[TILE_ROWS - 1]),
-                                     idx_add(e, j0, TILE_KEYS));
+  int last_end = mem_load(e, T->re, T->ix_t, slot[TILE_ROWS - 1]), tile_end = idx_add(e, j0, TILE_KEYS);
+  int to = vlmc_kernel_emit_index_op(e, "arith.minsi", last_end, tile_end);
   int any = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi slt, " VLMC_SSA ", " VLMC_SSA " : index", any, from, to);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", any);
@@ -988,7 +1025,8 @@ static void emit_tile_rows(const tiled_t *T, int g0, int j0) {
   emit_tile_scores(T, slot, ca, cb);
   int va = idx_mul(e, ca, TILE_VECS), vb = idx_mul(e, cb, TILE_VECS);
   for (int r = 0; r < TILE_ROWS; ++r) alpha[r] = emit_tile_softmax(T, r, slot[r], j0, va, vb);
-  emit_tile_values(T, slot, alpha, idx_mul(e, ca, T->ch), idx_mul(e, cb, T->ch));
+  int ka = idx_mul(e, ca, T->ch), kb = idx_mul(e, cb, T->ch);
+  emit_tile_values(T, slot, alpha, ka, kb);
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -996,19 +1034,23 @@ static void emit_tile_rows(const tiled_t *T, int g0, int j0) {
 static void emit_block_output(const tiled_t *T, int row0, int p0, int n) {
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
-  int s = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), n, vlmc_kernel_emit_index(e, 1));
+  int s = open_loop_to(e, n, 1);
   int row, head;
   pair_of(T, row0, vlmc_kernel_emit_index_op(e, "arith.addi", p0, s), &row, &head);
   int out = idx_mul(e, vlmc_kernel_emit_index_op(e, "arith.addi", idx_mul(e, row, A->heads), head), A->dv);
   int sum = vlmc_cpu_emit_reduce_add(e, vec_load(A, T->ls, T->ls_t, idx_mul(e, s, A->vl)), A->vl);
   int sums = splat(A, sum), os_at = idx_mul(e, s, T->dvp);
   int64_t vecs = A->dv / A->vl;
-  for (int64_t c = 0; c < vecs; ++c)
-    vlmc_cpu_emit_finish_vector(e, vec_op(A, "arith.divf", vec_load(A, T->os, T->os_t, idx_add(e, os_at, c * A->vl)), sums),
-                                idx_add(e, out, c * A->vl), A->vl);
-  for (int64_t t = vecs * A->vl; t < A->dv; ++t)
-    vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_float_op(e, "arith.divf", mem_load(e, T->os, T->os_t, idx_add(e, os_at, t)), sum, 0),
-                                    idx_add(e, out, t));
+  for (int64_t c = 0; c < vecs; ++c) {
+    int o = vec_load(A, T->os, T->os_t, idx_add(e, os_at, c * A->vl));
+    int y = vec_op(A, "arith.divf", o, sums);
+    vlmc_cpu_emit_finish_vector(e, y, idx_add(e, out, c * A->vl), A->vl);
+  }
+  for (int64_t t = vecs * A->vl; t < A->dv; ++t) {
+    int o = mem_load(e, T->os, T->os_t, idx_add(e, os_at, t));
+    int y = vlmc_kernel_emit_float_op(e, "arith.divf", o, sum, 0);
+    vlmc_kernel_emit_finish_element(e, y, idx_add(e, out, t));
+  }
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -1017,17 +1059,16 @@ static void emit_run(const tiled_t *T, int a, int b) {
   const attention_t *A = T->A;
   vlmc_kernel_emit_t *e = A->e;
   int pairs = idx_mul(e, vlmc_kernel_emit_index_op(e, "arith.subi", b, a), A->group);
-  int p0 = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), pairs, vlmc_kernel_emit_index(e, T->qb));
-  int n = vlmc_kernel_emit_index_op(e, "arith.minsi", vlmc_kernel_emit_index(e, T->qb),
-                                    vlmc_kernel_emit_index_op(e, "arith.subi", pairs, p0));
+  int p0 = open_loop_to(e, pairs, T->qb);
+  int qb = vlmc_kernel_emit_index(e, T->qb), left = vlmc_kernel_emit_index_op(e, "arith.subi", pairs, p0);
+  int n = vlmc_kernel_emit_index_op(e, "arith.minsi", qb, left);
   emit_prepare(T, a, p0, n);
   int first = mem_load(e, T->rs, T->ix_t, vlmc_kernel_emit_index(e, 0));
   int last = mem_load(e, T->re, T->ix_t, idx_add(e, n, -1));
-  int steps = vlmc_kernel_emit_index_op(e, "arith.divui", idx_add(e, n, TILE_ROWS - 1),
-                                        vlmc_kernel_emit_index(e, TILE_ROWS));
+  int steps = emit_row_steps(e, n);
   int j0 = vlmc_kernel_emit_for(e, first, last, vlmc_kernel_emit_index(e, TILE_KEYS));
   emit_copy_tile(T, j0);
-  int g = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), steps, vlmc_kernel_emit_index(e, 1));
+  int g = open_loop_to(e, steps, 1);
   emit_tile_rows(T, idx_mul(e, g, TILE_ROWS), j0);
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
@@ -1065,10 +1106,11 @@ static void emit_tiled(attention_t *A) {
   T.vt = scratch(e, T.vt_t, sizeof T.vt_t, TILE_KEYS * T.dvp, "f32");
   T.ss = scratch(e, T.ss_t, sizeof T.ss_t, (int64_t)TILE_ROWS * TILE_KEYS, "f32");
   if (T.dvp != A->dv) { /* v's padding lanes: 0 once, never written after */
-    int j = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, TILE_KEYS),
-                                 vlmc_kernel_emit_index(e, 1));
-    for (int64_t t = A->dv; t < T.dvp; ++t)
-      mem_store(e, vlmc_kernel_emit_f32(e, 0), T.vt, T.vt_t, idx_add(e, idx_mul(e, j, T.dvp), t));
+    int j = open_loop_const(e, TILE_KEYS, 1);
+    for (int64_t t = A->dv; t < T.dvp; ++t) {
+      int zero = vlmc_kernel_emit_f32(e, 0);
+      mem_store(e, zero, T.vt, T.vt_t, idx_add(e, idx_mul(e, j, T.dvp), t));
+    }
     vlmc_kernel_emit_line(e, "}");
   }
   char lanes[256];
@@ -1077,8 +1119,7 @@ static void emit_tiled(attention_t *A) {
   T.iota = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant dense<[%s]> : vector<%dxi32>", T.iota, lanes, A->vl);
   int64_t kv_heads = A->heads / A->group;
-  T.kvh = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, kv_heads),
-                               vlmc_kernel_emit_index(e, 1));
+  T.kvh = open_loop_const(e, kv_heads, 1);
   int bias = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index(e, kv_heads - 1), T.kvh);
   int rf = vlmc_kernel_emit_fresh(e), re = vlmc_kernel_emit_fresh(e);
   int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
@@ -1091,7 +1132,7 @@ static void emit_tiled(attention_t *A) {
     emit_run(&T, rf, re);
   } else {
     int two = vlmc_kernel_emit_index(e, 2), s = vlmc_kernel_emit_dim(e, A->q->type.dims[0]);
-    int run = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), two, vlmc_kernel_emit_index(e, 1));
+    int run = open_loop_to(e, two, 1);
     int odd = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", odd, run,
                           vlmc_kernel_emit_index(e, 1));
@@ -1099,7 +1140,8 @@ static void emit_tiled(attention_t *A) {
     int even_b = vlmc_kernel_emit_index_op(e, "arith.divui", idx_add(e, re, 1), two);
     int odd_a = vlmc_kernel_emit_index_op(e, "arith.subi", s, vlmc_kernel_emit_index_op(e, "arith.divui", re, two));
     int odd_b = vlmc_kernel_emit_index_op(e, "arith.subi", s, vlmc_kernel_emit_index_op(e, "arith.divui", rf, two));
-    emit_run(&T, idx_select(e, odd, odd_a, even_a), idx_select(e, odd, odd_b, even_b));
+    int a = idx_select(e, odd, odd_a, even_a), b = idx_select(e, odd, odd_b, even_b);
+    emit_run(&T, a, b);
     vlmc_kernel_emit_line(e, "}");
   }
   vlmc_kernel_emit_line(e, "}");

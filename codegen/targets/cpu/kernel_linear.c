@@ -167,9 +167,10 @@ static void emit_k_loop(const linear_t *L, const tile_t *t, const int *x_row, co
   /* %results:n = scf.for %k = 0 to K_main step VL*U iter_args(%acc.. = %zero..) -> (vector..) */
   vlmc_strbuf_t line;
   vlmc_strbuf_init(&line);
+  int k_start = vlmc_kernel_emit_index(e, k_lo), k_end = vlmc_kernel_emit_index(e, k_main),
+      k_step = vlmc_kernel_emit_index(e, step);
   vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(",
-                     results, n_acc, k, vlmc_kernel_emit_index(e, k_lo), vlmc_kernel_emit_index(e, k_main),
-                     vlmc_kernel_emit_index(e, step));
+                     results, n_acc, k, k_start, k_end, k_step);
   for (int a = 0; a < n_acc; ++a)
     vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", acc_in[a], zero);
   vlmc_strbuf_puts(&line, ") -> (");
@@ -245,13 +246,14 @@ static void emit_tile(const linear_t *L, const tile_t *t, int m0, const int *col
   for (int r = 0; r < t->mr; ++r) {
     int row = vlmc_kernel_emit_index_op(e, "arith.addi", m0, vlmc_kernel_emit_index(e, r));
     x_row[r] = vlmc_kernel_emit_index_op(e, "arith.muli", row, kk);
+    if (L->xs < 0) {
+      x_ld[r] = x_row[r];
+      continue;
+    }
     /* In the scratch: row - row0 of KC elements, element k at k - k_lo. */
-    x_ld[r] = L->xs < 0 ? x_row[r]
-              : vlmc_kernel_emit_index_op(e, "arith.subi",
-                    vlmc_kernel_emit_index_op(e, "arith.muli",
-                        vlmc_kernel_emit_index_op(e, "arith.subi", row, L->xs_row0),
-                        vlmc_kernel_emit_index(e, L->xs_stride)),
-                    vlmc_kernel_emit_index(e, k_lo));
+    int rel = vlmc_kernel_emit_index_op(e, "arith.subi", row, L->xs_row0);
+    int start = vlmc_kernel_emit_index_op(e, "arith.muli", rel, vlmc_kernel_emit_index(e, L->xs_stride));
+    x_ld[r] = vlmc_kernel_emit_index_op(e, "arith.subi", start, vlmc_kernel_emit_index(e, k_lo));
   }
   for (int c = 0; c < t->nr; ++c)
     w_row[c] = vlmc_kernel_emit_index_op(e, "arith.muli", cols[c], kk);
@@ -288,10 +290,11 @@ static void emit_tile(const linear_t *L, const tile_t *t, int m0, const int *col
 static int next_unit_row(const linear_t *L, int n0, int from, int m0) {
   vlmc_kernel_emit_t *e = L->e;
   if (!L->dot) return -1;
-  int tile = vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", m0, from),
-                                       vlmc_kernel_emit_index(e, L->rows.mr));
-  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.addi", n0, vlmc_kernel_emit_index(e, UNIT)),
-                                      vlmc_kernel_emit_index_op(e, "arith.remui", tile, vlmc_kernel_emit_index(e, UNIT)));
+  int rows_in = vlmc_kernel_emit_index_op(e, "arith.subi", m0, from);
+  int tile = vlmc_kernel_emit_index_op(e, "arith.divui", rows_in, vlmc_kernel_emit_index(e, L->rows.mr));
+  int next_n0 = vlmc_kernel_emit_index_op(e, "arith.addi", n0, vlmc_kernel_emit_index(e, UNIT));
+  int in_unit = vlmc_kernel_emit_index_op(e, "arith.remui", tile, vlmc_kernel_emit_index(e, UNIT));
+  int row = vlmc_kernel_emit_index_op(e, "arith.addi", next_n0, in_unit);
   return vlmc_kernel_emit_index_op(e, "arith.minui", row, vlmc_kernel_emit_index(e, L->n - 1));
 }
 
@@ -360,13 +363,14 @@ static void emit_gemv_quarters(const linear_t *L, int from, int to) {
   int lo = emit_named_index(e, "lo"), hi = emit_named_index(e, "hi");
   int one = vlmc_kernel_emit_index(e, 1);
   int hi_full = vlmc_kernel_emit_index_op(e, "arith.minui", hi, vlmc_kernel_emit_index(e, L->n / UNIT));
-  int q = vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", hi_full, lo),
-                                    vlmc_kernel_emit_index(e, QUARTERS));
+  int full_units = vlmc_kernel_emit_index_op(e, "arith.subi", hi_full, lo);
+  int q = vlmc_kernel_emit_index_op(e, "arith.divui", full_units, vlmc_kernel_emit_index(e, QUARTERS));
   int i = vlmc_kernel_emit_fresh(e), c = vlmc_kernel_emit_fresh(e), m = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", i,
                         vlmc_kernel_emit_index(e, 0), q, one);
+  int c_lo = vlmc_kernel_emit_index(e, 0), c_hi = vlmc_kernel_emit_index(e, UNIT);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", c,
-                        vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, UNIT), one);
+                        c_lo, c_hi, one);
   int cols[QUARTERS];
   for (int s = 0; s < QUARTERS; ++s) {
     int start = vlmc_kernel_emit_index_op(e, "arith.addi", lo, vlmc_kernel_emit_index_op(e, "arith.muli", q, vlmc_kernel_emit_index(e, s)));
@@ -432,13 +436,13 @@ static void emit_pack_x(const linear_t *L, int from, int to, const chunk_t *ch) 
   int64_t whole = (ch->hi - ch->lo) / 32 * 32;
   if (whole == 0) return;
   int r = vlmc_kernel_emit_for(e, from, to, vlmc_kernel_emit_index(e, 1));
-  int src = vlmc_kernel_emit_index_op(e, "arith.addi",
-                vlmc_kernel_emit_index_op(e, "arith.muli", r, vlmc_kernel_emit_index(e, L->k)),
-                vlmc_kernel_emit_index(e, ch->lo));
-  int dst = vlmc_kernel_emit_index_op(e, "arith.muli", vlmc_kernel_emit_index_op(e, "arith.subi", r, from),
-                                      vlmc_kernel_emit_index(e, L->xs_stride));
-  int k = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, whole),
-                               vlmc_kernel_emit_index(e, 32));
+  int row_start = vlmc_kernel_emit_index_op(e, "arith.muli", r, vlmc_kernel_emit_index(e, L->k));
+  int src = vlmc_kernel_emit_index_op(e, "arith.addi", row_start, vlmc_kernel_emit_index(e, ch->lo));
+  int rel = vlmc_kernel_emit_index_op(e, "arith.subi", r, from);
+  int dst = vlmc_kernel_emit_index_op(e, "arith.muli", rel, vlmc_kernel_emit_index(e, L->xs_stride));
+  int k_lo = vlmc_kernel_emit_index(e, 0), k_hi = vlmc_kernel_emit_index(e, whole),
+      k_step = vlmc_kernel_emit_index(e, 32);
+  int k = vlmc_kernel_emit_for(e, k_lo, k_hi, k_step);
   int pairs = vlmc_cpu_emit_load_bf16x32(e, L->x, vlmc_kernel_emit_index_op(e, "arith.addi", src, k));
   vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : %s, vector<32xbf16>",
                         pairs, L->xs, vlmc_kernel_emit_index_op(e, "arith.addi", dst, k), L->xs_type);
@@ -494,10 +498,9 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
                         mb0, vlmc_kernel_emit_index(e, 0), m_total, mb_c);
   int end = vlmc_kernel_emit_index_op(e, "arith.minui", vlmc_kernel_emit_index_op(e, "arith.addi", mb0, mb_c), m_total);
-  int span_r = vlmc_kernel_emit_index_op(e, "arith.muli",
-                     vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", end, mb0),
-                            vlmc_kernel_emit_index(e, mr)),
-                     vlmc_kernel_emit_index(e, mr));
+  int span = vlmc_kernel_emit_index_op(e, "arith.subi", end, mb0);
+  int tiles = vlmc_kernel_emit_index_op(e, "arith.divui", span, vlmc_kernel_emit_index(e, mr));
+  int span_r = vlmc_kernel_emit_index_op(e, "arith.muli", tiles, vlmc_kernel_emit_index(e, mr));
   int end_r = vlmc_kernel_emit_index_op(e, "arith.addi", mb0, span_r);
   /* A block without a whole MR-row tile (decode) streams the weights in quarters; else the
    * thread's units in order, each unit's weight rows staying in L1 across the block's tiles. */
@@ -545,13 +548,15 @@ vlmc_status_t vlmc_cpu_kernel_matmul(vlmc_kernel_emit_t *e) {
   int x_base = vlmc_kernel_emit_index_op(e, "arith.muli", row, kk);
   int y_base = vlmc_kernel_emit_index_op(e, "arith.muli", vlmc_kernel_emit_index_op(e, "arith.muli", batch, kk), nn);
   int n = vlmc_kernel_emit_fresh(e);
+  int n_lo = vlmc_kernel_emit_index(e, 0), n_step = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", n,
-                        vlmc_kernel_emit_index(e, 0), nn, vlmc_kernel_emit_index(e, 1));
+                        n_lo, nn, n_step);
   int k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e), sum = vlmc_kernel_emit_fresh(e);
+  int k_lo = vlmc_kernel_emit_index(e, 0), k_step = vlmc_kernel_emit_index(e, 1);
+  int acc0 = vlmc_kernel_emit_f32(e, 0);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
-                     sum, k, vlmc_kernel_emit_index(e, 0), kk, vlmc_kernel_emit_index(e, 1), acc,
-                     vlmc_kernel_emit_f32(e, 0));
+                     sum, k, k_lo, kk, k_step, acc, acc0);
   int xs = vlmc_kernel_emit_load(e, x, vlmc_kernel_emit_index_op(e, "arith.addi", x_base, k));
   int ys = vlmc_kernel_emit_load(e, y, vlmc_kernel_emit_index_op(e, "arith.addi", y_base,
                                            vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", k, nn), n)));

@@ -54,6 +54,22 @@ typedef struct {
 static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index(e, c); }
 static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
+/* a + c and a * c for a static c: its constant made after a, so that an `a` that emits can
+ * stay nested (the kernel text must not depend on the compiler's order of arguments). */
+static int add_const(vlmc_kernel_emit_t *e, int a, int64_t c) { return add(e, a, idx(e, c)); }
+static int mul_const(vlmc_kernel_emit_t *e, int a, int64_t c) { return mul(e, a, idx(e, c)); }
+
+/* Opens "scf.for %iv = 0 to hi step `step` {" (hi an index SSA, or a static count for
+ * open_static_loop): returns %iv; close it with a "}" line. */
+static int open_loop(vlmc_kernel_emit_t *e, int hi, int64_t step) {
+  int zero = idx(e, 0), by = idx(e, step);
+  return vlmc_kernel_emit_for(e, zero, hi, by);
+}
+
+static int open_static_loop(vlmc_kernel_emit_t *e, int64_t count, int64_t step) {
+  int zero = idx(e, 0), hi = idx(e, count), by = idx(e, step);
+  return vlmc_kernel_emit_for(e, zero, hi, by);
+}
 
 bool vlmc_cpu_linear_dequant_applies(const vlmc_kernel_emit_t *e, const vlmc_value_t *w) {
   int vl = e->vector_width;
@@ -94,8 +110,8 @@ static int i32_lanes(vlmc_kernel_emit_t *e, const int64_t *lanes, int vl) {
 static int unpack(const qlinear_t *Q, int c, int col0, int64_t offset) {
   vlmc_kernel_emit_t *e = Q->e;
   int64_t first = offset % Q->per_word; /* the vector's first value within its word */
-  int word_at = add(e, add(e, Q->word_row[c], vlmc_kernel_emit_index_op(e, "arith.divui", col0, idx(e, Q->per_word))),
-                    idx(e, offset / Q->per_word));
+  int col0_word = vlmc_kernel_emit_index_op(e, "arith.divui", col0, idx(e, Q->per_word));
+  int word_at = add_const(e, add(e, Q->word_row[c], col0_word), offset / Q->per_word);
   int64_t shifts[16], masks[16];
   for (int j = 0; j < Q->vl; ++j) {
     shifts[j] = ((first + j) % Q->per_word) * Q->bits;
@@ -135,7 +151,7 @@ static void emit_group(const qlinear_t *Q, int x_row, int g, int col0, int64_t l
   int p[UNIT], px = zero;
   for (int c = 0; c < UNIT; ++c) p[c] = zero;
   for (int64_t off = 0; off < len; off += Q->vl) {
-    int xv = vlmc_cpu_emit_load_vector(e, Q->x, add(e, add(e, x_row, col0), idx(e, off)), Q->vl);
+    int xv = vlmc_cpu_emit_load_vector(e, Q->x, add_const(e, add(e, x_row, col0), off), Q->vl);
     px = vlmc_kernel_emit_float_op(e, "arith.addf", px, xv, Q->vl);
     for (int c = 0; c < UNIT; ++c) p[c] = vec_fma(e, unpack(Q, c, col0, off), xv, p[c], Q->vl);
   }
@@ -154,10 +170,11 @@ static void list_vectors(vlmc_strbuf_t *out, const int *values, int count, int v
   }
 }
 
-/* Opens "%r:n = scf.for %iv = lo to hi step step iter_args(%in.. = zero..) -> (vectors)":
- * *iv and in[0 .. n) get the loop's SSAs; returns the results' SSA (%r#i). */
-static int open_vector_loop(const qlinear_t *Q, int lo, int hi, int step, int n, int *iv, int *in) {
+/* Opens "%r:n = scf.for %iv = 0 to count step by iter_args(%in.. = zero..) -> (vectors)"
+ * (count, by static): *iv and in[0 .. n) get the loop's SSAs; returns the results' SSA (%r#i). */
+static int open_vector_loop(const qlinear_t *Q, int64_t count, int64_t by, int n, int *iv, int *in) {
   vlmc_kernel_emit_t *e = Q->e;
+  int lo = idx(e, 0), hi = idx(e, count), step = idx(e, by);
   int zero = vector_type_zero(e, Q->vl), results = vlmc_kernel_emit_fresh(e);
   *iv = vlmc_kernel_emit_fresh(e);
   for (int i = 0; i < n; ++i) in[i] = vlmc_kernel_emit_fresh(e);
@@ -233,12 +250,16 @@ static void emit_permute_row(const qlinear_t *Q, int m, int dst) {
   vlmc_kernel_emit_t *e = Q->e;
   int64_t bs = block_size(Q);
   int k = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", k, idx(e, 0),
-                        idx(e, Q->k), idx(e, 1));
+  int zero = idx(e, 0), end = idx(e, Q->k), one = idx(e, 1);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", k, zero,
+                        end, one);
+  /* k = b * BS + j * P + s goes to b * BS + s * VL + j */
   int r = vlmc_kernel_emit_index_op(e, "arith.remui", k, idx(e, bs));
-  int at = add(e, add(e, vlmc_kernel_emit_index_op(e, "arith.subi", k, r),
-                      mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", r, idx(e, Q->per_word)), idx(e, Q->vl))),
-               vlmc_kernel_emit_index_op(e, "arith.divui", r, idx(e, Q->per_word)));
+  int block = vlmc_kernel_emit_index_op(e, "arith.subi", k, r);
+  int s_vl = mul_const(e, vlmc_kernel_emit_index_op(e, "arith.remui", r, idx(e, Q->per_word)), Q->vl);
+  int block_s = add(e, block, s_vl);
+  int j = vlmc_kernel_emit_index_op(e, "arith.divui", r, idx(e, Q->per_word));
+  int at = add(e, block_s, j);
   int v = vlmc_kernel_emit_load(e, Q->x, add(e, mul(e, m, idx(e, Q->k)), k));
   vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", v, Q->scratch,
                         add(e, dst, at), (long long)(UNIT * Q->k));
@@ -272,8 +293,8 @@ static void emit_block(const qlinear_t *Q, int x_at, int col0, const int *acc, c
   for (int64_t s = 0; s < Q->per_word; ++s) {
     xs[s] = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<%dxf32>",
-                          xs[s], Q->scratch, add(e, add(e, x_at, col0), idx(e, s * Q->vl)), (long long)(UNIT * Q->k),
-                          Q->vl);
+                          xs[s], Q->scratch, add_const(e, add(e, x_at, col0), s * Q->vl),
+                          (long long)(UNIT * Q->k), Q->vl);
     px = s ? vlmc_kernel_emit_float_op(e, "arith.addf", px, xs[s], Q->vl) : xs[s];
   }
   int64_t mask[16], shift[16];
@@ -309,12 +330,13 @@ static void emit_block(const qlinear_t *Q, int x_at, int col0, const int *acc, c
 static void emit_row_blocks(const qlinear_t *Q, int m, int x_at) {
   vlmc_kernel_emit_t *e = Q->e;
   int in[2 * UNIT], out[2 * UNIT], b;
-  int results = open_vector_loop(Q, idx(e, 0), idx(e, Q->k), idx(e, block_size(Q)), 2 * UNIT, &b, in);
+  int results = open_vector_loop(Q, Q->k, block_size(Q), 2 * UNIT, &b, in);
   emit_block(Q, x_at, b, in, in + UNIT, out, out + UNIT);
   close_vector_loop(Q, out, 2 * UNIT);
-  for (int c = 0; c < UNIT; ++c)
-    finish_feature(Q, vlmc_kernel_emit_float_op(e, "arith.addf", loop_result(Q, results, c),
-                                                loop_result(Q, results, UNIT + c), Q->vl), m, c);
+  for (int c = 0; c < UNIT; ++c) {
+    int acc = loop_result(Q, results, c), bacc = loop_result(Q, results, UNIT + c);
+    finish_feature(Q, vlmc_kernel_emit_float_op(e, "arith.addf", acc, bacc, Q->vl), m, c);
+  }
 }
 
 /* Row m of x against the tile's features: every group, then the sums, bias, epilogue. */
@@ -323,13 +345,13 @@ static void emit_row(const qlinear_t *Q, int m) {
   int x_row = mul(e, m, idx(e, Q->k));
   int64_t whole = Q->k / Q->group, rest = Q->k % Q->group;
   int acc[2 * UNIT], in[2 * UNIT], out[2 * UNIT], g;
-  int results = open_vector_loop(Q, idx(e, 0), idx(e, whole), idx(e, 1), 2 * UNIT, &g, in);
+  int results = open_vector_loop(Q, whole, 1, 2 * UNIT, &g, in);
   emit_group(Q, x_row, g, mul(e, g, idx(e, Q->group)), Q->group, in, in + UNIT, out, out + UNIT);
   close_vector_loop(Q, out, 2 * UNIT);
   for (int i = 0; i < 2 * UNIT; ++i) acc[i] = loop_result(Q, results, i);
   if (rest) { /* the short last group */
-    int last[2 * UNIT];
-    emit_group(Q, x_row, idx(e, whole), idx(e, whole * Q->group), rest, acc, acc + UNIT, last, last + UNIT);
+    int last[2 * UNIT], last_g = idx(e, whole), last_col0 = idx(e, whole * Q->group);
+    emit_group(Q, x_row, last_g, last_col0, rest, acc, acc + UNIT, last, last + UNIT);
     for (int i = 0; i < 2 * UNIT; ++i) acc[i] = last[i];
   }
   for (int c = 0; c < UNIT; ++c)
@@ -347,8 +369,9 @@ static void emit_dequantize_unit(const qlinear_t *Q) {
       if (!len) continue;
       int gi;
       if (!part) {
+        int zero = idx(e, 0), end = idx(e, whole), one = idx(e, 1);
         vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", g,
-                              idx(e, 0), idx(e, whole), idx(e, 1));
+                              zero, end, one);
         gi = g;
       } else {
         gi = idx(e, whole);
@@ -360,7 +383,7 @@ static void emit_dequantize_unit(const qlinear_t *Q) {
         int w = vlmc_kernel_emit_float_op(
             e, "arith.addf", vlmc_kernel_emit_float_op(e, "arith.mulf", s, unpack(Q, c, col0, off), Q->vl), b, Q->vl);
         vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<%dxf32>",
-                              w, Q->scratch, add(e, add(e, idx(e, c * Q->k), col0), idx(e, off)),
+                              w, Q->scratch, add_const(e, add(e, idx(e, c * Q->k), col0), off),
                               (long long)(UNIT * Q->k), Q->vl);
       }
       if (!part) vlmc_kernel_emit_line(e, "}");
@@ -373,8 +396,8 @@ static void emit_dequantize_unit(const qlinear_t *Q) {
 static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows) {
   vlmc_kernel_emit_t *e = Q->e;
   int pairs = rows * UNIT, in[MR * UNIT], out[MR * UNIT], x_row[MR], k;
-  for (int r = 0; r < rows; ++r) x_row[r] = mul(e, add(e, m0, idx(e, r)), idx(e, Q->k));
-  int results = open_vector_loop(Q, idx(e, 0), idx(e, Q->k), idx(e, Q->vl), pairs, &k, in);
+  for (int r = 0; r < rows; ++r) x_row[r] = mul_const(e, add_const(e, m0, r), Q->k);
+  int results = open_vector_loop(Q, Q->k, Q->vl, pairs, &k, in);
   int xv[MR], wv[UNIT];
   for (int r = 0; r < rows; ++r) xv[r] = vlmc_cpu_emit_load_vector(e, Q->x, add(e, x_row[r], k), Q->vl);
   for (int c = 0; c < UNIT; ++c) {
@@ -386,17 +409,23 @@ static void emit_scratch_tile(const qlinear_t *Q, int m0, int rows) {
     for (int c = 0; c < UNIT; ++c) out[r * UNIT + c] = vec_fma(e, xv[r], wv[c], in[r * UNIT + c], Q->vl);
   close_vector_loop(Q, out, pairs);
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < UNIT; ++c)
-      finish_feature(Q, loop_result(Q, results, r * UNIT + c), add(e, m0, idx(e, r)), c);
+    for (int c = 0; c < UNIT; ++c) {
+      int acc = loop_result(Q, results, r * UNIT + c);
+      finish_feature(Q, acc, add_const(e, m0, r), c);
+    }
+}
+
+/* from + span (index SSAs) rounded down to whole MR-row tiles: where the tiles end. */
+static int whole_tiles_end(vlmc_kernel_emit_t *e, int from, int span) {
+  int tiles = vlmc_kernel_emit_index_op(e, "arith.divui", span, idx(e, MR));
+  return add(e, from, mul_const(e, tiles, MR));
 }
 
 /* Rows [from, to) of x against the dequantized unit: MR-row tiles, then the rest one by one. */
 static void emit_scratch_rows(const qlinear_t *Q, int from, int to) {
   vlmc_kernel_emit_t *e = Q->e;
   emit_dequantize_unit(Q);
-  int tiles_end = add(e, from, mul(e, vlmc_kernel_emit_index_op(e, "arith.divui",
-                                                                 vlmc_kernel_emit_index_op(e, "arith.subi", to, from),
-                                                                 idx(e, MR)), idx(e, MR)));
+  int tiles_end = whole_tiles_end(e, from, vlmc_kernel_emit_index_op(e, "arith.subi", to, from));
   int m0 = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", m0, from,
                         tiles_end, idx(e, MR));
@@ -444,9 +473,10 @@ static void emit_many_rows(qlinear_t *Q, int m_total) {
   vlmc_kernel_emit_t *e = Q->e;
   int64_t mb = vlmc_cpu_emit_machine(e)->l2_bytes / 2 / (Q->k * 4);
   mb = mb < 2 * MR ? 2 * MR : mb / MR * MR;
-  int mb0 = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, mb));
+  int mb0 = open_loop(e, m_total, mb);
   int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, mb)), m_total);
-  open_unit_loop(Q, named_index(e, "lo"), named_index(e, "hi"));
+  int lo = named_index(e, "lo"), hi = named_index(e, "hi");
+  open_unit_loop(Q, lo, hi);
   emit_scratch_rows(Q, mb0, end);
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
@@ -515,30 +545,41 @@ static void store_parts(const qlinear_t *Q, int v, int at) {
   }
 }
 
+/* Where block blk (index SSA) of the row in slot r starts in the split scratch. */
+static int split_block_at(const qlinear_t *Q, int r, int blk) {
+  vlmc_kernel_emit_t *e = Q->e;
+  int row = mul_const(e, r, Q->k * Q->parts);
+  return add(e, row, mul_const(e, blk, DOT_BLOCK * Q->parts));
+}
+
 /* Row m of x (its slot r in the scratches): per block of 64 values, the even values then the
  * odd ones, each split into parts (block b's part p at (r * K * parts) + b * 64 * parts + p *
  * 64, the even values in its first 32 slots); per group the sum of its values. */
 static void emit_split_row(const qlinear_t *Q, int m, int r) {
   vlmc_kernel_emit_t *e = Q->e;
   int64_t per_group = Q->group / DOT_BLOCK;
-  int g = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, Q->groups), idx(e, 1));
+  int g = open_static_loop(e, Q->groups, 1);
   int vsum = -1;
   for (int64_t b = 0; b < per_group; ++b) {
-    int blk = add(e, mul(e, g, idx(e, per_group)), idx(e, b));
-    int x0 = add(e, mul(e, m, idx(e, Q->k)), mul(e, blk, idx(e, DOT_BLOCK)));
+    int blk = add_const(e, mul_const(e, g, per_group), b);
+    int x_row = mul_const(e, m, Q->k);
+    int x0 = add(e, x_row, mul_const(e, blk, DOT_BLOCK));
     int a[4];
     for (int j = 0; j < 4; ++j) {
       a[j] = vlmc_cpu_emit_load_vector(e, Q->x, add(e, x0, idx(e, 16 * j)), 16);
       vsum = vsum < 0 ? a[j] : vlmc_kernel_emit_float_op(e, "arith.addf", vsum, a[j], 16);
     }
-    int at = add(e, mul(e, r, idx(e, Q->k * Q->parts)), mul(e, blk, idx(e, DOT_BLOCK * Q->parts)));
+    int at = split_block_at(Q, r, blk);
     for (int odd = 0; odd < 2; ++odd) {
-      store_parts(Q, shuffle16(e, a[0], a[1], odd), add(e, at, idx(e, 32 * odd)));
-      store_parts(Q, shuffle16(e, a[2], a[3], odd), add(e, at, idx(e, 32 * odd + 16)));
+      int first_half = shuffle16(e, a[0], a[1], odd);
+      store_parts(Q, first_half, add_const(e, at, 32 * odd));
+      int second_half = shuffle16(e, a[2], a[3], odd);
+      store_parts(Q, second_half, add_const(e, at, 32 * odd + 16));
     }
   }
+  int group_sum = vlmc_cpu_emit_reduce_add(e, vsum, 16);
   vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
-                        vlmc_cpu_emit_reduce_add(e, vsum, 16), Q->xsum, add(e, mul(e, r, idx(e, Q->groups)), g),
+                        group_sum, Q->xsum, add(e, mul(e, r, idx(e, Q->groups)), g),
                         (long long)(DOT_ROWS * Q->groups));
   vlmc_kernel_emit_line(e, "}");
 }
@@ -587,12 +628,12 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
   int64_t per_group = Q->group / DOT_BLOCK, span = DOT_ROWS * Q->parts * Q->k;
   int table = bf16_nibble_table(e), zero = vector_type_zero(e, 16);
   int in[UNIT], out[UNIT], g;
-  int results = open_vector_loop(Q, idx(e, 0), idx(e, Q->groups), idx(e, 1), UNIT, &g, in);
+  int results = open_vector_loop(Q, Q->groups, 1, UNIT, &g, in);
   int t[UNIT][2];
   for (int c = 0; c < UNIT; ++c) t[c][0] = t[c][1] = zero;
   for (int64_t b = 0; b < per_group; ++b) {
-    int blk = add(e, mul(e, g, idx(e, per_group)), idx(e, b));
-    int at = add(e, mul(e, r, idx(e, Q->k * Q->parts)), mul(e, blk, idx(e, DOT_BLOCK * Q->parts)));
+    int blk = add_const(e, mul_const(e, g, per_group), b);
+    int at = split_block_at(Q, r, blk);
     int xs[3][2];
     for (int p = 0; p < Q->parts; ++p)
       for (int h = 0; h < 2; ++h) {
@@ -604,8 +645,9 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
       int q[2];
       /* the stream 1 KiB ahead: a quarter's rows follow each other, and the hardware
        * prefetcher stops at each 4 KiB page (17.2 against 16.0 tok/s on the 3B at 2 threads) */
+      int block_words = add(e, Q->word_row[c], mul_const(e, blk, DOT_BLOCK / 8));
       vlmc_kernel_emit_line(e, "memref.prefetch %%b%d[" VLMC_SSA "], read, locality<3>, data : memref<?xi32>", Q->packed,
-                            add(e, add(e, Q->word_row[c], mul(e, blk, idx(e, DOT_BLOCK / 8))), idx(e, DOT_PREFETCH_WORDS)));
+                            add_const(e, block_words, DOT_PREFETCH_WORDS));
       unpack_bf16(Q, c, blk, table, q);
       for (int h = 0; h < 2; ++h) /* two chains: the low and the high nibbles */
         for (int p = 0; p < Q->parts; ++p) t[c][h] = vlmc_cpu_emit_dot_bf16(e, t[c][h], q[h], xs[p][h]);
@@ -623,7 +665,7 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
     int acc = loop_result(Q, results, c);
     if (whole) {
       int bin[1], bout, g16;
-      int bres = open_vector_loop(Q, idx(e, 0), idx(e, whole), idx(e, 16), 1, &g16, bin);
+      int bres = open_vector_loop(Q, whole, 16, 1, &g16, bin);
       int bv = vlmc_cpu_emit_load_vector(e, Q->dq->operands[2], add(e, Q->group_row[c], g16), 16);
       int sxv = vlmc_kernel_emit_fresh(e);
       vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>, vector<16xf32>", sxv,
@@ -637,7 +679,7 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
       int bias = vlmc_kernel_emit_load(e, Q->dq->operands[2], add(e, Q->group_row[c], idx(e, gi)));
       int sx = vlmc_kernel_emit_fresh(e);
       vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>", sx, Q->xsum,
-                            add(e, mul(e, r, idx(e, Q->groups)), idx(e, gi)), (long long)(DOT_ROWS * Q->groups));
+                            add_const(e, mul_const(e, r, Q->groups), gi), (long long)(DOT_ROWS * Q->groups));
       int term = vlmc_kernel_emit_float_op(e, "arith.mulf", bias, sx, 0);
       tail = tail < 0 ? term : vlmc_kernel_emit_float_op(e, "arith.addf", tail, term, 0);
     }
@@ -649,12 +691,12 @@ static void emit_row_dot(const qlinear_t *Q, int m, int r) {
  * its rows, each block's tiles of 4 rows over the thread's columns. */
 static void emit_many_rows_panels(const qlinear_t *Q, vlmc_linear_panels_t pa, int m_total) {
   vlmc_kernel_emit_t *e = Q->e;
-  int mb0 = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, pa.block_rows));
+  int mb0 = open_loop(e, m_total, pa.block_rows);
   int end = vlmc_kernel_emit_index_op(e, "arith.minui", add(e, mb0, idx(e, pa.block_rows)), m_total);
   int span = vlmc_kernel_emit_index_op(e, "arith.subi", end, mb0);
   pa.from = mb0;
   pa.to = end;
-  pa.to_r = add(e, mb0, mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", span, idx(e, MR)), idx(e, MR)));
+  pa.to_r = whole_tiles_end(e, mb0, span);
   vlmc_cpu_linear_panels(e, &pa);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -662,7 +704,7 @@ static void emit_many_rows_panels(const qlinear_t *Q, vlmc_linear_panels_t pa, i
 /* Rows [0, m_total) of x against the current tile's features (few rows). */
 static void emit_tile_rows(const qlinear_t *Q, int m_total, bool blocks) {
   vlmc_kernel_emit_t *e = Q->e;
-  int m = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, 1));
+  int m = open_loop(e, m_total, 1);
   if (Q->xdot >= 0) emit_row_dot(Q, m, m);
   else if (blocks) emit_row_blocks(Q, m, mul(e, m, idx(e, Q->k)));
   else emit_row(Q, m);
@@ -675,7 +717,7 @@ static void emit_few_rows(qlinear_t *Q, int m_total) {
   vlmc_kernel_emit_t *e = Q->e;
   bool blocks = blocks_fit(Q);
   if (Q->xdot >= 0 || blocks) {
-    int m = vlmc_kernel_emit_for(e, idx(e, 0), m_total, idx(e, 1));
+    int m = open_loop(e, m_total, 1);
     if (Q->xdot >= 0) emit_split_row(Q, m, m);
     else emit_permute_row(Q, m, mul(e, m, idx(e, Q->k)));
     vlmc_kernel_emit_line(e, "}");
@@ -685,13 +727,15 @@ static void emit_few_rows(qlinear_t *Q, int m_total) {
    * QUARTERS long sequential streams of W (a unit's own rows are short streams: 1 KiB at K =
    * 2048 and 4 bits, which the hardware prefetcher barely follows); the units past 4 q after. */
   int lo = named_index(e, "lo"), hi = named_index(e, "hi");
-  int q = vlmc_kernel_emit_index_op(e, "arith.divui", vlmc_kernel_emit_index_op(e, "arith.subi", hi, lo),
-                                    idx(e, QUARTERS));
-  int i = vlmc_kernel_emit_for(e, idx(e, 0), q, idx(e, 1));
-  int c = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, UNIT), idx(e, 1));
+  int units = vlmc_kernel_emit_index_op(e, "arith.subi", hi, lo);
+  int q = vlmc_kernel_emit_index_op(e, "arith.divui", units, idx(e, QUARTERS));
+  int i = open_loop(e, q, 1);
+  int c = open_static_loop(e, UNIT, 1);
   int feature[UNIT];
-  for (int s = 0; s < QUARTERS; ++s)
-    feature[s] = add(e, mul(e, add(e, add(e, lo, mul(e, q, idx(e, s))), i), idx(e, UNIT)), c);
+  for (int s = 0; s < QUARTERS; ++s) {
+    int unit = add(e, add(e, lo, mul_const(e, q, s)), i); /* lo + s q + i */
+    feature[s] = add(e, mul_const(e, unit, UNIT), c);
+  }
   tile_features(Q, feature);
   emit_tile_rows(Q, m_total, blocks);
   vlmc_kernel_emit_line(e, "}");

@@ -56,6 +56,12 @@ static int iop(const panels_t *P, const char *op, int a, int b) {
 }
 static int fresh(const panels_t *P) { return vlmc_kernel_emit_fresh(P->e); }
 
+/* `scf.for` over constant bounds (from, to, step: their constants in that order). */
+static int for_const(const panels_t *P, int64_t from, int64_t to, int64_t step) {
+  int lo = idx(P, from), hi = idx(P, to), by = idx(P, step);
+  return vlmc_kernel_emit_for(P->e, lo, hi, by);
+}
+
 /* vector<16xi32> -> vector<32xbf16> (the same bits: 16 pairs). */
 static int as_pairs(const panels_t *P, int words) {
   int v = fresh(P);
@@ -105,10 +111,16 @@ static void transpose16(const panels_t *P, int *r) {
   }
 }
 
-/* W's row for panel column j (index SSA), clamped into [0, N): a column past N is read from
- * the last row (its outputs are never stored). */
+/* The output column (W's row) of panel column j (index SSA), clamped into [0, N): a column
+ * past N is read from the last row (its outputs are never stored). */
+static int clamped_column(const panels_t *P, int j) {
+  int col = iop(P, "arith.addi", P->p0, j);
+  return iop(P, "arith.minui", col, idx(P, P->a->n - 1));
+}
+
+/* W's row for panel column j (index SSA), clamped as above: its first element. */
 static int w_row_start(const panels_t *P, int j) {
-  int col = iop(P, "arith.minui", iop(P, "arith.addi", P->p0, j), idx(P, P->a->n - 1));
+  int col = clamped_column(P, j);
   return iop(P, "arith.muli", col, idx(P, P->a->k));
 }
 
@@ -118,8 +130,8 @@ static void store_transposed(const panels_t *P, int *r, int b, int g) {
   transpose16(P, r);
   int pair0 = iop(P, "arith.muli", b, idx(P, 16));
   for (int i = 0; i < 16; ++i) {
-    int at = iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.addi", pair0, idx(P, i)),
-                                      idx(P, PANEL)), g);
+    int pair = iop(P, "arith.addi", pair0, idx(P, i));
+    int at = iop(P, "arith.addi", iop(P, "arith.muli", pair, idx(P, PANEL)), g);
     vlmc_kernel_emit_line(P->e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
                           "memref<%dxi32>, vector<16xi32>", r[i], P->a->pk, at, KP * PANEL);
   }
@@ -129,8 +141,8 @@ static void store_transposed(const panels_t *P, int *r, int b, int g) {
 static void emit_pack_blocks(const panels_t *P, int kc0, int64_t blocks) {
   vlmc_kernel_emit_t *e = P->e;
   if (blocks == 0) return;
-  int g = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 16));
-  int b = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, blocks), idx(P, 1));
+  int g = for_const(P, 0, PANEL, 16);
+  int b = for_const(P, 0, blocks, 1);
   int k0 = iop(P, "arith.addi", kc0, iop(P, "arith.muli", b, idx(P, 32)));
   int r[16];
   for (int i = 0; i < 16; ++i) {
@@ -176,11 +188,13 @@ static int pair_word(const panels_t *P, int lo, int hi) {
 static void emit_pack_tail(const panels_t *P, int kc0, int64_t from, int64_t pairs) {
   vlmc_kernel_emit_t *e = P->e;
   if (from >= pairs) return;
-  int j = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 1));
-  int p = vlmc_kernel_emit_for(e, idx(P, from), idx(P, pairs), idx(P, 1));
+  int j = for_const(P, 0, PANEL, 1);
+  int p = for_const(P, from, pairs, 1);
   int row = w_row_start(P, j);
   int k = iop(P, "arith.addi", kc0, iop(P, "arith.muli", p, idx(P, 2)));
-  int word = pair_word(P, w_bits(P, row, k), w_bits(P, row, iop(P, "arith.addi", k, idx(P, 1))));
+  int lo = w_bits(P, row, k);
+  int hi = w_bits(P, row, iop(P, "arith.addi", k, idx(P, 1)));
+  int word = pair_word(P, lo, hi);
   vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%dxi32>",
                         word, P->a->pk, iop(P, "arith.addi", iop(P, "arith.muli", p, idx(P, PANEL)), j),
                         KP * PANEL);
@@ -236,15 +250,16 @@ static int i32_splat(const panels_t *P, int value) {
 static void emit_pack_quantized(const panels_t *P, int kc0, int64_t len) {
   vlmc_kernel_emit_t *e = P->e;
   int table = nibble_table(P), four = i32_splat(P, 4), sixteen = i32_splat(P, 16);
-  int g = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 16));
-  int b = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, len / 32), idx(P, 1));
+  int g = for_const(P, 0, PANEL, 16);
+  int b = for_const(P, 0, len / 32, 1);
   int r[16];
   for (int i = 0; i < 16; ++i) {
-    int col = iop(P, "arith.minui", iop(P, "arith.addi", P->p0, iop(P, "arith.addi", g, idx(P, i))),
-                  idx(P, P->a->n - 1));
+    int col = clamped_column(P, iop(P, "arith.addi", g, idx(P, i)));
     /* words of the row's values kc0 + 32 b .. + 31: 4 words, 16 bytes */
-    int at = iop(P, "arith.addi", iop(P, "arith.muli", col, idx(P, P->q.words)),
-                 iop(P, "arith.addi", iop(P, "arith.divui", kc0, idx(P, 8)), iop(P, "arith.muli", b, idx(P, 4))));
+    int row_at = iop(P, "arith.muli", col, idx(P, P->q.words));
+    int chunk_at = iop(P, "arith.divui", kc0, idx(P, 8));
+    int block_at = iop(P, "arith.muli", b, idx(P, 4));
+    int at = iop(P, "arith.addi", row_at, iop(P, "arith.addi", chunk_at, block_at));
     int words = fresh(P), bytes = fresh(P), wide = fresh(P), high = fresh(P), hi16 = fresh(P);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load %%b%d[" VLMC_SSA "] : memref<?xi32>, vector<4xi32>", words,
                           P->qi, at);
@@ -261,14 +276,16 @@ static void emit_pack_quantized(const panels_t *P, int kc0, int64_t len) {
   vlmc_kernel_emit_line(e, "}");
   vlmc_kernel_emit_line(e, "}");
   /* the panel's scales (sc[0 .. PANEL)) and biases (sc[PANEL ..)) of the chunk's group */
-  int j = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, PANEL), idx(P, 1));
-  int col = iop(P, "arith.minui", iop(P, "arith.addi", P->p0, j), idx(P, P->a->n - 1));
-  int at = iop(P, "arith.addi", iop(P, "arith.muli", col, idx(P, P->q.groups)),
-               iop(P, "arith.divui", kc0, idx(P, P->q.group)));
-  for (int part = 1; part <= 2; ++part)
+  int j = for_const(P, 0, PANEL, 1);
+  int col = clamped_column(P, j);
+  int row_at = iop(P, "arith.muli", col, idx(P, P->q.groups));
+  int at = iop(P, "arith.addi", row_at, iop(P, "arith.divui", kc0, idx(P, P->q.group)));
+  for (int part = 1; part <= 2; ++part) {
+    int value = vlmc_kernel_emit_load(e, P->a->dq->operands[part], at);
+    int to = iop(P, "arith.addi", j, idx(P, (part - 1) * PANEL));
     vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%dxf32>",
-                          vlmc_kernel_emit_load(e, P->a->dq->operands[part], at), P->a->sc,
-                          iop(P, "arith.addi", j, idx(P, (part - 1) * PANEL)), 2 * PANEL);
+                          value, P->a->sc, to, 2 * PANEL);
+  }
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -294,7 +311,8 @@ static int x_bits(const panels_t *P, int row_start, int k) {
 
 /* Word (row m, pair p) of the x scratch: row m - from of KP words. */
 static int xs_at(const panels_t *P, int m, int p) {
-  return iop(P, "arith.addi", iop(P, "arith.muli", iop(P, "arith.subi", m, P->a->from), idx(P, KP)), p);
+  int rel = iop(P, "arith.subi", m, P->a->from);
+  return iop(P, "arith.addi", iop(P, "arith.muli", rel, idx(P, KP)), p);
 }
 
 /* The block's rows of x, the chunk's elements, as pairs into the x scratch: 32 elements per
@@ -306,7 +324,7 @@ static void emit_x_pairs(const panels_t *P, int kc0, int64_t len) {
   int row = iop(P, "arith.muli", m, idx(P, P->a->k));
   int src = iop(P, "arith.addi", row, kc0);
   if (whole) {
-    int b = vlmc_kernel_emit_for(e, idx(P, 0), idx(P, whole), idx(P, 1));
+    int b = for_const(P, 0, whole, 1);
     int words = as_words(P, vlmc_cpu_emit_load_bf16x32(e, P->a->x,
                                      iop(P, "arith.addi", src, iop(P, "arith.muli", b, idx(P, 32)))));
     vlmc_kernel_emit_line(e, "vector.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : "
@@ -317,7 +335,9 @@ static void emit_x_pairs(const panels_t *P, int kc0, int64_t len) {
   }
   for (int64_t p = whole * 16; p < pairs; ++p) {
     int k = iop(P, "arith.addi", kc0, idx(P, 2 * p));
-    int word = pair_word(P, x_bits(P, row, k), x_bits(P, row, iop(P, "arith.addi", k, idx(P, 1))));
+    int lo = x_bits(P, row, k);
+    int hi = x_bits(P, row, iop(P, "arith.addi", k, idx(P, 1)));
+    int word = pair_word(P, lo, hi);
     vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxi32>",
                           word, P->a->xt, xs_at(P, m, idx(P, p)), (long long)(P->a->block_rows * KP));
   }
@@ -327,9 +347,10 @@ static void emit_x_pairs(const panels_t *P, int kc0, int64_t len) {
       int x = vlmc_cpu_emit_load_vector(e, P->a->x, iop(P, "arith.addi", src, idx(P, 16 * v)), 16);
       sum = sum < 0 ? x : vlmc_kernel_emit_float_op(e, "arith.addf", sum, x, 16);
     }
+    int total = vlmc_cpu_emit_reduce_add(e, sum, 16);
+    int at = iop(P, "arith.subi", m, P->a->from);
     vlmc_kernel_emit_line(e, "memref.store " VLMC_SSA ", " VLMC_SSA "[" VLMC_SSA "] : memref<%lldxf32>",
-                          vlmc_cpu_emit_reduce_add(e, sum, 16), P->a->xsum, iop(P, "arith.subi", m, P->a->from),
-                          (long long)P->a->block_rows);
+                          total, P->a->xsum, at, (long long)P->a->block_rows);
   }
   vlmc_kernel_emit_line(e, "}");
 }
@@ -354,9 +375,10 @@ static int out_at(const panels_t *P, int row, int v) {
 
 static int load_partial(const panels_t *P, int row, int v) {
   int v_out = fresh(P);
+  int at = out_at(P, row, v), zero = zero_acc(P);
   vlmc_kernel_emit_line(P->e, VLMC_SSA " = vector.maskedload %%out[" VLMC_SSA "], " VLMC_SSA ", " VLMC_SSA
                         " : memref<?xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>",
-                        v_out, out_at(P, row, v), P->mask[v], zero_acc(P));
+                        v_out, at, P->mask[v], zero);
   return v_out;
 }
 
@@ -418,10 +440,11 @@ static void emit_prefetch_next(const panels_t *P, const chunk_spec_t *c, int lin
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.select " VLMC_SSA ", " VLMC_SSA ", " VLMC_SSA " : index", p0,
                         same_chunk, next_p, p_other);
   int per_row = KC * 2 / 64;
-  int row = iop(P, "arith.minui", iop(P, "arith.addi", p0, iop(P, "arith.divui", line, idx(P, per_row))),
-                idx(P, P->a->n - 1));
-  int at = iop(P, "arith.addi", iop(P, "arith.addi", iop(P, "arith.muli", row, idx(P, P->a->k)), k0),
-               iop(P, "arith.muli", iop(P, "arith.remui", line, idx(P, per_row)), idx(P, 32)));
+  int unclamped = iop(P, "arith.addi", p0, iop(P, "arith.divui", line, idx(P, per_row)));
+  int row = iop(P, "arith.minui", unclamped, idx(P, P->a->n - 1));
+  int start = iop(P, "arith.addi", iop(P, "arith.muli", row, idx(P, P->a->k)), k0);
+  int in_row = iop(P, "arith.remui", line, idx(P, per_row));
+  int at = iop(P, "arith.addi", start, iop(P, "arith.muli", in_row, idx(P, 32)));
   at = iop(P, "arith.minui", at, idx(P, P->a->n * P->a->k - 1));
   /* Into the L2 only: with K = 2048 the 64 rows are 4 KiB apart, so their lines would all
    * land in the same few L1 sets and evict each other (and the panel being packed). */
@@ -435,10 +458,10 @@ static void emit_pair_step(const panels_t *P, int mr, int m0, int p, const int *
   int w[VECS];
   for (int v = 0; v < VECS; ++v) {
     int words = fresh(P);
+    int pair_at = iop(P, "arith.muli", p, idx(P, PANEL));
+    int at = iop(P, "arith.addi", pair_at, idx(P, 16 * v));
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.load " VLMC_SSA "[" VLMC_SSA "] : memref<%dxi32>, "
-                          "vector<16xi32>", words, P->a->pk,
-                          iop(P, "arith.addi", iop(P, "arith.muli", p, idx(P, PANEL)), idx(P, 16 * v)),
-                          KP * PANEL);
+                          "vector<16xi32>", words, P->a->pk, at, KP * PANEL);
     w[v] = as_pairs(P, words);
   }
   for (int r = 0; r < mr; ++r) {
@@ -519,7 +542,8 @@ static void emit_tile(const panels_t *P, int mr, int m0, int tile, const chunk_s
   int n = mr * VECS;
   int64_t pairs = (c->len + 1) / 2, main = pairs / PF_EVERY * PF_EVERY;
   if (main) {
-    int p = open_acc_loop(P, n, idx(P, 0), idx(P, main), idx(P, PF_EVERY), acc, inner, outer);
+    int p_lo = idx(P, 0), p_hi = idx(P, main), p_step = idx(P, PF_EVERY);
+    int p = open_acc_loop(P, n, p_lo, p_hi, p_step, acc, inner, outer);
     for (int i = 0; i < n; ++i) next[i] = inner[i];
     for (int u = 0; u < PF_EVERY; ++u) {
       int in[MAX_ACC];
@@ -528,8 +552,8 @@ static void emit_tile(const panels_t *P, int mr, int m0, int tile, const chunk_s
     }
     if (tile >= 0) {
       /* line tile * (KP / PF_EVERY) + p / PF_EVERY of the next panel's 64 x 8 lines */
-      int line = iop(P, "arith.addi", iop(P, "arith.muli", tile, idx(P, KP / PF_EVERY)),
-                     iop(P, "arith.divui", p, idx(P, PF_EVERY)));
+      int tile_line = iop(P, "arith.muli", tile, idx(P, KP / PF_EVERY));
+      int line = iop(P, "arith.addi", tile_line, iop(P, "arith.divui", p, idx(P, PF_EVERY)));
       emit_prefetch_next(P, c, iop(P, "arith.minui", line, idx(P, PANEL * KC * 2 / 64 - 1)));
     }
     close_acc_loop(P, n, next);
@@ -588,7 +612,11 @@ static void emit_chunk(panels_t *P, const chunk_spec_t *c) {
   else emit_pack(P, c->kc0, c->len);
   int m0 = vlmc_kernel_emit_for(e, a->from, a->to_r, idx(P, MR));
   /* (no prefetch of the next quantized panel yet: it reads packed words, not bf16 rows) */
-  int tile = a->dq ? -1 : iop(P, "arith.divui", iop(P, "arith.subi", m0, a->from), idx(P, MR));
+  int tile = -1;
+  if (!a->dq) {
+    int rows_in = iop(P, "arith.subi", m0, a->from);
+    tile = iop(P, "arith.divui", rows_in, idx(P, MR));
+  }
   emit_tile(P, MR, m0, tile, c);
   vlmc_kernel_emit_line(e, "}");
   int m = vlmc_kernel_emit_for(e, a->to_r, a->to, idx(P, 1));
@@ -662,15 +690,17 @@ void vlmc_cpu_linear_panels(vlmc_kernel_emit_t *e, const vlmc_linear_panels_t *a
    * L2, whole panels, at least one. */
   const vlmc_cpu_machine_t *m = vlmc_cpu_emit_machine(e);
   int rows = iop(&P, "arith.subi", a->to, a->from);
-  int cols = iop(&P, "arith.divui", idx(&P, m->l2_bytes / 2 / 4), iop(&P, "arith.maxui", rows, idx(&P, 1)));
-  int group = iop(&P, "arith.muli", iop(&P, "arith.maxui", iop(&P, "arith.divui", cols, idx(&P, PANEL)),
-                                        idx(&P, 1)), idx(&P, PANEL));
+  int half_l2 = idx(&P, m->l2_bytes / 2 / 4); /* f32 sums in half the L2 */
+  int cols = iop(&P, "arith.divui", half_l2, iop(&P, "arith.maxui", rows, idx(&P, 1)));
+  int panels = iop(&P, "arith.divui", cols, idx(&P, PANEL));
+  int at_least_one = iop(&P, "arith.maxui", panels, idx(&P, 1));
+  int group = iop(&P, "arith.muli", at_least_one, idx(&P, PANEL));
   P.g0 = vlmc_kernel_emit_for(e, lo, P.c_hi, group);
   P.g1 = iop(&P, "arith.minui", iop(&P, "arith.addi", P.g0, group), P.c_hi);
   /* Chunks: the whole ones but the last in a loop, then the last (static length). */
   int64_t last0 = (a->k - 1) / P.kc * P.kc;
   if (last0 > 0) {
-    int kc0 = vlmc_kernel_emit_for(e, idx(&P, 0), idx(&P, last0), idx(&P, P.kc));
+    int kc0 = for_const(&P, 0, last0, P.kc);
     int first = fresh(&P);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first, kc0,
                           idx(&P, 0));

@@ -116,7 +116,8 @@ static void emit_scalar_copy(vlmc_kernel_emit_t *e, const row_copy_t *r, int fro
   }
   int c = vlmc_kernel_emit_for(e, from, r->len, vlmc_kernel_emit_index(e, 1));
   int at = add(e, r->base, mul(e, c, r->stride));
-  vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, r->src, at), add(e, r->out, c));
+  int value = vlmc_kernel_emit_load(e, r->src, at);
+  vlmc_kernel_emit_finish_element(e, value, add(e, r->out, c));
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -149,7 +150,8 @@ static void emit_copy_row(vlmc_kernel_emit_t *e, const row_copy_t *r) {
 static void emit_zero_row(vlmc_kernel_emit_t *e, int out, int len) {
   bool f = vlmc_dtype_info(e->anchor->results[0].type.dtype)->is_float;
   int zero = f ? vlmc_kernel_emit_f32(e, 0) : vlmc_kernel_emit_i64(e, 0);
-  int c = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), len, vlmc_kernel_emit_index(e, 1));
+  int first = vlmc_kernel_emit_index(e, 0), step = vlmc_kernel_emit_index(e, 1);
+  int c = vlmc_kernel_emit_for(e, first, len, step);
   vlmc_kernel_emit_finish_element(e, zero, add(e, out, c));
   vlmc_kernel_emit_line(e, "}");
 }
@@ -188,8 +190,10 @@ static vlmc_status_t emit_take(vlmc_kernel_emit_t *e, const vlmc_value_t *x, con
   int at = vlmc_kernel_emit_load(e, idx, i);
   /* Unsigned: a negative index is out of range too. */
   int ok = cmpi(e, "ult", at, len64, "i64");
-  int row = add(e, mul(e, o, len), cast_index(e, at, "i64", "index"));
-  row_copy_t r = contiguous_row(e, x, mul(e, row, inner), mul(e, u, inner), inner, static_inner);
+  int outer_rows = mul(e, o, len);
+  int row = add(e, outer_rows, cast_index(e, at, "i64", "index"));
+  int src = mul(e, row, inner), dst = mul(e, u, inner);
+  row_copy_t r = contiguous_row(e, x, src, dst, inner, static_inner);
   emit_guarded_copy(e, ok, &r);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
@@ -215,11 +219,14 @@ static int emit_is_sorted(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m) 
   int yes = vlmc_kernel_emit_fresh(e), sorted = vlmc_kernel_emit_fresh(e);
   int i = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant true", yes);
+  /* From 1: each element is compared with the one before it. */
+  int from = vlmc_kernel_emit_index(e, 1), step = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (i1) {",
-                     sorted, i, vlmc_kernel_emit_index(e, 1), m, vlmc_kernel_emit_index(e, 1), acc, yes);
+                     sorted, i, from, m, step, acc, yes);
   int prev_at = vlmc_kernel_emit_index_op(e, "arith.subi", i, vlmc_kernel_emit_index(e, 1));
-  int le = cmpi(e, "sle", vlmc_kernel_emit_load(e, at, prev_at), vlmc_kernel_emit_load(e, at, i), "i64");
+  int prev = vlmc_kernel_emit_load(e, at, prev_at), cur = vlmc_kernel_emit_load(e, at, i);
+  int le = cmpi(e, "sle", prev, cur, "i64");
   int next = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", next, acc, le);
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : i1", next);
@@ -262,9 +269,10 @@ static int emit_find_sorted(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m
 /* In any at: the last i with at[i] == s (later rows win, as in the reference), or m. */
 static int emit_find_any(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m, int s) {
   int found = vlmc_kernel_emit_fresh(e), i = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e);
+  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (index) {",
-                     found, i, vlmc_kernel_emit_index(e, 0), m, vlmc_kernel_emit_index(e, 1), acc, m);
+                     found, i, zero, m, one, acc, m);
   int eq = cmpi(e, "eq", vlmc_kernel_emit_load(e, at, i), s, "i64");
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", select_value(e, eq, i, acc, "index"));
   vlmc_kernel_emit_line(e, "}");
@@ -385,8 +393,8 @@ static void emit_concat_last(vlmc_kernel_emit_t *e, int u, int out) {
     const vlmc_type_t *t = &op->operands[i]->type;
     int len = vlmc_kernel_emit_dim(e, t->dims[t->rank - 1]);
     int64_t static_len = static_product(t, t->rank - 1, t->rank);
-    row_copy_t r = contiguous_row(e, op->operands[i], mul(e, u, len), add(e, out, offset), len,
-                                  static_len);
+    int src = mul(e, u, len), dst = add(e, out, offset);
+    row_copy_t r = contiguous_row(e, op->operands[i], src, dst, len, static_len);
     emit_copy_row(e, &r);
     offset = add(e, offset, len);
   }
@@ -464,8 +472,9 @@ vlmc_status_t vlmc_cpu_kernel_transpose(vlmc_kernel_emit_t *e) {
     base = add(e, base, mul(e, i, stride));
     if (d > 0) rest = divu(e, rest, dim);
   }
-  row_copy_t r = {x, base, vlmc_kernel_emit_dims_product(e, xt, (uint32_t)perm[last] + 1, xt->rank),
-                  mul(e, u, width), width, static_width};
+  int stride = vlmc_kernel_emit_dims_product(e, xt, (uint32_t)perm[last] + 1, xt->rank);
+  int out = mul(e, u, width);
+  row_copy_t r = {x, base, stride, out, width, static_width};
   emit_copy_row(e, &r);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
@@ -530,14 +539,16 @@ vlmc_status_t vlmc_cpu_kernel_argmax(vlmc_kernel_emit_t *e) {
   int inner = vlmc_kernel_emit_dims_product(e, xt, axis + 1, xt->rank);
   int init = f ? vlmc_kernel_emit_f32(e, -INFINITY) : vlmc_kernel_emit_i64(e, INT64_MIN);
   int u = open_unit_loop(e);
-  int base = add(e, mul(e, mul(e, divu(e, u, inner), len), inner), remu(e, u, inner));
+  int row_start = mul(e, mul(e, divu(e, u, inner), len), inner);
+  int base = add(e, row_start, remu(e, u, inner));
   int top = vlmc_kernel_emit_fresh(e), top_k = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e);
   int best = vlmc_kernel_emit_fresh(e), best_k = vlmc_kernel_emit_fresh(e);
+  int from = vlmc_kernel_emit_index(e, 0), step = vlmc_kernel_emit_index(e, 1);
+  int start_k = vlmc_kernel_emit_index(e, 0); /* the best so far starts at index 0 */
   vlmc_kernel_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ", " VLMC_SSA
                         " = " VLMC_SSA ") -> (%s, index) {",
-                     top, top_k, k, vlmc_kernel_emit_index(e, 0), len, vlmc_kernel_emit_index(e, 1),
-                     best, init, best_k, vlmc_kernel_emit_index(e, 0), t);
+                     top, top_k, k, from, len, step, best, init, best_k, start_k, t);
   int xk = vlmc_kernel_emit_load(e, x, add(e, base, mul(e, k, inner)));
   int beats = emit_beats(e, f, xk, best);
   int nb = select_value(e, beats, xk, best, t), nk = select_value(e, beats, k, best_k, "index");

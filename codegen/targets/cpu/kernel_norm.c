@@ -125,12 +125,12 @@ static int reduce_vector_part(const row_t *R, reduce_kind_t kind, int base, int 
   int center_vec = center >= 0 ? broadcast(e, center, R->vl) : -1;
   int init_vec = broadcast(e, init, R->vl);
   int result = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e);
+  int zero = vlmc_kernel_emit_index(e, 0), step = vlmc_kernel_emit_index(e, R->vl);
   vlmc_kernel_emit_line(e,
                         VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                               " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA
                               ") -> (vector<%dxf32>) {",
-                     result, k, vlmc_kernel_emit_index(e, 0), R->len_vec,
-                     vlmc_kernel_emit_index(e, R->vl), acc, init_vec, R->vl);
+                     result, k, zero, R->len_vec, step, acc, init_vec, R->vl);
   int x = vlmc_cpu_emit_load_vector(e, R->x, vlmc_kernel_emit_index_op(e, "arith.addi", base, k), R->vl);
   int next = vlmc_kernel_emit_float_op(e, combine, acc, reduce_term(e, kind, x, center_vec, R->vl), R->vl);
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : vector<%dxf32>", next, R->vl);

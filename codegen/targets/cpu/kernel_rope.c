@@ -43,6 +43,18 @@ static bool plane_table(vlmc_kernel_emit_t *e, const vlmc_op_t *op, const char *
 
 /* ---- small emitters ---- */
 
+/* `scf.for %iv = <from> to <to> step <step> {` over constants; returns %iv. The loop's value is
+ * numbered before its bounds, and the bounds in order, one statement each: that order is the
+ * kernels' text whatever compiler built vlmc. */
+static int open_loop(vlmc_kernel_emit_t *e, int64_t from, int64_t to, int64_t step) {
+  int iv = vlmc_kernel_emit_fresh(e);
+  int lo = vlmc_kernel_emit_index(e, from), hi = vlmc_kernel_emit_index(e, to);
+  int by = vlmc_kernel_emit_index(e, step);
+  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {", iv,
+                        lo, hi, by);
+  return iv;
+}
+
 /* A stack buffer of `count` elements of `type`, filled from a dense constant. */
 static int constant_buffer(vlmc_kernel_emit_t *e, const char *type, int64_t count,
                            const vlmc_strbuf_t *elements) {
@@ -109,10 +121,7 @@ static void store_trig(const rope_t *R, const char *f, int angle64, int at) {
 static void emit_angles(const rope_t *R, int t) {
   vlmc_kernel_emit_t *e = R->e;
   int shared = R->planes < 0 ? position(R, vlmc_kernel_emit_index(e, R->plane0), t) : -1;
-  int j = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                        j, vlmc_kernel_emit_index(e, 0), vlmc_kernel_emit_index(e, R->half),
-                        vlmc_kernel_emit_index(e, 1));
+  int j = open_loop(e, 0, R->half, 1);
   int pos = shared;
   if (pos < 0) {
     int raw = vlmc_kernel_emit_fresh(e), plane = vlmc_kernel_emit_fresh(e);
@@ -173,10 +182,7 @@ static void rotate(const rope_t *R, int base, int j, int width) {
 static void slot_loop(const rope_t *R, int base, int64_t from, int64_t to, int step) {
   if (from >= to) return;
   vlmc_kernel_emit_t *e = R->e;
-  int j = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                        j, vlmc_kernel_emit_index(e, from), vlmc_kernel_emit_index(e, to),
-                        vlmc_kernel_emit_index(e, step));
+  int j = open_loop(e, from, to, step);
   rotate(R, base, j, step == 1 ? 0 : step);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -184,19 +190,17 @@ static void slot_loop(const rope_t *R, int base, int64_t from, int64_t to, int s
 /* Every head of token t: the rotated pairs, then the dims past rotary_dim unchanged. */
 static void emit_heads(const rope_t *R, int t) {
   vlmc_kernel_emit_t *e = R->e;
-  int h = vlmc_kernel_emit_fresh(e);
+  int h = vlmc_kernel_emit_fresh(e); /* numbered before the bounds, as in open_loop */
+  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                        h, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+                        h, zero, R->heads, one);
   int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
   int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
   int64_t vec_end = R->half / R->vl * R->vl;
   slot_loop(R, base, 0, vec_end, R->vl);
   slot_loop(R, base, vec_end, R->half, 1);
   if (R->rotary < R->head_dim) {
-    int k = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, "scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA " {",
-                          k, vlmc_kernel_emit_index(e, R->rotary), vlmc_kernel_emit_index(e, R->head_dim),
-                          vlmc_kernel_emit_index(e, 1));
+    int k = open_loop(e, R->rotary, R->head_dim, 1);
     int at = vlmc_kernel_emit_index_op(e, "arith.addi", base, k);
     vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, R->x, at), at);
     vlmc_kernel_emit_line(e, "}");

@@ -264,7 +264,8 @@ int vlmc_vk_emit_open_unit(vlmc_kernel_emit_t *e) {
   const vlmc_vk_emit_t *vk = e->target;
   if (vk->workgroup[0] != vk->units_per_group || vk->workgroup[1] != 1 || vk->workgroup[2] != 1)
     vlmc_kernel_emit_fail(e, "one invocation per unit needs a workgroup of [units_per_group, 1, 1]");
-  int unit = vlmc_kernel_emit_index_op(e, "arith.addi", first_unit(e), vlmc_vk_emit_thread_id(e, 0));
+  int group_start = first_unit(e);
+  int unit = vlmc_kernel_emit_index_op(e, "arith.addi", group_start, vlmc_vk_emit_thread_id(e, 0));
   int ok = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi ult, " VLMC_SSA ", " VLMC_SSA " : index", ok, unit,
                         vlmc_vk_emit_work(e));
@@ -486,10 +487,11 @@ int vlmc_vk_emit_workgroup_reduce(vlmc_kernel_emit_t *e, const char *op, const c
   vlmc_vk_emit_barrier(e);
   /* num_subgroups >= 1: the loop is never zero-trip. */
   int k = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e), total = vlmc_kernel_emit_fresh(e);
+  int zero = vlmc_kernel_emit_index(e, 0), subgroups = vlmc_vk_emit_num_subgroups(e);
+  int one = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (%s) {",
-                        total, k, vlmc_kernel_emit_index(e, 0), vlmc_vk_emit_num_subgroups(e),
-                        vlmc_kernel_emit_index(e, 1), acc, identity, type);
+                        total, k, zero, subgroups, one, acc, identity, type);
   int p = vlmc_vk_emit_shared_load(e, slots, k);
   int next = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = %s " VLMC_SSA ", " VLMC_SSA " : %s", next, op, acc, p, type);
@@ -594,10 +596,10 @@ void vlmc_vk_emit_key_range(vlmc_kernel_emit_t *e, const vlmc_value_t *q, const 
   int start = vlmc_kernel_emit_index(e, 0), end = vlmc_kernel_emit_dim(e, k->type.dims[0]);
   if (cu) emit_segment(e, cu, i, &start, &end);
   if (causal) { /* keys j <= i + T - S */
-    int t1 = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_dim(e, k->type.dims[0]),
-                                       vlmc_kernel_emit_index(e, 1));
-    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_index_op(e, "arith.addi", i, t1),
-                                          vlmc_kernel_emit_dim(e, q->type.dims[0]));
+    int keys = vlmc_kernel_emit_dim(e, k->type.dims[0]);
+    int t1 = vlmc_kernel_emit_index_op(e, "arith.addi", keys, vlmc_kernel_emit_index(e, 1));
+    int i_t1 = vlmc_kernel_emit_index_op(e, "arith.addi", i, t1);
+    int limit = vlmc_kernel_emit_index_op(e, "arith.subi", i_t1, vlmc_kernel_emit_dim(e, q->type.dims[0]));
     end = vlmc_kernel_emit_index_op(e, "arith.minsi", end, limit);
   }
   *out_start = start;

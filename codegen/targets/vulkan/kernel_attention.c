@@ -145,12 +145,16 @@ static void close_state_loop(const attention_t *A, const state_t *next, int resu
 static void stage_rows(const attention_t *A, const vlmc_value_t *src, int dst, int64_t dim, int t0,
                        int end, int kvh) {
   vlmc_kernel_emit_t *e = A->e;
-  int at = vlmc_kernel_emit_for(e, A->tid, idx(e, A->tile * dim), idx(e, A->threads));
+  int count = idx(e, A->tile * dim), threads = idx(e, A->threads);
+  int at = vlmc_kernel_emit_for(e, A->tid, count, threads);
   int key = add(e, t0, divu(e, at, dim));
   int ok = vlmc_vk_emit_cmp(e, "slt", key, end);
-  int flat = add(e, mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim)), remu(e, at, dim));
+  int key_head = add(e, mul(e, key, idx(e, A->kv_heads)), kvh);
+  int row_base = mul(e, key_head, idx(e, dim));
+  int flat = add(e, row_base, remu(e, at, dim));
   int safe = vlmc_vk_emit_select(e, ok, flat, idx(e, 0), "index");
-  int value = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, src, safe), vlmc_kernel_emit_f32(e, 0), "f32");
+  int loaded = vlmc_kernel_emit_load(e, src, safe), zero = vlmc_kernel_emit_f32(e, 0);
+  int value = vlmc_vk_emit_select(e, ok, loaded, zero, "f32");
   vlmc_vk_emit_shared_store(e, dst, value, at);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -163,8 +167,10 @@ static int emit_score(const attention_t *A, const int *q, const int *kv, int key
   for (int64_t c = 1; c < A->d; ++c) dot = vlmc_vk_emit_fma(e, q[c], kv[c], dot);
   int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
   int ok = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                        vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]), vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]));
+  int from_start = vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]);
+  int before_end = vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok, from_start,
+                        before_end);
   return vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
@@ -222,7 +228,8 @@ static void emit_tiles(const attention_t *A, const int (*q)[MAX_HEAD_DIM], int s
   int c0;
   chunk_state = inner;
   /* a static trip count >= 1 (TK is a multiple of CK): no zero-trip guard needed */
-  int chunks = open_state_loop(A, idx(e, 0), idx(e, A->tile), idx(e, A->chunk), &chunk_state, &c0);
+  int zero = idx(e, 0), tk = idx(e, A->tile), ck = idx(e, A->chunk);
+  int chunks = open_state_loop(A, zero, tk, ck, &chunk_state, &c0);
   emit_chunk(A, q, t0, c0, &chunk_state);
   close_state_loop(A, &chunk_state, chunks, &inner);
   vlmc_vk_emit_barrier(e); /* the next tile overwrites the workgroup memory */
@@ -249,8 +256,8 @@ static void emit_block_range(const attention_t *A, int i0, int last, int *start,
  * into S: a slot past S computes row S - 1, never stored) and that row's key range. */
 static void emit_slot(attention_t *A, int64_t p, int i0, int last) {
   vlmc_kernel_emit_t *e = A->e;
-  A->slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A->tid, idx(e, p * A->threads)),
-                                         idx(e, A->slots - 1));
+  int slot = add(e, A->tid, idx(e, p * A->threads));
+  A->slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", slot, idx(e, A->slots - 1));
   A->row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A->slot[p], A->group)), last);
   vlmc_vk_emit_key_range(A->e, A->q, A->k, A->cu, A->causal, A->row[p], &A->key_start[p], &A->key_end[p]);
 }
@@ -258,8 +265,9 @@ static void emit_slot(attention_t *A, int64_t p, int i0, int last) {
 /* Query head of slot p on kv head kvh (flat over [S, Hq]). */
 static int slot_head(const attention_t *A, int64_t p, int kvh) {
   vlmc_kernel_emit_t *e = A->e;
-  return add(e, add(e, mul(e, A->row[p], idx(e, A->heads)), mul(e, kvh, idx(e, A->group))),
-             remu(e, A->slot[p], A->group));
+  int row_base = mul(e, A->row[p], idx(e, A->heads)), group_base = mul(e, kvh, idx(e, A->group));
+  int group_head = add(e, row_base, group_base);
+  return add(e, group_head, remu(e, A->slot[p], A->group));
 }
 
 /* This invocation's slots on kv head kvh: their queries into registers, the key tiles, then
@@ -269,7 +277,8 @@ static void emit_block(const attention_t *A, int i0, int kvh, int start, int end
   int q[MAX_PER][MAX_HEAD_DIM];
   state_t s;
   for (int64_t p = 0; p < A->per; ++p) {
-    int q_base = mul(e, slot_head(A, p, kvh), idx(e, A->d));
+    int head = slot_head(A, p, kvh);
+    int q_base = mul(e, head, idx(e, A->d));
     for (int64_t c = 0; c < A->d; ++c) q[p][c] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, c)));
     *slot_m(A, &s, p) = vlmc_kernel_emit_f32(e, -INFINITY);
     *slot_l(A, &s, p) = vlmc_kernel_emit_f32(e, 0);
@@ -280,10 +289,13 @@ static void emit_block(const attention_t *A, int i0, int kvh, int start, int end
   for (int64_t p = 0; p < A->per; ++p) {
     int slot = add(e, A->tid, idx(e, p * A->threads)), store = vlmc_kernel_emit_fresh(e);
     int row = add(e, i0, divu(e, slot, A->group));
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
-                          vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots)), vlmc_vk_emit_cmp(e, "slt", row, s_rows));
+    int real_slot = vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots));
+    int real_row = vlmc_vk_emit_cmp(e, "slt", row, s_rows);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store, real_slot,
+                          real_row);
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
-    int o_base = mul(e, slot_head(A, p, kvh), idx(e, A->dv));
+    int head = slot_head(A, p, kvh);
+    int o_base = mul(e, head, idx(e, A->dv));
     const int *acc = slot_acc(A, &s, p);
     for (int64_t c = 0; c < A->dv; ++c) {
       int y = vlmc_kernel_emit_float_op(e, "arith.divf", acc[c], *slot_l(A, &s, p), 0);
@@ -376,10 +388,13 @@ vlmc_status_t vlmc_vk_kernel_attention(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_group_units(e, &first, &end);
   int s_rows = vlmc_kernel_emit_dim(e, qt->dims[0]);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", s_rows, idx(e, 1));
-  int blocks = mul(e, divu(e, add(e, s_rows, idx(e, A.rows - 1)), A.rows), idx(e, A.kv_heads));
-  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, A.rows - 1)), A.rows);
+  int row_blocks = divu(e, add(e, s_rows, idx(e, A.rows - 1)), A.rows);
+  int blocks = mul(e, row_blocks, idx(e, A.kv_heads));
+  int units = vlmc_vk_emit_work(e);
+  int groups = divu(e, add(e, units, idx(e, A.rows - 1)), A.rows);
   int b = vlmc_kernel_emit_for(e, divu(e, first, A.rows), blocks, groups); /* uniform */
-  int i0 = mul(e, divu(e, b, A.kv_heads), idx(e, A.rows)), kvh = remu(e, b, A.kv_heads);
+  int row_block = divu(e, b, A.kv_heads);
+  int i0 = mul(e, row_block, idx(e, A.rows)), kvh = remu(e, b, A.kv_heads);
   for (int64_t p = 0; p < A.per; ++p) emit_slot(&A, p, i0, last);
   int start, stop;
   emit_block_range(&A, i0, last, &start, &stop);

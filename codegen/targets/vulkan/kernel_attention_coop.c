@@ -78,6 +78,13 @@ static int remu(vlmc_kernel_emit_t *e, int a, int64_t c) { return vlmc_kernel_em
 static int lt(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_vk_emit_cmp(e, "slt", a, b); }
 static int fop(vlmc_kernel_emit_t *e, const char *op, int a, int b) { return vlmc_kernel_emit_float_op(e, op, a, b, 0); }
 
+/* Index row * stride + col of a tile (stride and col constants), emitted in that order:
+ * the product first. */
+static int tile_at(vlmc_kernel_emit_t *e, int row, int64_t stride, int64_t col) {
+  int row_at = mul(e, row, idx(e, stride));
+  return add(e, row_at, idx(e, col));
+}
+
 static int to_f16(vlmc_kernel_emit_t *e, int f) {
   int h = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.truncf " VLMC_SSA " : f32 to f16", h, f);
@@ -99,7 +106,9 @@ static int virtual_row(const fa_t *F, int i0, int vr) {
 /* Flat index of q's (or the output's, dim = Dv) head row for virtual row vr on kv head kvh. */
 static int head_row(const fa_t *F, int row, int vr, int kvh) {
   vlmc_kernel_emit_t *e = F->e;
-  return add(e, add(e, mul(e, row, idx(e, F->heads)), mul(e, kvh, idx(e, F->group))), remu(e, vr, F->group));
+  int row_heads = mul(e, row, idx(e, F->heads)), group_heads = mul(e, kvh, idx(e, F->group));
+  int first_head = add(e, row_heads, group_heads);
+  return add(e, first_head, remu(e, vr, F->group));
 }
 
 /* `count` f16 values into kvs at `base` + r * stride + c, from value(r, c) (loaded first,
@@ -116,7 +125,8 @@ static void stage(const fa_t *F, int64_t rows, int64_t cols, int64_t base, int64
     int at = add(e, F->tid, idx(e, i * THREADS));
     int r = divu(e, at, cols), c = remu(e, at, cols);
     values[i] = to_f16(e, value(F, r, c, ctx));
-    slots[i] = add(e, add(e, mul(e, r, idx(e, stride)), c), idx(e, base));
+    int in_tile = add(e, mul(e, r, idx(e, stride)), c);
+    slots[i] = add(e, in_tile, idx(e, base));
   }
   for (int64_t i = 0; i < rounds; ++i) vlmc_vk_emit_shared_store(e, F->kvs, values[i], slots[i]);
 }
@@ -125,14 +135,16 @@ static void stage(const fa_t *F, int64_t rows, int64_t cols, int64_t base, int64
 static int q_value(const fa_t *F, int vr, int c, const int *ctx) {
   vlmc_kernel_emit_t *e = F->e;
   int row = virtual_row(F, ctx[0], vr);
-  return vlmc_kernel_emit_load(e, F->q, add(e, mul(e, head_row(F, row, vr, ctx[1]), idx(e, F->d)), c));
+  int q_row = head_row(F, row, vr, ctx[1]);
+  return vlmc_kernel_emit_load(e, F->q, add(e, mul(e, q_row, idx(e, F->d)), c));
 }
 
 /* ctx: k0, end, kvh; keys at or past end read 0. */
 static int kv_value(const fa_t *F, const vlmc_value_t *src, int64_t dim, int r, int c, const int *ctx) {
   vlmc_kernel_emit_t *e = F->e;
   int key = add(e, ctx[0], r), ok = lt(e, key, ctx[1]);
-  int at = add(e, mul(e, add(e, mul(e, key, idx(e, F->kv_heads)), ctx[2]), idx(e, dim)), c);
+  int kv_row = add(e, mul(e, key, idx(e, F->kv_heads)), ctx[2]);
+  int at = add(e, mul(e, kv_row, idx(e, dim)), c);
   int x = vlmc_kernel_emit_load(e, src, vlmc_vk_emit_select(e, ok, at, idx(e, 0), "index"));
   return vlmc_vk_emit_select(e, ok, x, vlmc_kernel_emit_f32(e, 0), "f32");
 }
@@ -155,8 +167,15 @@ static void emit_scores(const fa_t *F, const int *qf) {
                                        "BOp", true);
       acc = vlmc_vk_emit_mma(e, qf[kk], b, acc);
     }
-    vlmc_vk_emit_mma_store(e, acc, F->ss, add(e, mul(e, row0, idx(e, S_STRIDE)), idx(e, j * FRAG)), S_STRIDE);
+    vlmc_vk_emit_mma_store(e, acc, F->ss, tile_at(e, row0, S_STRIDE, j * FRAG), S_STRIDE);
   }
+}
+
+/* The first of this invocation's HALF keys of a tile: HALF (tid / 64). */
+static int half_start(const fa_t *F) {
+  vlmc_kernel_emit_t *e = F->e;
+  int half = divu(e, F->tid, BM);
+  return mul(e, half, idx(e, HALF));
 }
 
 /* This invocation's half of its virtual row's (tid mod 64) scores of the tile at k0 (keys
@@ -164,13 +183,14 @@ static void emit_scores(const fa_t *F, const int *qf) {
  * range [rs, re). */
 static void row_scores(const fa_t *F, int k0, int rs, int re, int *s) {
   vlmc_kernel_emit_t *e = F->e;
-  int vr = remu(e, F->tid, BM), c0 = mul(e, divu(e, F->tid, BM), idx(e, HALF));
+  int vr = remu(e, F->tid, BM), c0 = half_start(F);
   for (int64_t c = 0; c < HALF; ++c) {
     int col = add(e, c0, idx(e, c)), key = add(e, k0, col);
-    int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "sge", key, rs), lt(e, key, re));
+    int from_start = vlmc_vk_emit_cmp(e, "sge", key, rs), before_end = lt(e, key, re);
+    int ok = vlmc_vk_emit_and(e, from_start, before_end);
     int raw = vlmc_vk_emit_shared_load(e, F->ss, add(e, mul(e, vr, idx(e, S_STRIDE)), col));
-    s[c] = vlmc_vk_emit_select(e, ok, fop(e, "arith.mulf", raw, vlmc_kernel_emit_f32(e, F->scale)),
-                               vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+    int scaled = fop(e, "arith.mulf", raw, vlmc_kernel_emit_f32(e, F->scale));
+    s[c] = vlmc_vk_emit_select(e, ok, scaled, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
   }
 }
 
@@ -190,7 +210,9 @@ static int combine_halves(const fa_t *F, const char *op, int part) {
   vlmc_vk_emit_barrier(e);
   vlmc_vk_emit_shared_store(e, F->ls, part, F->tid);
   vlmc_vk_emit_barrier(e);
-  return fop(e, op, vlmc_vk_emit_shared_load(e, F->ls, vr), vlmc_vk_emit_shared_load(e, F->ls, add(e, vr, idx(e, BM))));
+  int first = vlmc_vk_emit_shared_load(e, F->ls, vr);
+  int second = vlmc_vk_emit_shared_load(e, F->ls, add(e, vr, idx(e, BM)));
+  return fop(e, op, first, second);
 }
 
 /* p's high part: p with its low 13 mantissa bits cleared (f16's 11 bits, exactly an f16
@@ -212,7 +234,7 @@ static int high_part(vlmc_kernel_emit_t *e, int p) {
  * returns l plus what they hold. */
 static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
   vlmc_kernel_emit_t *e = F->e;
-  int vr = remu(e, F->tid, BM), c0 = mul(e, divu(e, F->tid, BM), idx(e, HALF)), s[HALF], hi[HALF], lo[HALF];
+  int vr = remu(e, F->tid, BM), c0 = half_start(F), s[HALF], hi[HALF], lo[HALF];
   int up = vlmc_kernel_emit_f32(e, ldexp(1.0, LO_SHIFT)), down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
   row_scores(F, k0, rs, re, s);
   for (int64_t c = 0; c < HALF; ++c) {
@@ -222,7 +244,8 @@ static int emit_weights(const fa_t *F, int k0, int rs, int re, int m, int l) {
     l = fop(e, "arith.addf", l, vlmc_vk_emit_fma(e, to_f32(e, lo[c]), down, high));
   }
   for (int64_t c = 0; c < HALF; ++c) {
-    int at = add(e, add(e, mul(e, vr, idx(e, P_STRIDE)), c0), idx(e, c));
+    int row_at = add(e, mul(e, vr, idx(e, P_STRIDE)), c0);
+    int at = add(e, row_at, idx(e, c));
     vlmc_vk_emit_shared_store(e, F->ph, hi[c], at);
     vlmc_vk_emit_shared_store(e, F->pl, lo[c], at);
   }
@@ -236,7 +259,7 @@ static void emit_values(const fa_t *F, int *o) {
   int row0 = mul(e, F->sg, idx(e, FRAG));
   int64_t n = F->dv / FRAG;
   for (int64_t kk = 0; kk < BN / FRAG; ++kk) {
-    int at = add(e, mul(e, row0, idx(e, P_STRIDE)), idx(e, kk * FRAG));
+    int at = tile_at(e, row0, P_STRIDE, kk * FRAG);
     int a_hi = vlmc_vk_emit_mma_load_as(e, F->ph, at, P_STRIDE, "AOp", false);
     int a_lo = vlmc_vk_emit_mma_load_as(e, F->pl, at, P_STRIDE, "AOp", false);
     for (int64_t j = 0; j < n; ++j) {
@@ -302,12 +325,13 @@ static void emit_output(const fa_t *F, int i0, int kvh, int results) {
   int64_t n = F->dv / FRAG;
   int down = vlmc_kernel_emit_f32(e, ldexp(1.0, -LO_SHIFT));
   for (int64_t j = 0; j < n; ++j) {
-    for (int part = 0; part < 2; ++part)
+    for (int part = 0; part < 2; ++part) {
+      int at = tile_at(e, row0, S_STRIDE, part * FRAG);
       vlmc_kernel_emit_line(e, "gpu.subgroup_mma_store_matrix %%v%d#%lld, " VLMC_SSA "[" VLMC_SSA "] {leadDimension = %d : "
                             "index} : %s, memref<%dxf32, #spirv.storage_class<Workgroup>>", results,
-                            (long long)(1 + part * n + j), F->ss,
-                            add(e, mul(e, row0, idx(e, S_STRIDE)), idx(e, part * FRAG)), S_STRIDE,
+                            (long long)(1 + part * n + j), F->ss, at, S_STRIDE,
                             vlmc_vk_mma_acc_type(), BM * S_STRIDE);
+    }
     vlmc_vk_emit_barrier(e);
     for (int64_t q = 0; q < BM * FRAG / THREADS; ++q) {
       int at = add(e, F->tid, idx(e, q * THREADS));
@@ -317,8 +341,11 @@ static void emit_output(const fa_t *F, int i0, int kvh, int results) {
       int base = add(e, mul(e, vr, idx(e, S_STRIDE)), c);
       int hi = vlmc_vk_emit_shared_load(e, F->ss, base);
       int lo = vlmc_vk_emit_shared_load(e, F->ss, add(e, base, idx(e, FRAG)));
-      int y = fop(e, "arith.divf", vlmc_vk_emit_fma(e, lo, down, hi), vlmc_vk_emit_shared_load(e, F->ls, vr));
-      int flat = add(e, mul(e, head_row(F, row, vr, kvh), idx(e, F->dv)), add(e, idx(e, j * FRAG), c));
+      int o = vlmc_vk_emit_fma(e, lo, down, hi), l = vlmc_vk_emit_shared_load(e, F->ls, vr);
+      int y = fop(e, "arith.divf", o, l);
+      int out_row = head_row(F, row, vr, kvh);
+      int row_at = mul(e, out_row, idx(e, F->dv)), col = add(e, idx(e, j * FRAG), c);
+      int flat = add(e, row_at, col);
       vlmc_kernel_emit_finish_element(e, y, flat);
       vlmc_kernel_emit_line(e, "}");
     }
@@ -335,8 +362,8 @@ static void emit_block(const fa_t *F, int i0, int kvh, int start, int end) {
   int qf[MAX_DIM / FRAG];
   int row0 = mul(e, F->sg, idx(e, FRAG));
   for (int64_t kk = 0; kk < F->d / FRAG; ++kk)
-    qf[kk] = vlmc_vk_emit_mma_load_as(e, F->kvs, add(e, mul(e, row0, idx(e, k_stride(F))), idx(e, kk * FRAG)),
-                                      k_stride(F), "AOp", false);
+    qf[kk] = vlmc_vk_emit_mma_load_as(e, F->kvs, tile_at(e, row0, k_stride(F), kk * FRAG), k_stride(F),
+                                      "AOp", false);
   vlmc_vk_emit_barrier(e); /* the tiles overwrite Q */
   /* this invocation's softmax row and its key range */
   int vr = remu(e, F->tid, BM), rs, re;
@@ -432,10 +459,13 @@ vlmc_status_t vlmc_vk_kernel_attention_coop(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_group_units(e, &first, &end);
   F.s_rows = vlmc_kernel_emit_dim(e, F.q->type.dims[0]);
   F.last = vlmc_kernel_emit_index_op(e, "arith.subi", F.s_rows, idx(e, 1));
-  int blocks = mul(e, divu(e, add(e, F.s_rows, idx(e, F.rows - 1)), F.rows), idx(e, F.kv_heads));
-  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, F.rows - 1)), F.rows);
+  int head_blocks = divu(e, add(e, F.s_rows, idx(e, F.rows - 1)), F.rows);
+  int blocks = mul(e, head_blocks, idx(e, F.kv_heads));
+  int work = vlmc_vk_emit_work(e);
+  int groups = divu(e, add(e, work, idx(e, F.rows - 1)), F.rows);
   int b = vlmc_kernel_emit_for(e, divu(e, first, F.rows), blocks, groups); /* uniform */
-  int i0 = mul(e, divu(e, b, F.kv_heads), idx(e, F.rows)), kvh = remu(e, b, F.kv_heads);
+  int row_block = divu(e, b, F.kv_heads);
+  int i0 = mul(e, row_block, idx(e, F.rows)), kvh = remu(e, b, F.kv_heads);
   int start, stop;
   if (F.rows == 1)
     vlmc_vk_emit_key_range(e, F.q, F.k, F.cu, F.causal, i0, &start, &stop);

@@ -136,20 +136,29 @@ static void choose_shape(decode_t *D) {
 /* Flat index of head h's row for (query row i, kv head g): (i * Hq + g * G + h). */
 static int head_row(const decode_t *D) {
   vlmc_kernel_emit_t *e = D->e;
-  return add(e, add(e, mul(e, D->i, idx(e, D->heads)), mul(e, D->g, idx(e, D->group))), D->h);
+  int row_heads = mul(e, D->i, idx(e, D->heads)), group_heads = mul(e, D->g, idx(e, D->group));
+  return add(e, add(e, row_heads, group_heads), D->h);
+}
+
+/* Head h's first float in q or the output [S, Hq, dim]. */
+static int head_base(const decode_t *D, int64_t dim) {
+  int row = head_row(D);
+  return mul(D->e, row, idx(D->e, dim));
 }
 
 /* Key `key`'s first float in k or v [T, Hkv, dim]. */
 static int cache_row(const decode_t *D, int key, int64_t dim) {
   vlmc_kernel_emit_t *e = D->e;
-  return mul(e, add(e, mul(e, key, idx(e, D->kv_heads)), D->g), idx(e, dim));
+  int kv_row = add(e, mul(e, key, idx(e, D->kv_heads)), D->g);
+  return mul(e, kv_row, idx(e, dim));
 }
 
 /* The reduction of this head's R partials in `shared` (op "arith.maximumf" or "arith.addf"). */
 static int head_reduce(const decode_t *D, int shared, const char *op, int init) {
   vlmc_kernel_emit_t *e = D->e;
   int base = mul(e, D->h, idx(e, D->lanes)), j, inner;
-  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, D->lanes), idx(e, 1), 1, &init, &j, &inner);
+  int zero = idx(e, 0), lanes = idx(e, D->lanes), one = idx(e, 1);
+  int res = vlmc_vk_emit_open_f32_loop(e, zero, lanes, one, 1, &init, &j, &inner);
   int next = fop(e, op, inner, vlmc_vk_emit_shared_load(e, shared, add(e, base, j))), v;
   vlmc_vk_emit_close_f32_loop(e, res, 1, &next, &v);
   return v; /* R >= 1: the loop runs */
@@ -167,15 +176,18 @@ static void stage_keys(const decode_t *D, int c0, int64_t p0) {
     int row = vlmc_kernel_emit_index_op(e, "arith.divui", f, idx(e, D->part));
     int col = vlmc_kernel_emit_index_op(e, "arith.remui", f, idx(e, D->part));
     int key = add(e, c0, row), dim = add(e, col, idx(e, p0));
-    int ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", key, D->end),
-                              vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->d)));
+    int key_ok = vlmc_vk_emit_cmp(e, "slt", key, D->end);
+    int dim_ok = vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->d));
+    int ok = vlmc_vk_emit_and(e, key_ok, dim_ok);
     if ((i + 1) * D->threads > count) ok = vlmc_vk_emit_and(e, ok, vlmc_vk_emit_cmp(e, "slt", f, idx(e, count)));
-    int at = vlmc_vk_emit_select(e, ok, add(e, cache_row(D, key, D->d), dim), idx(e, 0), "index");
-    values[i] = vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, D->k, at), vlmc_kernel_emit_f32(e, 0), "f32");
+    int src = add(e, cache_row(D, key, D->d), dim);
+    int at = vlmc_vk_emit_select(e, ok, src, idx(e, 0), "index");
+    int x = vlmc_kernel_emit_load(e, D->k, at);
+    values[i] = vlmc_vk_emit_select(e, ok, x, vlmc_kernel_emit_f32(e, 0), "f32");
     /* the last round's spare invocations write a spare float past the tile */
-    slots[i] = vlmc_vk_emit_select(e, vlmc_vk_emit_cmp(e, "slt", f, idx(e, count)),
-                                   add(e, mul(e, row, idx(e, D->stride)), col),
-                                   idx(e, D->chunk * D->stride), "index");
+    int in_tile = vlmc_vk_emit_cmp(e, "slt", f, idx(e, count));
+    int slot = add(e, mul(e, row, idx(e, D->stride)), col);
+    slots[i] = vlmc_vk_emit_select(e, in_tile, slot, idx(e, D->chunk * D->stride), "index");
   }
   for (int64_t i = 0; i < rounds; ++i) vlmc_vk_emit_shared_store(e, D->ks, values[i], slots[i]);
   vlmc_vk_emit_barrier(e);
@@ -195,8 +207,8 @@ static int emit_score(const decode_t *D, const int *q, int c0) {
     }
   }
   int score = fop(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, D->scale));
-  return vlmc_vk_emit_select(e, vlmc_vk_emit_cmp(e, "slt", key, D->end), score,
-                             vlmc_kernel_emit_f32(e, -INFINITY), "f32");
+  int in_row = vlmc_vk_emit_cmp(e, "slt", key, D->end);
+  return vlmc_vk_emit_select(e, in_row, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
 }
 
 /* Step 3: the chunk's weighted value rows into the accumulators (keys c0 .. c0 + n - 1 are
@@ -207,7 +219,8 @@ static void emit_values(const decode_t *D, int c0, int n, int *acc) {
    * 0 (its score was -inf) and reads the last key's value row */
   int64_t step = D->chunk < KEYS_UNROLLED ? D->chunk : KEYS_UNROLLED;
   int j0, inner[MAX_ACC];
-  int res = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), n, idx(e, step), (int)D->acc, acc, &j0, inner);
+  int zero = idx(e, 0), by = idx(e, step);
+  int res = vlmc_vk_emit_open_f32_loop(e, zero, n, by, (int)D->acc, acc, &j0, inner);
   int last = vlmc_kernel_emit_index_op(e, "arith.subi", D->end, idx(e, 1));
   int w[KEYS_UNROLLED], v[KEYS_UNROLLED][MAX_ACC];
   for (int64_t u = 0; u < step; ++u) {
@@ -247,8 +260,8 @@ static void emit_chunk(const decode_t *D, const int *q, int c0, int *state) {
   state[0] = m_new;
   state[1] = fop(e, "arith.addf", fop(e, "arith.mulf", state[1], alpha), chunk_sum);
   for (int64_t a = 0; a < D->acc; ++a) state[2 + a] = fop(e, "arith.mulf", state[2 + a], alpha);
-  int n = vlmc_kernel_emit_index_op(e, "arith.minsi", idx(e, D->chunk),
-                                    vlmc_kernel_emit_index_op(e, "arith.subi", D->end, c0));
+  int chunk = idx(e, D->chunk), left = vlmc_kernel_emit_index_op(e, "arith.subi", D->end, c0);
+  int n = vlmc_kernel_emit_index_op(e, "arith.minsi", chunk, left); /* keys of this chunk */
   emit_values(D, c0, n, state + 2);
   vlmc_vk_emit_barrier(e); /* the next chunk overwrites ks, red and ps */
 }
@@ -256,12 +269,13 @@ static void emit_chunk(const decode_t *D, const int *q, int c0, int *state) {
 /* The output: acc / l for this invocation's dims of head h. */
 static void emit_store(const decode_t *D, const int *state) {
   vlmc_kernel_emit_t *e = D->e;
-  int base = mul(e, head_row(D), idx(e, D->dv));
+  int base = head_base(D, D->dv);
   for (int64_t a = 0; a < D->acc; ++a) {
     int dim = add(e, D->r, idx(e, a * D->lanes));
     bool partial = (a + 1) * D->lanes > D->dv;
     if (partial) vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", dim, idx(e, D->dv)));
-    vlmc_kernel_emit_finish_element(e, fop(e, "arith.divf", state[2 + a], state[1]), add(e, base, dim));
+    int y = fop(e, "arith.divf", state[2 + a], state[1]);
+    vlmc_kernel_emit_finish_element(e, y, add(e, base, dim));
     if (partial) vlmc_kernel_emit_line(e, "}");
   }
 }
@@ -271,7 +285,7 @@ static void emit_store(const decode_t *D, const int *state) {
 static void emit_keys(decode_t *D, const int *init, int *state) {
   vlmc_kernel_emit_t *e = D->e;
   int q[MAX_DIM];
-  int q_base = mul(e, head_row(D), idx(e, D->d));
+  int q_base = head_base(D, D->d);
   for (int64_t c = 0; c < D->d; ++c) q[c] = vlmc_kernel_emit_load(e, D->q, add(e, q_base, idx(e, c)));
   int n = (int)(2 + D->acc), inner[2 + MAX_ACC], c0;
   int res = vlmc_vk_emit_open_f32_loop(e, D->start, D->end, idx(e, D->chunk), n, init, &c0, inner);
@@ -297,7 +311,8 @@ static void emit_unit(decode_t *D) {
  * unit: ((unit * P + p) * G + h) * (2 + Dv) + field. */
 static int partial_at(const decode_t *D, int part, int field) {
   vlmc_kernel_emit_t *e = D->e;
-  int slot = add(e, mul(e, add(e, mul(e, D->unit, idx(e, D->split)), part), idx(e, D->group)), D->h);
+  int unit_part = add(e, mul(e, D->unit, idx(e, D->split)), part);
+  int slot = add(e, mul(e, unit_part, idx(e, D->group)), D->h);
   return add(e, mul(e, slot, idx(e, 2 + D->dv)), field);
 }
 
@@ -308,8 +323,8 @@ static void emit_part(decode_t *D, int part) {
   vlmc_vk_emit_key_range(e, D->q, D->k, D->cu, D->causal, D->i, &start, &end);
   /* slice p of P: [start + p * per, + per) within the row's keys, per = ceil(n / P) */
   int n = vlmc_kernel_emit_index_op(e, "arith.subi", end, start);
-  int per = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, n, idx(e, D->split - 1)),
-                                      idx(e, D->split));
+  int rounded = add(e, n, idx(e, D->split - 1));
+  int per = vlmc_kernel_emit_index_op(e, "arith.divui", rounded, idx(e, D->split));
   D->start = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, start, mul(e, part, per)), end);
   D->end = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, D->start, per), end);
   int init[2 + MAX_ACC], state[2 + MAX_ACC];
@@ -334,13 +349,17 @@ static void emit_part(decode_t *D, int part) {
 static void emit_combine(decode_t *D) {
   vlmc_kernel_emit_t *e = D->e;
   int m[MAX_SPLIT], max = vlmc_kernel_emit_f32(e, -INFINITY);
-  for (int64_t p = 0; p < D->split; ++p) m[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, idx(e, p), idx(e, 0)));
+  for (int64_t p = 0; p < D->split; ++p) {
+    int part = idx(e, p), field = idx(e, 0);
+    m[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, part, field));
+  }
   for (int64_t p = 0; p < D->split; ++p) max = fop(e, "arith.maximumf", max, m[p]);
   int state[2 + MAX_ACC], w[MAX_SPLIT], l[MAX_SPLIT];
   state[0] = max;
   for (int64_t p = 0; p < D->split; ++p) {
     w[p] = vlmc_vk_emit_softmax_weight(e, m[p], max);
-    l[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, idx(e, p), idx(e, 1)));
+    int part = idx(e, p), field = idx(e, 1);
+    l[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, part, field));
   }
   state[1] = vlmc_kernel_emit_f32(e, 0);
   for (int64_t p = 0; p < D->split; ++p) state[1] = vlmc_vk_emit_fma(e, w[p], l[p], state[1]);
@@ -349,8 +368,10 @@ static void emit_combine(decode_t *D) {
     if ((a + 1) * D->lanes > D->dv) /* a partial last column block: clamp, never stored */
       dim = vlmc_kernel_emit_index_op(e, "arith.minsi", dim, idx(e, D->dv - 1));
     int v[MAX_SPLIT];
-    for (int64_t p = 0; p < D->split; ++p)
-      v[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, idx(e, p), add(e, dim, idx(e, 2))));
+    for (int64_t p = 0; p < D->split; ++p) {
+      int part = idx(e, p), field = add(e, dim, idx(e, 2));
+      v[p] = vlmc_vk_emit_scratch_load(e, partial_at(D, part, field));
+    }
     state[2 + a] = vlmc_kernel_emit_f32(e, 0);
     for (int64_t p = 0; p < D->split; ++p) state[2 + a] = vlmc_vk_emit_fma(e, w[p], v[p], state[2 + a]);
   }

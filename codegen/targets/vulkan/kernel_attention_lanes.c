@@ -131,7 +131,8 @@ static void close_state_loop(const lanes_attention_t *A, const state_t *next, in
 /* Flat index of element 0 of key (or value) row `key` on kv head kvh: uniform. */
 static int kv_base(const lanes_attention_t *A, int key, int kvh, int64_t dim) {
   vlmc_kernel_emit_t *e = A->e;
-  return mul(e, add(e, mul(e, key, idx(e, A->kv_heads)), kvh), idx(e, dim));
+  int key_head = add(e, mul(e, key, idx(e, A->kv_heads)), kvh);
+  return mul(e, key_head, idx(e, dim));
 }
 
 /* CK keys from j0: each k row loaded once for the P slots' scores (uniform addresses), per
@@ -152,8 +153,10 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
       for (int64_t x = 1; x < A->d; ++x) dot = vlmc_vk_emit_fma(e, q[p][x], kx[x], dot);
       int score = vlmc_kernel_emit_float_op(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, A->scale), 0);
       int ok = vlmc_kernel_emit_fresh(e);
-      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok,
-                            vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]), vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]));
+      int from_start = vlmc_vk_emit_cmp(e, "sge", key, A->key_start[p]);
+      int before_end = vlmc_vk_emit_cmp(e, "slt", key, A->key_end[p]);
+      vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", ok, from_start,
+                            before_end);
       scores[p][c] = vlmc_vk_emit_select(e, ok, score, vlmc_kernel_emit_f32(e, -INFINITY), "f32");
       m[p] = vlmc_kernel_emit_float_op(e, "arith.maximumf", m[p], scores[p][c], 0);
     }
@@ -188,7 +191,15 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
 /* Query head of slot p on kv head kvh. */
 static int slot_head(const lanes_attention_t *A, int64_t p, int kvh) {
   vlmc_kernel_emit_t *e = A->e;
-  return add(e, mul(e, kvh, idx(e, A->group)), remu(e, A->slot[p], A->group));
+  int group_base = mul(e, kvh, idx(e, A->group));
+  return add(e, group_base, remu(e, A->slot[p], A->group));
+}
+
+/* Flat query head (over [S, Hq]) of slot p on kv head kvh in query row `row`. */
+static int row_head(const lanes_attention_t *A, int64_t p, int row, int kvh) {
+  vlmc_kernel_emit_t *e = A->e;
+  int row_base = mul(e, row, idx(e, A->heads)), head = slot_head(A, p, kvh);
+  return add(e, row_base, head);
 }
 
 /* This invocation's slots on kv head kvh: their queries into registers, the keys of the
@@ -199,7 +210,8 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
   int q[MAX_PER][MAX_HEAD_DIM];
   state_t init, s;
   for (int64_t p = 0; p < A->per; ++p) {
-    int q_base = mul(e, add(e, mul(e, A->row[p], idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->d));
+    int q_head = row_head(A, p, A->row[p], kvh);
+    int q_base = mul(e, q_head, idx(e, A->d));
     for (int64_t x = 0; x < A->d; ++x) q[p][x] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, x)));
     int *st = slot_state(A, &init, p);
     st[0] = vlmc_kernel_emit_f32(e, -INFINITY);
@@ -207,7 +219,8 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
     for (int64_t x = 0; x < A->dv; ++x) st[2 + x] = vlmc_kernel_emit_f32(e, 0);
   }
   s = init;
-  int last_key = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A->k->type.dims[0]), idx(e, 1));
+  int t_rows = vlmc_kernel_emit_dim(e, A->k->type.dims[0]);
+  int last_key = vlmc_kernel_emit_index_op(e, "arith.subi", t_rows, idx(e, 1));
   int j0;
   state_t out;
   int keys = open_state_loop(A, start, end, idx(e, A->chunk), &s, &j0);
@@ -220,10 +233,13 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
     int slot = add(e, A->tid, idx(e, p * A->threads)); /* unclamped: stored only when real */
     int row = add(e, i0, divu(e, slot, A->group));
     int store = vlmc_kernel_emit_fresh(e);
-    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store,
-                          vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots)), vlmc_vk_emit_cmp(e, "slt", row, s_rows));
+    int real_slot = vlmc_vk_emit_cmp(e, "slt", slot, idx(e, A->slots));
+    int real_row = vlmc_vk_emit_cmp(e, "slt", row, s_rows);
+    vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i1", store, real_slot,
+                          real_row);
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", store);
-    int o_base = mul(e, add(e, mul(e, row, idx(e, A->heads)), slot_head(A, p, kvh)), idx(e, A->dv));
+    int o_head = row_head(A, p, row, kvh);
+    int o_base = mul(e, o_head, idx(e, A->dv));
     const int *st = slot_state(A, &out, p);
     for (int64_t x = 0; x < A->dv; ++x) {
       int y = vlmc_kernel_emit_float_op(e, "arith.divf", st[2 + x], st[1], 0);
@@ -319,10 +335,11 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_group_units(e, &first, &end);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", first, end)); /* uniform */
   int i0 = divu(e, first, A.kv_heads);
-  int last = vlmc_kernel_emit_index_op(e, "arith.subi", vlmc_kernel_emit_dim(e, A.q->type.dims[0]), idx(e, 1));
+  int s_rows = vlmc_kernel_emit_dim(e, A.q->type.dims[0]);
+  int last = vlmc_kernel_emit_index_op(e, "arith.subi", s_rows, idx(e, 1));
   for (int64_t p = 0; p < A.per; ++p) {
-    A.slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, A.tid, idx(e, p * A.threads)),
-                                          idx(e, A.slots - 1));
+    int slot = add(e, A.tid, idx(e, p * A.threads));
+    A.slot[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", slot, idx(e, A.slots - 1));
     A.row[p] = vlmc_kernel_emit_index_op(e, "arith.minsi", add(e, i0, divu(e, A.slot[p], A.group)), last);
     vlmc_vk_emit_key_range(A.e, A.q, A.k, A.cu, A.causal, A.row[p], &A.key_start[p], &A.key_end[p]);
   }
@@ -333,7 +350,8 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
   } else if (heads_side_by_side) {
     emit_block(&A, i0, divu(e, invocation, A.threads), start, stop);
   } else {
-    int kvh = vlmc_kernel_emit_for(e, idx(e, 0), idx(e, A.kv_heads), idx(e, 1));
+    int zero = idx(e, 0), kv_heads = idx(e, A.kv_heads), one = idx(e, 1);
+    int kvh = vlmc_kernel_emit_for(e, zero, kv_heads, one);
     emit_block(&A, i0, kvh, start, stop);
     vlmc_kernel_emit_line(e, "}");
   }

@@ -54,7 +54,8 @@ static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 /* Element `flat` of v when `ok`, else 0 (the index clamped to 0 so the load stays in bounds). */
 static int load_or_zero(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int ok, int flat) {
   int at = vlmc_vk_emit_select(e, ok, flat, idx(e, 0), "index");
-  return vlmc_vk_emit_select(e, ok, vlmc_kernel_emit_load(e, v, at), vlmc_kernel_emit_f32(e, 0), "f32");
+  int value = vlmc_kernel_emit_load(e, v, at), zero = vlmc_kernel_emit_f32(e, 0);
+  return vlmc_vk_emit_select(e, ok, value, zero, "f32");
 }
 
 /* ---- the GEMV ---- */
@@ -76,7 +77,8 @@ static void gemv_partials(const linear_t *L, int n0, int *partial) {
   int w_row[UNIT], init[UNIT], inner[UNIT], next[UNIT], k;
   for (int j = 0; j < UNIT; ++j) init[j] = zero;
   weight_rows(L, n0, idx(e, L->k), w_row);
-  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, idx(e, L->k), idx(e, L->threads), UNIT, init, &k, inner);
+  int len = idx(e, L->k), step = idx(e, L->threads);
+  int results = vlmc_vk_emit_open_f32_loop(e, L->tid, len, step, UNIT, init, &k, inner);
   int xv = vlmc_kernel_emit_load(e, L->x, k);
   for (int j = 0; j < UNIT; ++j)
     next[j] = vlmc_vk_emit_fma(e, xv, vlmc_kernel_emit_load(e, L->w, add(e, w_row[j], k)), inner[j]);
@@ -189,7 +191,8 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   if (L->q_input >= 0) gemv_partials_packed(L, n0, partial);
   else if (L->w_input >= 0) gemv_partials_wide(L, n0, partial);
   else gemv_partials(L, n0, partial);
-  int buffer = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2)), idx(e, UNIT * L->threads));
+  int parity = vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2));
+  int buffer = mul(e, parity, idx(e, UNIT * L->threads));
   int elect = vlmc_kernel_emit_fresh(e);
   int sums[UNIT];
   for (int j = 0; j < UNIT; ++j) sums[j] = vlmc_vk_emit_subgroup_reduce(e, "add", partial[j], "f32");
@@ -202,13 +205,16 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   vlmc_vk_emit_barrier(e);
   /* invocation j < 4 finishes feature n0 + j */
   int feature = add(e, n0, L->tid);
-  int mine = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", L->tid, idx(e, UNIT)), vlmc_vk_emit_cmp(e, "slt", feature, L->n_end));
+  int finisher = vlmc_vk_emit_cmp(e, "slt", L->tid, idx(e, UNIT));
+  int in_range = vlmc_vk_emit_cmp(e, "slt", feature, L->n_end);
+  int mine = vlmc_vk_emit_and(e, finisher, in_range);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", mine);
   int from = add(e, buffer, mul(e, L->tid, idx(e, L->threads)));
   int s = vlmc_kernel_emit_fresh(e), t = vlmc_kernel_emit_fresh(e), a = vlmc_kernel_emit_fresh(e);
+  int start = idx(e, 0), one = idx(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA " step " VLMC_SSA
                         " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (f32) {",
-                        s, t, idx(e, 0), nsg, idx(e, 1), a, zero); /* nsg >= 1 */
+                        s, t, start, nsg, one, a, zero); /* nsg >= 1 */
   int p = vlmc_vk_emit_shared_load(e, parts, add(e, from, t));
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : f32", vlmc_kernel_emit_float_op(e, "arith.addf", a, p, 0));
   vlmc_kernel_emit_line(e, "}");
@@ -249,7 +255,8 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   L.n0 = mul(e, first, idx(e, UNIT));
-  L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", mul(e, end, idx(e, UNIT)), idx(e, L.n));
+  int units_end = mul(e, end, idx(e, UNIT));
+  L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", units_end, idx(e, L.n));
   emit_gemv(&L, first, end);
   return NULL;
 }
@@ -283,12 +290,16 @@ vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e) {
   int k0, inner;
   int sum = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), kk, step, 1, &zero, &k0, &inner);
   int k = add(e, k0, tid);
-  vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, vlmc_vk_emit_cmp(e, "slt", k, kk), add(e, x_base, k)), tid);
+  int k_ok = vlmc_vk_emit_cmp(e, "slt", k, kk), x_at = add(e, x_base, k);
+  vlmc_vk_emit_shared_store(e, xs, load_or_zero(e, x, k_ok, x_at), tid);
   vlmc_vk_emit_barrier(e);
   int j, acc;
-  int part = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), step, idx(e, 1), 1, &inner, &j, &acc);
+  int start = idx(e, 0), one = idx(e, 1);
+  int part = vlmc_vk_emit_open_f32_loop(e, start, step, one, 1, &inner, &j, &acc);
   int kj = add(e, k0, j);
-  int yv = load_or_zero(e, y, vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", kj, kk), n_ok), add(e, y_base, add(e, mul(e, kj, nn), n_at)));
+  int kj_ok = vlmc_vk_emit_and(e, vlmc_vk_emit_cmp(e, "slt", kj, kk), n_ok);
+  int y_at = add(e, y_base, add(e, mul(e, kj, nn), n_at));
+  int yv = load_or_zero(e, y, kj_ok, y_at);
   int next = vlmc_vk_emit_fma(e, vlmc_vk_emit_shared_load(e, xs, j), yv, acc);
   int carried, total;
   vlmc_vk_emit_close_f32_loop(e, part, 1, &next, &carried);

@@ -66,6 +66,9 @@ static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int divu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, b)); }
 static int remu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, b)); }
 static int lt(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_vk_emit_cmp(e, "slt", a, b); }
+/* a * c for a constant c, its constant emitted after a (mul(e, a, idx(e, c)) with an emitting a
+ * would leave the order of the two to the C compiler) */
+static int mulc(vlmc_kernel_emit_t *e, int a, int64_t c) { return mul(e, a, idx(e, c)); }
 
 /* v (an f32 SSA) when ok, else 0, as f16. */
 static int half_or_zero(vlmc_kernel_emit_t *e, int ok, int v) {
@@ -85,7 +88,8 @@ static void stage_x(const coop_t *C, int m0, int k0) {
     int at = add(e, C->tid, idx(e, i * THREADS));
     int r = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
     int row = add(e, m0, r), k = add(e, k0, c);
-    int ok = vlmc_vk_emit_and(e, lt(e, row, C->m), lt(e, k, idx(e, C->k)));
+    int row_ok = lt(e, row, C->m), k_ok = lt(e, k, idx(e, C->k));
+    int ok = vlmc_vk_emit_and(e, row_ok, k_ok);
     value[i] = half_or_zero(e, ok, vlmc_kernel_emit_load(e, C->x, clamp0(e, ok, add(e, mul(e, row, idx(e, C->k)), k))));
     slot[i] = add(e, mul(e, r, idx(e, STRIDE)), c);
   }
@@ -104,9 +108,10 @@ static void stage_w(const coop_t *C, int n0, int k0) {
   int value[MAX_ROUNDS][8], slot[MAX_ROUNDS];
   for (int i = 0; i < rounds; ++i) {
     int at = add(e, C->tid, idx(e, i * THREADS));
-    int f = divu(e, at, TILE_K / per), c = mul(e, remu(e, at, TILE_K / per), idx(e, per));
+    int f = divu(e, at, TILE_K / per), c = mulc(e, remu(e, at, TILE_K / per), per);
     int feature = add(e, n0, f), k = add(e, k0, c);
-    int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk)), elements[8];
+    int feature_ok = lt(e, feature, n), k_ok = lt(e, k, kk);
+    int ok = vlmc_vk_emit_and(e, feature_ok, k_ok), elements[8];
     int flat = clamp0(e, ok, add(e, mul(e, feature, kk), k));
     if (per == 8)
       vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, C->w_words, divu(e, flat, 8)), elements);
@@ -121,6 +126,12 @@ static void stage_w(const coop_t *C, int n0, int k0) {
     for (int h = 0; h < per; ++h) vlmc_vk_emit_shared_store(e, C->ws, value[i][h], add(e, slot[i], idx(e, h)));
 }
 
+/* Where row first + r, column k of a staged tile is (its rows STRIDE halves apart). */
+static int staged_at(vlmc_kernel_emit_t *e, int first, int64_t r, int64_t k) {
+  int row = mulc(e, add(e, first, idx(e, r)), STRIDE);
+  return add(e, row, idx(e, k));
+}
+
 /* The K loop: returns the loop's results SSA (accumulator (i, j) is %r#(FR_N i + j)). */
 static int accumulate(const coop_t *C, int m0, int n0) {
   vlmc_kernel_emit_t *e = C->e;
@@ -130,8 +141,9 @@ static int accumulate(const coop_t *C, int m0, int n0) {
   vlmc_strbuf_t line;
   vlmc_strbuf_init(&line);
   /* K >= 1: the loop runs at least once (pitfall 4 cannot bite) */
+  int from = idx(e, 0), to = idx(e, C->k), step = idx(e, TILE_K);
   vlmc_strbuf_printf(&line, "%%v%d:%d = scf.for %%v%d = %%v%d to %%v%d step %%v%d iter_args(", results, NUM_ACC, k0,
-                     idx(e, 0), idx(e, C->k), idx(e, TILE_K));
+                     from, to, step);
   for (int a = 0; a < NUM_ACC; ++a) {
     acc[a] = vlmc_kernel_emit_fresh(e);
     vlmc_strbuf_printf(&line, "%s%%v%d = %%v%d", a ? ", " : "", acc[a], zero);
@@ -143,15 +155,13 @@ static int accumulate(const coop_t *C, int m0, int n0) {
   stage_x(C, m0, k0);
   stage_w(C, n0, k0);
   vlmc_vk_emit_barrier(e);
-  int row0 = mul(e, divu(e, C->sg, SG_N), idx(e, SUB_M)), col0 = mul(e, remu(e, C->sg, SG_N), idx(e, SUB_N));
+  int row0 = mulc(e, divu(e, C->sg, SG_N), SUB_M), col0 = mulc(e, remu(e, C->sg, SG_N), SUB_N);
   for (int kk = 0; kk < TILE_K; kk += FRAG) {
     int a[FR_M], b[FR_N];
     for (int i = 0; i < FR_M; ++i)
-      a[i] = vlmc_vk_emit_mma_load(e, C->xs, add(e, mul(e, add(e, row0, idx(e, FRAG * i)), idx(e, STRIDE)), idx(e, kk)),
-                                   STRIDE, false);
+      a[i] = vlmc_vk_emit_mma_load(e, C->xs, staged_at(e, row0, FRAG * i, kk), STRIDE, false);
     for (int j = 0; j < FR_N; ++j)
-      b[j] = vlmc_vk_emit_mma_load(e, C->ws, add(e, mul(e, add(e, col0, idx(e, FRAG * j)), idx(e, STRIDE)), idx(e, kk)),
-                                   STRIDE, true);
+      b[j] = vlmc_vk_emit_mma_load(e, C->ws, staged_at(e, col0, FRAG * j, kk), STRIDE, true);
     for (int i = 0; i < FR_M; ++i)
       for (int j = 0; j < FR_N; ++j) acc[FR_N * i + j] = vlmc_vk_emit_mma(e, a[i], b[j], acc[FR_N * i + j]);
   }
@@ -179,11 +189,16 @@ static void store_fragment(const coop_t *C, int results, int i, int j, int m0, i
     int at = add(e, C->tid, idx(e, q * THREADS));
     int s = divu(e, at, FRAG * FRAG), rc = remu(e, at, FRAG * FRAG);
     int rr = divu(e, rc, FRAG), cc = remu(e, rc, FRAG);
-    int row = add(e, add(e, m0, mul(e, divu(e, s, SG_N), idx(e, SUB_M))), add(e, idx(e, FRAG * i), rr));
-    int col = add(e, add(e, n0, mul(e, remu(e, s, SG_N), idx(e, SUB_N))), add(e, idx(e, FRAG * j), cc));
-    int ok = vlmc_vk_emit_and(e, lt(e, row, C->m), lt(e, col, idx(e, C->n)));
+    /* subgroup s's part of the tile starts at row sub_m0, feature sub_n0 */
+    int sub_m0 = add(e, m0, mulc(e, divu(e, s, SG_N), SUB_M));
+    int row = add(e, sub_m0, add(e, idx(e, FRAG * i), rr));
+    int sub_n0 = add(e, n0, mulc(e, remu(e, s, SG_N), SUB_N));
+    int col = add(e, sub_n0, add(e, idx(e, FRAG * j), cc));
+    int row_ok = lt(e, row, C->m), col_ok = lt(e, col, idx(e, C->n));
+    int ok = vlmc_vk_emit_and(e, row_ok, col_ok);
     vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", ok);
-    int v = vlmc_vk_emit_shared_load(e, C->cs, add(e, mul(e, s, idx(e, SCRATCH)), add(e, mul(e, rr, idx(e, SCRATCH_STRIDE)), cc)));
+    int scratch = mulc(e, s, SCRATCH), in_scratch = add(e, mulc(e, rr, SCRATCH_STRIDE), cc);
+    int v = vlmc_vk_emit_shared_load(e, C->cs, add(e, scratch, in_scratch));
     if (C->b) v = vlmc_kernel_emit_float_op(e, "arith.addf", v, vlmc_kernel_emit_load(e, C->b, col), 0);
     vlmc_kernel_emit_finish_element(e, v, add(e, mul(e, row, idx(e, C->n)), col));
     vlmc_kernel_emit_line(e, "}");
@@ -224,14 +239,15 @@ vlmc_status_t vlmc_vk_kernel_linear_coop(vlmc_kernel_emit_t *e) {
   C.sg = vlmc_vk_emit_subgroup_id(e);
   C.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   int64_t col_tiles = (C.n + TILE_N - 1) / TILE_N;
-  int tiles = mul(e, divu(e, add(e, C.m, idx(e, TILE_M - 1)), TILE_M), idx(e, col_tiles));
+  int tiles = mulc(e, divu(e, add(e, C.m, idx(e, TILE_M - 1)), TILE_M), col_tiles);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   int group = divu(e, first, UNITS_PER_GROUP);
-  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, UNITS_PER_GROUP - 1)), UNITS_PER_GROUP);
+  int work = vlmc_vk_emit_work(e);
+  int groups = divu(e, add(e, work, idx(e, UNITS_PER_GROUP - 1)), UNITS_PER_GROUP);
   int t = vlmc_kernel_emit_for(e, group, tiles, groups);
-  int m0 = mul(e, divu(e, t, col_tiles), idx(e, TILE_M));
-  int n0 = mul(e, remu(e, t, col_tiles), idx(e, TILE_N));
+  int m0 = mulc(e, divu(e, t, col_tiles), TILE_M);
+  int n0 = mulc(e, remu(e, t, col_tiles), TILE_N);
   int results = accumulate(&C, m0, n0);
   for (int i = 0; i < FR_M; ++i)
     for (int j = 0; j < FR_N; ++j) store_fragment(&C, results, i, j, m0, n0);

@@ -62,6 +62,9 @@ static int idx(vlmc_kernel_emit_t *e, int64_t c) { return vlmc_kernel_emit_index
 static int add(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.addi", a, b); }
 static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.muli", a, b); }
 static int min_si(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_index_op(e, "arith.minsi", a, b); }
+/* a * c for a constant c, its constant emitted after a (mul(e, a, idx(e, c)) with an emitting a
+ * would leave the order of the two to the C compiler) */
+static int mulc(vlmc_kernel_emit_t *e, int a, int64_t c) { return mul(e, a, idx(e, c)); }
 
 
 
@@ -105,7 +108,8 @@ static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, cons
   int n = na * nb;
   if (main_k > 0) { /* static trip count >= 1: no zero-trip guard needed */
     int k0;
-    int results = open_acc_loop(e, idx(e, 0), idx(e, main_k), idx(e, K_UNROLL), n, acc, &k0);
+    int from = idx(e, 0), to = idx(e, main_k), step = idx(e, K_UNROLL);
+    int results = open_acc_loop(e, from, to, step, n, acc, &k0);
     for (int u = 0; u < K_UNROLL; ++u) {
       int k = add(e, k0, idx(e, u));
       int av[ACCS], bv[ACCS];
@@ -141,8 +145,9 @@ static void emit_rows(const lanes_linear_t *L, int m0) {
   int last_row = vlmc_kernel_emit_index_op(e, "arith.subi", L->m, idx(e, 1));
   int row[ROWS], x_base[ROWS], acc[ACCS];
   for (int r = 0; r < ROWS; ++r) {
-    row[r] = add(e, add(e, m0, L->tid), idx(e, LANES * r));
-    x_base[r] = mul(e, min_si(e, row[r], last_row), idx(e, L->k));
+    int lane_row = add(e, m0, L->tid);
+    row[r] = add(e, lane_row, idx(e, LANES * r));
+    x_base[r] = mulc(e, min_si(e, row[r], last_row), L->k);
   }
   for (int a = 0; a < ACCS; ++a) acc[a] = vlmc_kernel_emit_f32(e, 0);
   emit_dot_block(L, L->x, x_base, ROWS, L->w, w_base, FEATURES, acc);
@@ -162,16 +167,19 @@ static void emit_rows(const lanes_linear_t *L, int m0) {
 static void emit_tiles(lanes_linear_t *L) {
   vlmc_kernel_emit_t *e = L->e;
   int64_t col_tiles = (L->n + FEATURES - 1) / FEATURES;
-  int row_tiles = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, L->m, idx(e, TILE_ROWS - 1)), idx(e, TILE_ROWS));
+  int padded = add(e, L->m, idx(e, TILE_ROWS - 1)); /* ceil(M / TILE_ROWS) row tiles */
+  int row_tiles = vlmc_kernel_emit_index_op(e, "arith.divui", padded, idx(e, TILE_ROWS));
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   int per = idx(e, TILES_UNITS_PER_GROUP);
   int group = vlmc_kernel_emit_index_op(e, "arith.divui", first, per);
-  int groups = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, vlmc_vk_emit_work(e), idx(e, TILES_UNITS_PER_GROUP - 1)), per);
+  int work = vlmc_vk_emit_work(e), spare = idx(e, TILES_UNITS_PER_GROUP - 1);
+  int groups = vlmc_kernel_emit_index_op(e, "arith.divui", add(e, work, spare), per);
   int t = vlmc_kernel_emit_for(e, group, mul(e, row_tiles, idx(e, col_tiles)), groups);
-  int m0 = mul(e, vlmc_kernel_emit_index_op(e, "arith.divui", t, idx(e, col_tiles)), idx(e, TILE_ROWS));
-  L->n0 = mul(e, vlmc_kernel_emit_index_op(e, "arith.remui", t, idx(e, col_tiles)), idx(e, FEATURES));
-  L->n_end = min_si(e, add(e, L->n0, idx(e, FEATURES)), idx(e, L->n));
+  int m0 = mulc(e, vlmc_kernel_emit_index_op(e, "arith.divui", t, idx(e, col_tiles)), TILE_ROWS);
+  L->n0 = mulc(e, vlmc_kernel_emit_index_op(e, "arith.remui", t, idx(e, col_tiles)), FEATURES);
+  int tile_end = add(e, L->n0, idx(e, FEATURES));
+  L->n_end = min_si(e, tile_end, idx(e, L->n));
   emit_rows(L, m0);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -184,16 +192,18 @@ static void emit_gemv(const lanes_linear_t *L) {
   int last_col = vlmc_kernel_emit_index_op(e, "arith.subi", L->n_end, idx(e, 1));
   int feature[GEMV_FEATURES], col[GEMV_FEATURES], w_base[GEMV_FEATURES], acc[GEMV_FEATURES];
   for (int j = 0; j < GEMV_FEATURES; ++j) {
-    feature[j] = add(e, add(e, L->n0, L->tid), idx(e, LANES * j));
+    int lane_feature = add(e, L->n0, L->tid);
+    feature[j] = add(e, lane_feature, idx(e, LANES * j));
     col[j] = min_si(e, feature[j], last_col);
     w_base[j] = mul(e, col[j], idx(e, L->k));
     acc[j] = vlmc_kernel_emit_f32(e, 0);
   }
   int x_base = idx(e, 0);
   emit_dot_block(L, L->x, &x_base, 1, L->w, w_base, GEMV_FEATURES, acc);
-  for (int j = 0; j < GEMV_FEATURES; ++j)
-    store_output(L, vlmc_vk_emit_cmp(e, "slt", feature[j], L->n_end), idx(e, 0), feature[j], acc[j],
-                 load_bias(L, col[j]));
+  for (int j = 0; j < GEMV_FEATURES; ++j) {
+    int ok = vlmc_vk_emit_cmp(e, "slt", feature[j], L->n_end), row = idx(e, 0), bias = load_bias(L, col[j]);
+    store_output(L, ok, row, feature[j], acc[j], bias);
+  }
 }
 
 
@@ -222,7 +232,8 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   L.n0 = mul(e, first, idx(e, UNIT));
-  L.n_end = min_si(e, mul(e, end, idx(e, UNIT)), idx(e, L.n));
+  int units_end = mul(e, end, idx(e, UNIT));
+  L.n_end = min_si(e, units_end, idx(e, L.n));
   /* A group of the 2-D grid's last row may lie past the work: nothing to do (uniform). */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", L.n0, L.n_end));
   emit_gemv(&L);

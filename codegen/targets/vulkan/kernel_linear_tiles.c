@@ -53,6 +53,9 @@ static int mul(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_kernel_emit_in
 static int divu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.divui", a, idx(e, b)); }
 static int remu(vlmc_kernel_emit_t *e, int a, int64_t b) { return vlmc_kernel_emit_index_op(e, "arith.remui", a, idx(e, b)); }
 static int lt(vlmc_kernel_emit_t *e, int a, int b) { return vlmc_vk_emit_cmp(e, "slt", a, b); }
+/* a * c for a constant c, its constant emitted after a (mul(e, a, idx(e, c)) with an emitting a
+ * would leave the order of the two to the C compiler) */
+static int mulc(vlmc_kernel_emit_t *e, int a, int64_t c) { return mul(e, a, idx(e, c)); }
 
 /* v when ok, else 0. */
 static int or_zero(vlmc_kernel_emit_t *e, int ok, int v) {
@@ -71,7 +74,8 @@ static void stage_x(const tiles_t *T, int m0, int k0) {
     int at = add(e, T->tid, idx(e, i * THREADS));
     int r = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
     int row = add(e, m0, r), k = add(e, k0, c);
-    int ok = vlmc_vk_emit_and(e, lt(e, row, T->m), lt(e, k, idx(e, T->k)));
+    int row_ok = lt(e, row, T->m), k_ok = lt(e, k, idx(e, T->k));
+    int ok = vlmc_vk_emit_and(e, row_ok, k_ok);
     int v = load_or_zero(e, T->x, ok, add(e, mul(e, row, idx(e, T->k)), k));
     vlmc_vk_emit_shared_store(e, T->xs, v, add(e, mul(e, c, idx(e, STRIDE)), r));
   }
@@ -85,15 +89,18 @@ static void stage_w(const tiles_t *T, int n0, int k0) {
   if (T->w_words >= 0) {
     for (int i = 0; i < TILE_N * TILE_K / 2 / THREADS; ++i) {
       int at = add(e, T->tid, idx(e, i * THREADS));
-      int f = divu(e, at, TILE_K / 2), c = mul(e, remu(e, at, TILE_K / 2), idx(e, 2));
+      int f = divu(e, at, TILE_K / 2), c = mulc(e, remu(e, at, TILE_K / 2), 2);
       int feature = add(e, n0, f), k = add(e, k0, c);
-      int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk));
+      int feature_ok = lt(e, feature, n), k_ok = lt(e, k, kk);
+      int ok = vlmc_vk_emit_and(e, feature_ok, k_ok);
       int word = divu(e, add(e, mul(e, feature, kk), k), 2);
       int pair[2];
       vlmc_vk_emit_load_bf16x2(e, T->w_words, vlmc_vk_emit_select(e, ok, word, idx(e, 0), "index"), pair);
-      for (int h = 0; h < 2; ++h)
-        vlmc_vk_emit_shared_store(e, T->ws, or_zero(e, ok, pair[h]),
-                                  add(e, mul(e, add(e, c, idx(e, h)), idx(e, STRIDE)), f));
+      for (int h = 0; h < 2; ++h) {
+        int v = or_zero(e, ok, pair[h]);
+        int slot = add(e, mulc(e, add(e, c, idx(e, h)), STRIDE), f);
+        vlmc_vk_emit_shared_store(e, T->ws, v, slot);
+      }
     }
     return;
   }
@@ -101,7 +108,8 @@ static void stage_w(const tiles_t *T, int n0, int k0) {
     int at = add(e, T->tid, idx(e, i * THREADS));
     int f = divu(e, at, TILE_K), c = remu(e, at, TILE_K);
     int feature = add(e, n0, f), k = add(e, k0, c);
-    int ok = vlmc_vk_emit_and(e, lt(e, feature, n), lt(e, k, kk));
+    int feature_ok = lt(e, feature, n), k_ok = lt(e, k, kk);
+    int ok = vlmc_vk_emit_and(e, feature_ok, k_ok);
     int v = load_or_zero(e, T->w, ok, add(e, mul(e, feature, kk), k));
     vlmc_vk_emit_shared_store(e, T->ws, v, add(e, mul(e, c, idx(e, STRIDE)), f));
   }
@@ -113,7 +121,8 @@ static void accumulate(const tiles_t *T, int m0, int n0, int *acc) {
   int zero = vlmc_kernel_emit_f32(e, 0), init[ACCS], inner[ACCS], k0;
   for (int a = 0; a < ACCS; ++a) init[a] = zero;
   /* K >= 1 (checked by the caller): the loop runs at least once (pitfall 4 cannot bite) */
-  int results = vlmc_vk_emit_open_f32_loop(e, idx(e, 0), idx(e, T->k), idx(e, TILE_K), ACCS, init, &k0, inner);
+  int from = idx(e, 0), to = idx(e, T->k), step = idx(e, TILE_K);
+  int results = vlmc_vk_emit_open_f32_loop(e, from, to, step, ACCS, init, &k0, inner);
   stage_x(T, m0, k0);
   stage_w(T, n0, k0);
   vlmc_vk_emit_barrier(e);
@@ -172,14 +181,15 @@ vlmc_status_t vlmc_vk_kernel_linear_tiles(vlmc_kernel_emit_t *e) {
   T.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   /* tiles: ceil(M / 64) row tiles x col_tiles; this group takes g, g + G, ... */
   int64_t col_tiles = (T.n + TILE_N - 1) / TILE_N;
-  int tiles = mul(e, divu(e, add(e, T.m, idx(e, TILE_M - 1)), TILE_M), idx(e, col_tiles));
+  int tiles = mulc(e, divu(e, add(e, T.m, idx(e, TILE_M - 1)), TILE_M), col_tiles);
   int first, end;
   vlmc_vk_emit_group_units(e, &first, &end);
   int group = divu(e, first, UNITS_PER_GROUP);
-  int groups = divu(e, add(e, vlmc_vk_emit_work(e), idx(e, UNITS_PER_GROUP - 1)), UNITS_PER_GROUP);
+  int work = vlmc_vk_emit_work(e);
+  int groups = divu(e, add(e, work, idx(e, UNITS_PER_GROUP - 1)), UNITS_PER_GROUP);
   int t = vlmc_kernel_emit_for(e, group, tiles, groups);
-  int m0 = mul(e, divu(e, t, col_tiles), idx(e, TILE_M));
-  int n0 = mul(e, remu(e, t, col_tiles), idx(e, TILE_N));
+  int m0 = mulc(e, divu(e, t, col_tiles), TILE_M);
+  int n0 = mulc(e, remu(e, t, col_tiles), TILE_N);
   int acc[ACCS];
   accumulate(&T, m0, n0, acc);
   store_tile(&T, m0, n0, acc);

@@ -132,7 +132,8 @@ static void emit_scalar_copy(vlmc_kernel_emit_t *e, const row_copy_t *r, int fro
   row_walk(e, from, &start, &step);
   int c = vlmc_kernel_emit_for(e, start, r->len, step);
   int at = add(e, r->base, mul(e, c, r->stride));
-  vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, r->src, at), add(e, r->out, c));
+  int value = vlmc_kernel_emit_load(e, r->src, at);
+  vlmc_kernel_emit_finish_element(e, value, add(e, r->out, c));
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -185,8 +186,10 @@ static vlmc_status_t emit_take(vlmc_kernel_emit_t *e, const vlmc_value_t *x, con
   int at = vlmc_kernel_emit_load(e, idx, i);
   /* Unsigned: a negative index is out of range too. */
   int ok = cmpi(e, "ult", at, len64, "i64");
-  int row = add(e, mul(e, o, len), cast_index(e, at, "i64", "index"));
-  row_copy_t r = contiguous_row(e, x, mul(e, row, inner), mul(e, u, inner), inner, static_inner);
+  int outer_rows = mul(e, o, len);
+  int row = add(e, outer_rows, cast_index(e, at, "i64", "index"));
+  int src = mul(e, row, inner), dst = mul(e, u, inner);
+  row_copy_t r = contiguous_row(e, x, src, dst, inner, static_inner);
   emit_guarded_copy(e, ok, &r);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
@@ -209,9 +212,10 @@ vlmc_status_t vlmc_vk_kernel_embedding(vlmc_kernel_emit_t *e) {
 /* In any at: the last i with at[i] == s (later rows win, as in the reference), or m. */
 static int emit_find_any(vlmc_kernel_emit_t *e, const vlmc_value_t *at, int m, int s) {
   int found = vlmc_kernel_emit_fresh(e), i = vlmc_kernel_emit_fresh(e), acc = vlmc_kernel_emit_fresh(e);
+  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
   vlmc_kernel_emit_line(e, VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA
                         " step " VLMC_SSA " iter_args(" VLMC_SSA " = " VLMC_SSA ") -> (index) {",
-                     found, i, vlmc_kernel_emit_index(e, 0), m, vlmc_kernel_emit_index(e, 1), acc, m);
+                     found, i, zero, m, one, acc, m);
   int eq = cmpi(e, "eq", vlmc_kernel_emit_load(e, at, i), s, "i64");
   vlmc_kernel_emit_line(e, "scf.yield " VLMC_SSA " : index", select_value(e, eq, i, acc, "index"));
   vlmc_kernel_emit_line(e, "}");
@@ -326,8 +330,8 @@ static void emit_concat_last(vlmc_kernel_emit_t *e, int u, int out) {
     const vlmc_type_t *t = &op->operands[i]->type;
     int len = vlmc_kernel_emit_dim(e, t->dims[t->rank - 1]);
     int64_t static_len = static_product(t, t->rank - 1, t->rank);
-    row_copy_t r = contiguous_row(e, op->operands[i], mul(e, u, len), add(e, out, offset), len,
-                                  static_len);
+    int src = mul(e, u, len), dst = add(e, out, offset);
+    row_copy_t r = contiguous_row(e, op->operands[i], src, dst, len, static_len);
     emit_copy_row(e, &r);
     offset = add(e, offset, len);
   }
@@ -405,8 +409,9 @@ vlmc_status_t vlmc_vk_kernel_transpose(vlmc_kernel_emit_t *e) {
     base = add(e, base, mul(e, i, stride));
     if (d > 0) rest = divu(e, rest, dim);
   }
-  row_copy_t r = {x, base, vlmc_kernel_emit_dims_product(e, xt, (uint32_t)perm[last] + 1, xt->rank),
-                  mul(e, u, width), width, static_width};
+  int stride = vlmc_kernel_emit_dims_product(e, xt, (uint32_t)perm[last] + 1, xt->rank);
+  int out = mul(e, u, width);
+  row_copy_t r = {x, base, stride, out, width, static_width};
   emit_copy_row(e, &r);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
@@ -428,8 +433,8 @@ vlmc_status_t vlmc_vk_kernel_kv_cache_append(vlmc_kernel_emit_t *e) {
   int s = vlmc_kernel_emit_dim(e, rows->type.dims[0]);
   int u = open_unit_loop(e);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", u, s, "index"));
-  row_copy_t new_row = contiguous_row(e, rows, mul(e, u, inner), mul(e, add(e, c, u), inner), inner,
-                                      static_inner);
+  int src = mul(e, u, inner), dst = mul(e, add(e, c, u), inner);
+  row_copy_t new_row = contiguous_row(e, rows, src, dst, inner, static_inner);
   emit_copy_row(e, &new_row);
   vlmc_kernel_emit_line(e, "} else {");
   int old = mul(e, vlmc_kernel_emit_index_op(e, "arith.subi", u, s), inner);
@@ -528,7 +533,8 @@ vlmc_status_t vlmc_vk_kernel_argmax(vlmc_kernel_emit_t *e) {
   vlmc_vk_emit_group_units(e, &u, &end);
   /* Uniform over the workgroup (all its invocations share u): barriers inside are legal. */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", cmpi(e, "ult", u, end, "index"));
-  int base = add(e, mul(e, mul(e, divu(e, u, inner), len), inner), remu(e, u, inner));
+  int row_start = mul(e, mul(e, divu(e, u, inner), len), inner);
+  int base = add(e, row_start, remu(e, u, inner));
   int top = vlmc_kernel_emit_fresh(e), top_k = vlmc_kernel_emit_fresh(e), k = vlmc_kernel_emit_fresh(e);
   int best = vlmc_kernel_emit_fresh(e), best_k = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA ", " VLMC_SSA " = scf.for " VLMC_SSA " = " VLMC_SSA " to " VLMC_SSA

@@ -73,13 +73,18 @@ static void emit_cos_sin(vlmc_kernel_emit_t *e, int x, int *out_cos, int *out_si
   r = fop(e, "arith.subf", r, fop(e, "arith.mulf", k, f32c(e, 4.837512969970703125e-4)));
   r = fop(e, "arith.subf", r, fop(e, "arith.mulf", k, f32c(e, 7.54978995489188216e-8)));
   int z = fop(e, "arith.mulf", r, r);
-  int sp = mul_add(e, f32c(e, 8.3321608736e-3), z, f32c(e, -1.9515295891e-4));
+  int s2 = f32c(e, 8.3321608736e-3), s3 = f32c(e, -1.9515295891e-4);
+  int sp = mul_add(e, s2, z, s3);
   sp = mul_add(e, f32c(e, -1.6666654611e-1), z, sp);
   int s = mul_add(e, r, fop(e, "arith.mulf", r, z), sp);
-  int cp = mul_add(e, f32c(e, -1.388731625493765e-3), z, f32c(e, 2.443315711809948e-5));
+  int c2 = f32c(e, -1.388731625493765e-3), c3 = f32c(e, 2.443315711809948e-5);
+  int cp = mul_add(e, c2, z, c3);
   cp = mul_add(e, f32c(e, 4.166664568298827e-2), z, cp);
-  int c = mul_add(e, fop(e, "arith.subf", f32c(e, 1.0), fop(e, "arith.mulf", f32c(e, 0.5), z)),
-                  fop(e, "arith.mulf", z, z), cp);
+  int one = f32c(e, 1.0);
+  int half_z = fop(e, "arith.mulf", f32c(e, 0.5), z);
+  int c0 = fop(e, "arith.subf", one, half_z);
+  int z2 = fop(e, "arith.mulf", z, z);
+  int c = mul_add(e, c0, z2, cp);
   /* The quadrant k mod 4 (two's complement: also for negative k) picks the polynomial and
    * the sign: cos = c, -s, -c, s and sin = s, c, -s, -c. */
   int ki = vlmc_kernel_emit_fresh(e);
@@ -113,8 +118,12 @@ static int head_at(const rope_t *R, int t, int h, int j) {
  * Each product rounds to f32 before the sum, as in the reference (and torch). */
 static void rotate_pair(const rope_t *R, int x1, int x2, int at1, int at2, int c, int s) {
   vlmc_kernel_emit_t *e = R->e;
-  int y1 = fop(e, "arith.subf", fop(e, "arith.mulf", x1, c), fop(e, "arith.mulf", x2, s));
-  int y2 = fop(e, "arith.addf", fop(e, "arith.mulf", x2, c), fop(e, "arith.mulf", x1, s));
+  int x1c = fop(e, "arith.mulf", x1, c);
+  int x2s = fop(e, "arith.mulf", x2, s);
+  int y1 = fop(e, "arith.subf", x1c, x2s);
+  int x2c = fop(e, "arith.mulf", x2, c);
+  int x1s = fop(e, "arith.mulf", x1, s);
+  int y2 = fop(e, "arith.addf", x2c, x1s);
   vlmc_kernel_emit_finish_element(e, y1, at1);
   vlmc_kernel_emit_finish_element(e, y2, at2);
 }
@@ -135,9 +144,11 @@ static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
     for (int64_t h = 0; h < R->static_heads; ++h) rotate_pair(R, x1[h], x2[h], at1[h], at2[h], c, s);
     return;
   }
-  int h = vlmc_kernel_emit_for(e, vlmc_kernel_emit_index(e, 0), R->heads, vlmc_kernel_emit_index(e, 1));
+  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
+  int h = vlmc_kernel_emit_for(e, zero, R->heads, one);
   int at1 = head_at(R, t, h, j), at2 = head_at(R, t, h, j2);
-  rotate_pair(R, vlmc_kernel_emit_load(e, R->x, at1), vlmc_kernel_emit_load(e, R->x, at2), at1, at2, c, s);
+  int x1 = vlmc_kernel_emit_load(e, R->x, at1), x2 = vlmc_kernel_emit_load(e, R->x, at2);
+  rotate_pair(R, x1, x2, at1, at2, c, s);
   vlmc_kernel_emit_line(e, "}");
 }
 
@@ -148,10 +159,11 @@ static void pass_through(const rope_t *R, int t) {
   vlmc_kernel_emit_t *e = R->e;
   int64_t rest = R->head_dim - R->rotary;
   int pairs = vlmc_kernel_emit_index_op(e, "arith.muli", R->heads, vlmc_kernel_emit_index(e, rest));
-  int f = vlmc_kernel_emit_for(e, vlmc_vk_emit_thread_id(e, 0), pairs, vlmc_kernel_emit_index(e, GROUP));
+  int tid = vlmc_vk_emit_thread_id(e, 0), group = vlmc_kernel_emit_index(e, GROUP);
+  int f = vlmc_kernel_emit_for(e, tid, pairs, group);
   int h = vlmc_kernel_emit_index_op(e, "arith.divui", f, vlmc_kernel_emit_index(e, rest));
-  int k = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.remui", f, vlmc_kernel_emit_index(e, rest)),
-                                    vlmc_kernel_emit_index(e, R->rotary));
+  int dim = vlmc_kernel_emit_index_op(e, "arith.remui", f, vlmc_kernel_emit_index(e, rest));
+  int k = vlmc_kernel_emit_index_op(e, "arith.addi", dim, vlmc_kernel_emit_index(e, R->rotary));
   int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
   int at = vlmc_kernel_emit_index_op(e, "arith.addi",
                                      vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim)), k);
@@ -190,8 +202,9 @@ static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *p
   *freq = vlmc_vk_emit_shared(e, "f32", R->half);
   *planes = uniform ? -1 : vlmc_vk_emit_shared(e, "i32", R->half);
   int first = vlmc_kernel_emit_fresh(e);
-  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first,
-                        vlmc_vk_emit_thread_id(e, 0), vlmc_kernel_emit_index(e, 0));
+  int tid = vlmc_vk_emit_thread_id(e, 0), zero = vlmc_kernel_emit_index(e, 0);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.cmpi eq, " VLMC_SSA ", " VLMC_SSA " : index", first, tid,
+                        zero);
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", first);
   for (int64_t j = 0; j < R->half; ++j) {
     int at = vlmc_kernel_emit_index(e, j);
@@ -209,15 +222,18 @@ static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *p
  * cos and sin computed once for every head), then the pass-through dims. */
 static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t plane0) {
   vlmc_kernel_emit_t *e = R->e;
-  int j = vlmc_kernel_emit_for(e, vlmc_vk_emit_thread_id(e, 0), vlmc_kernel_emit_index(e, R->half),
-                               vlmc_kernel_emit_index(e, GROUP));
+  int tid = vlmc_vk_emit_thread_id(e, 0), slots = vlmc_kernel_emit_index(e, R->half);
+  int group = vlmc_kernel_emit_index(e, GROUP);
+  int j = vlmc_kernel_emit_for(e, tid, slots, group);
   int plane = vlmc_kernel_emit_index(e, plane0);
   if (planes >= 0) {
     plane = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = arith.index_cast " VLMC_SSA " : i32 to index", plane,
                           vlmc_vk_emit_shared_load(e, planes, j));
   }
-  int angle = fop(e, "arith.mulf", position(R, plane, t), vlmc_vk_emit_shared_load(e, freq, j));
+  int pos = position(R, plane, t);
+  int inv_freq = vlmc_vk_emit_shared_load(e, freq, j);
+  int angle = fop(e, "arith.mulf", pos, inv_freq);
   int c, s;
   emit_cos_sin(e, angle, &c, &s);
   rotate_slot(R, t, j, c, s);
