@@ -206,9 +206,20 @@ if(VLMC_COMPILER)
     list(APPEND vlmc_vulkan_device_tests kernel.vulkan.${name})
   endforeach()
   if(VLMC_SANITIZE)
-    set_tests_properties(${vlmc_vulkan_device_tests} PROPERTIES ENVIRONMENT
-                         "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+    set_property(TEST ${vlmc_vulkan_device_tests} APPEND PROPERTY ENVIRONMENT
+                 "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
   endif()
+  # The targets of this build share the reference executor's results of each case
+  # (tools/ref_cache.h): computed by the first test of a case, read by the others.
+  foreach(src ${kernel_tests})
+    get_filename_component(name ${src} NAME_WE)
+    foreach(tag "" vulkan. metal. avx512. wide16. avx2. bf16dot.)
+      if(TEST kernel.${tag}${name})
+        set_property(TEST kernel.${tag}${name} APPEND PROPERTY ENVIRONMENT
+                     "VLMC_KERNEL_TEST_REF_CACHE=${CMAKE_BINARY_DIR}/kernel-test-ref-cache")
+      endif()
+    endforeach()
+  endforeach()
 endif()
 
 # The metal target through the Metal emulation (tests/metal/README.md; not Apple hardware):

@@ -13,6 +13,7 @@
 #include "runtime/program.h"
 #include "support/float16.h"
 #include "support/strbuf.h"
+#include "tools/ref_cache.h"
 
 enum { MAX_ARGS = VLMC_KCHECK_MAX_ARGS, MAX_SYMS = VLMC_KCHECK_MAX_SYMS, MAX_PARAMS = 64 };
 
@@ -471,6 +472,38 @@ static vlmc_status_t run_variants(const char *path, const vlmc_module_t *m, cons
 }
 
 /* Whether the comma-separated list names `name` itself ("linear" is not "linear_tiles"). */
+/* The reference executor's results for the inputs, from the shared cache when another target
+ * of this build computed them already (tools/ref_cache.h), else computed and filed. */
+static vlmc_status_t reference_results(const vlmc_module_t *m, const vlmc_func_t *f,
+                                       const vlmc_executor_options_t *eo, const params_t *params,
+                                       vlmc_tensor_t *args, vlmc_tensor_t *results) {
+  vlmc_strbuf_t text;
+  vlmc_strbuf_init(&text);
+  vlmc_module_print(m, &text);
+  vlmc_ref_cache_key_t key;
+  vlmc_ref_cache_key_init(&key, vlmc_strbuf_cstr(&text));
+  vlmc_strbuf_deinit(&text);
+  char mode[32];
+  snprintf(mode, sizeof mode, "%s low=%d", f->name, eo->emulate_low_precision);
+  vlmc_tensor_t named = vlmc_tensor_view(VLMC_DTYPE_U8, 1, (int64_t[]){(int64_t)strlen(mode)},
+                                         mode);
+  vlmc_ref_cache_key_add_tensor(&key, &named);
+  for (uint32_t i = 0; i < m->num_params && i < MAX_PARAMS; ++i)
+    vlmc_ref_cache_key_add_tensor(&key, &params->params[i]);
+  for (uint32_t i = 0; i < f->num_args; ++i) vlmc_ref_cache_key_add_tensor(&key, &args[i]);
+  if (vlmc_ref_cache_load(&key, results, f->num_results)) return NULL;
+  vlmc_executor_t *ref = NULL;
+  vlmc_status_t st = vlmc_executor_create(m, eo, &ref);
+  if (!st) st = vlmc_executor_run(ref, f->name, args, f->num_args, results, f->num_results);
+  vlmc_executor_destroy(ref);
+  if (!st) {
+    vlmc_status_t filed = vlmc_ref_cache_store(&key, results, f->num_results);
+    if (filed) fprintf(stderr, "kernel-test: %s (the result is not shared)\n", vlmc_status_message(filed));
+    vlmc_status_free(filed);
+  }
+  return st;
+}
+
 static bool names_template(const char *list, const char *name) {
   size_t len = strlen(name);
   for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
@@ -505,13 +538,11 @@ vlmc_status_t vlmc_kcheck_run(const char *path, const vlmc_module_t *m, const sp
   if (!st) st = symbol_values(m, s, n, syms);
   if (!st) st = make_args(f, s, syms, m->num_symbols, args_ref);
   if (!st) st = copy_args(args_ref, f->num_args, args_backend);
-  vlmc_executor_t *ref = NULL;
   vlmc_executor_options_t eo = vlmc_executor_options_default();
   eo.emulate_low_precision = true; /* kernels round every f16 / bf16 op result */
   eo.get_param = get_param;
   eo.param_ctx = &params;
-  if (!st) st = vlmc_executor_create(m, &eo, &ref);
-  if (!st) st = vlmc_executor_run(ref, f->name, args_ref, f->num_args, res_ref, f->num_results);
+  if (!st) st = reference_results(m, f, &eo, &params, args_ref, res_ref);
   /* The backend of the target's name runs its kernels (vlmc-run picks it the same way),
    * once per kernel variant the table has. */
   if (!st) st = variant_runs(path, &c, o->runs, sizeof o->runs);
@@ -523,7 +554,6 @@ vlmc_status_t vlmc_kcheck_run(const char *path, const vlmc_module_t *m, const sp
     vlmc_tensor_release(&args_backend[i]);
   }
   for (uint32_t i = 0; i < MAX_PARAMS; ++i) vlmc_tensor_release(&params.params[i]);
-  vlmc_executor_destroy(ref);
   return st;
 }
 
