@@ -241,6 +241,25 @@ static vlmc_status_t load_weights(vlmc_session_t *s, uint32_t threads) {
   return vlmc_params_verify_all_progress(s->params, threads, report_weights, s);
 }
 
+/* --min-pixels / --max-pixels over the artifact's processor settings. */
+static vlmc_status_t set_pixel_limits(vlmc_session_t *s, int64_t min_pixels, int64_t max_pixels) {
+  if (!min_pixels && !max_pixels) return NULL;
+  if (!s->convention.encode_image[0])
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "--min-pixels/--max-pixels: this model takes "
+                            "no images");
+  vlmc_preprocess_params_t p = s->manifest.preprocess;
+  if (min_pixels) p.min_pixels = min_pixels;
+  if (max_pixels) p.max_pixels = max_pixels;
+  vlmc_status_t st = vlmc_preprocess_params_check(&p);
+  if (st)
+    return vlmc_status_annotate(st, "--min-pixels %lld --max-pixels %lld (the artifact's: %lld "
+                                "and %lld): ", (long long)p.min_pixels, (long long)p.max_pixels,
+                                (long long)s->manifest.preprocess.min_pixels,
+                                (long long)s->manifest.preprocess.max_pixels);
+  s->manifest.preprocess = p;
+  return NULL;
+}
+
 static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_t *o) {
   const char *not_built = vlmc_backend_not_built(o->backend);
   if (not_built) return vlmc_status_make(VLMC_UNSUPPORTED, "backend '%s': %s", o->backend, not_built);
@@ -255,6 +274,7 @@ static vlmc_status_t session_open(vlmc_session_t *s, const vlmc_session_options_
   VLMC_RETURN_IF_ERROR(vlmc_artifact_validate(s->artifact, &s->manifest, &s->module));
   VLMC_RETURN_IF_ERROR(load_convention(s));
   VLMC_RETURN_IF_ERROR(check_signatures(s));
+  VLMC_RETURN_IF_ERROR(set_pixel_limits(s, o->min_pixels, o->max_pixels));
   VLMC_RETURN_IF_ERROR(vlmc_params_open(s->artifact, &s->manifest, o->params_dir, &s->params));
   const vlmc_backend_iface_t *backend;
   VLMC_RETURN_IF_ERROR(pick_backend(s, o->backend, &backend));

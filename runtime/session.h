@@ -49,6 +49,10 @@ typedef struct {
    * second, unless --quiet). */
   vlmc_progress_fn progress;
   void *progress_ctx;
+  /* The smallest and largest image area after resizing (vlmc-run --min-pixels/--max-pixels, as
+   * transformers' processor kwargs): 0 keeps the artifact's (its processor config's). Refused
+   * with a named error for a model that takes no images or min > max. */
+  int64_t min_pixels, max_pixels;
 } vlmc_session_options_t;
 
 typedef struct vlmc_session_s vlmc_session_t;

@@ -68,6 +68,10 @@ static void print_usage(FILE *out) {
           "                         exit 1 when any request failed\n"
           "  --image FILE           a PNG or JPEG image; repeat for several\n"
           "  --system TEXT          a system prompt (default: the template's)\n"
+          "  --min-pixels N, --max-pixels N\n"
+          "                         the smallest and largest image area after resizing (as\n"
+          "                         transformers' processor kwargs; default: the artifact's,\n"
+          "                         from the checkpoint's processor config: `vlmc inspect`)\n"
           "  -n N                   at most N new tokens per answer (default 128)\n"
           "  -t TEMP                temperature; 0 = greedy (default)\n"
           "  --top-k K, --top-p P   sampling limits (defaults: none)\n"
@@ -265,6 +269,10 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   } else if (!strcmp(a, "--device")) {
     if (!parse_int(v, 0, 1 << 16, &n)) return bad_value(a, v, "a device index >= 0");
     o->session.device = (uint32_t)n;
+  } else if (!strcmp(a, "--min-pixels") || !strcmp(a, "--max-pixels")) {
+    if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
+    if (!strcmp(a, "--min-pixels")) o->session.min_pixels = n;
+    else o->session.max_pixels = n;
   } else if (!strcmp(a, "--params")) o->session.params_dir = v;
   else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
   else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
@@ -307,6 +315,7 @@ static const vlmc_cli_option_t kOptions[] = {
     {"--device", NULL, true},        {"--params", NULL, true},
     {"--dump-taps", NULL, true},     {"--input-ids", NULL, true},
     {"--ids-out", NULL, true},       {"--batch", NULL, true},
+    {"--min-pixels", NULL, true},    {"--max-pixels", NULL, true},
 };
 
 static void print_version(void) {

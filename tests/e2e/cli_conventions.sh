@@ -4,7 +4,8 @@
 # -f - give the prompt from a file or stdin, as -p does; an unknown option, a missing value
 # and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1;
 # a prompt longer than the model's positions is refused by default, by name; a checkpoint
-# without a processor config compiles with a warning that names the defaults it gets.
+# without a processor config compiles with a warning that names the defaults it gets;
+# --min-pixels / --max-pixels change the images' resize at run time.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -70,6 +71,25 @@ out=$("$RUN" "$ART" -f "$WORK/long.txt" -n 4 2>&1) || rc=$?
 if [ "$rc" -eq 1 ] && grep -q "more than the model's 32768 positions" <<<"$out"; then
   ok "a prompt past the model's positions is refused by name (exit 1)"
 else fail "a 33k-token prompt: exit $rc, '$out'"; fi
+# --min-pixels / --max-pixels at run time, as transformers' processor kwargs: the 224x448 scene
+# resized by spec 2.1's smart_resize (factor 28) becomes 8x16 = 128 image pads by default,
+# 140x308 = 5x11 = 55 under --max-pixels 50176 (beta = sqrt(100352 / 50176), floors) and
+# 336x644 = 12x23 = 276 under --min-pixels 200704 (the same beta, ceilings)
+pads() { # ARGS...: the image pads of the first turn's context
+  "$RUN" "$ART" --quiet -n 1 --image tests/fixtures/images/scene_224x448.png -p "$PROMPT" \
+    --ids-out "$WORK/ids.jsonl" "$@" >/dev/null
+  python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['context'].count(151655))" \
+    "$WORK/ids.jsonl"
+}
+same "the artifact's pixel limits: 128 image pads" "$(pads)" 128
+same "--max-pixels 50176: 55 image pads" "$(pads --max-pixels 50176)" 55
+same "--min-pixels=200704: 276 image pads" "$(pads --min-pixels=200704)" 276
+rc=0
+out=$("$RUN" "$ART" -p hi --min-pixels 900000 --max-pixels 50000 2>&1) || rc=$?
+if [ "$rc" -eq 1 ] && grep -q "min_pixels (900000) is larger than max_pixels (50000)" <<<"$out"; then
+  ok "--min-pixels above --max-pixels is refused by name (exit 1)"
+else fail "--min-pixels 900000 --max-pixels 50000: exit $rc, '$out'"; fi
+usage_error "--max-pixels 0" "--max-pixels: expected a positive integer" "$ART" -p hi --max-pixels 0
 rc=0
 out=$("$RUN" "$WORK/none.vlmc" -p hi 2>&1) || rc=$?
 if [ "$rc" -eq 1 ]; then ok "a missing artifact is a failure (exit 1): $out"
