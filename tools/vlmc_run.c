@@ -9,6 +9,7 @@
  * (runtime/batch.h): the artifact is loaded once for all of them. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +55,12 @@ static void print_usage(FILE *out) {
           "  -p, --prompt TEXT      the user's message (images go before it, in order)\n"
           "  -f, --file FILE        the user's message from FILE (- for stdin), one trailing\n"
           "                         newline dropped: for prompts too long for the command line\n"
-          "  -i, --interactive      chat: one user message per line of stdin, one answer per\n"
-          "                         line of stdout; the KV cache is kept between turns, and\n"
-          "                         --image, --system and -p apply to the first turn\n"
+          "  -i, --interactive      chat: one user message per line of stdin (a line ending\n"
+          "                         in \\ continues on the next), one answer per line of\n"
+          "                         stdout; the KV cache is kept between turns, and --image,\n"
+          "                         --system and -p apply to the first turn. /image PATH adds\n"
+          "                         an image to the first message, /clear starts over, /exit\n"
+          "                         ends; Ctrl-C stops an answer (at the prompt: ends)\n"
           "  --batch FILE           one request per line of FILE (- for stdin), each a JSON\n"
           "                         object {\"id\", \"prompt\" or \"input_ids\": [...],\n"
           "                         \"images\": [...], \"system\", \"max_new_tokens\"} (a prompt\n"
@@ -415,10 +419,13 @@ static vlmc_status_t read_input_ids(const char *path, int64_t **out, size_t *out
   return status;
 }
 
+static volatile sig_atomic_t interrupted; /* Ctrl-C in a chat (run_stdin_turns) */
+
+/* Streams the answer; false (stop) once Ctrl-C was pressed in a chat. */
 static bool write_text(void *ctx, const char *text, size_t len) {
   fwrite(text, 1, len, stdout);
   fflush(stdout);
-  return true;
+  return !interrupted;
 }
 
 /* Bytes moved between host and backend memory, per call of each function run so far. */
@@ -489,6 +496,8 @@ typedef struct {
   vlmc_chat_t *chat;
   FILE *ids_out;
   int turn;
+  char *kept[MAX_IMAGES]; /* /image paths (the chat's options point at them) */
+  size_t num_kept;
 } runner_t;
 
 static vlmc_status_t write_ids_out(runner_t *r, const vlmc_generate_result_t *res) {
@@ -523,30 +532,127 @@ static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *id
   return status;
 }
 
-/* Chat turns from stdin, one message per line (empty lines are skipped). */
+/* ---- -i: chat from stdin ----
+ *
+ * One message per line; a line ending in a backslash continues on the next (the backslash
+ * becomes a newline), as llama.cpp's multi-line input. Commands: /image PATH (an image for
+ * the conversation's first message: later turns feed new tokens one at a time through decode,
+ * which takes no image embeddings), /clear (a new conversation: the command line's system
+ * prompt, no images), /exit. Ctrl-C stops the answer being written (the conversation keeps
+ * what was said, as when -n cuts it) and returns to the prompt; at the prompt it ends the
+ * chat. */
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+/* SIGINT sets `interrupted` instead of ending the process; a blocked read returns (no
+ * SA_RESTART), so that Ctrl-C at the prompt ends the chat. */
+static void catch_interrupts(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* One message from stdin into `msg` (continued lines joined); false at the end of the input
+ * or on Ctrl-C at the prompt. */
+static bool read_message(bool tty, vlmc_strbuf_t *msg, char **line, size_t *capacity) {
+  vlmc_strbuf_clear(msg);
+  for (bool more = true; more;) {
+    if (tty) fprintf(stderr, msg->len ? ". " : "> ");
+    errno = 0;
+    ssize_t len = getline(line, capacity, stdin);
+    if (len < 0) {
+      if (interrupted && tty) fprintf(stderr, "\n");
+      return msg->len > 0 && !interrupted;
+    }
+    while (len > 0 && ((*line)[len - 1] == '\n' || (*line)[len - 1] == '\r')) (*line)[--len] = '\0';
+    more = len > 0 && (*line)[len - 1] == '\\';
+    if (more) (*line)[--len] = '\0';
+    vlmc_strbuf_append(msg, *line, (size_t)len);
+    if (more) vlmc_strbuf_putc(msg, '\n');
+  }
+  return true;
+}
+
+/* A fresh conversation with the command line's options and the images given so far. */
+static vlmc_status_t restart_chat(runner_t *r) {
+  vlmc_chat_destroy(r->chat);
+  r->chat = NULL;
+  return vlmc_chat_create(r->session, &r->o->chat, &r->chat);
+}
+
+/* A line starting with '/': a command. Returns true when the chat should end. */
+static bool run_command(runner_t *r, const char *line, vlmc_status_t *status) {
+  run_options_t *o = r->o;
+  if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return true;
+  if (!strcmp(line, "/clear")) {
+    o->chat.num_images = 0;
+    *status = restart_chat(r);
+    if (!*status) fprintf(stderr, "(a new conversation)\n");
+    return false;
+  }
+  if (!strncmp(line, "/image ", 7) && line[7]) {
+    const char *path = line + 7;
+    if (vlmc_chat_cache_length(r->chat) > 0)
+      fprintf(stderr, "error: /image: images go with the conversation's first message (a later "
+              "turn takes no new image yet); /clear starts a new conversation\n");
+    else if (o->chat.num_images == MAX_IMAGES)
+      fprintf(stderr, "error: /image: at most %d images\n", MAX_IMAGES);
+    else if (access(path, R_OK) != 0)
+      fprintf(stderr, "error: /image %s: %s\n", path, strerror(errno));
+    else {
+      /* the path outlives the chat: kept until exit */
+      char *kept = strdup(path);
+      if (!kept) {
+        *status = vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+        return true;
+      }
+      o->images[o->chat.num_images++] = kept;
+      r->kept[r->num_kept++] = kept;
+      *status = restart_chat(r);
+      if (!*status)
+        fprintf(stderr, "(image %zu: %s, shown with the next message)\n", o->chat.num_images, path);
+    }
+    return false;
+  }
+  fprintf(stderr, "error: unknown command '%s' (/image PATH, /clear, /exit)\n", line);
+  return false;
+}
+
+/* Chat turns from stdin (empty messages are skipped). */
 static vlmc_status_t run_stdin_turns(runner_t *r) {
   bool tty = isatty(STDIN_FILENO);
+  catch_interrupts();
   char *line = NULL;
   size_t capacity = 0;
+  vlmc_strbuf_t msg;
+  vlmc_strbuf_init(&msg);
   vlmc_status_t status = NULL;
-  for (int number = 1; !status; ++number) {
-    if (tty) fprintf(stderr, "> ");
-    ssize_t len = getline(&line, &capacity, stdin);
-    if (len < 0) break;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-    if (len == 0) continue;
+  for (int number = 1; !status && read_message(tty, &msg, &line, &capacity); ++number) {
+    interrupted = 0;
+    const char *text = vlmc_strbuf_cstr(&msg);
+    if (!msg.len) continue;
+    if (text[0] == '/' && !r->o->input_ids_path) {
+      if (run_command(r, text, &status)) break;
+      continue;
+    }
     if (!r->o->input_ids_path) {
-      status = run_turn(r, line, NULL, 0);
+      status = run_turn(r, text, NULL, 0);
       continue;
     }
     char name[64];
     snprintf(name, sizeof name, "stdin:%d", number);
     int64_t *ids = NULL;
     size_t n = 0;
-    status = vlmc_parse_token_ids(name, line, (size_t)len, &ids, &n);
+    status = vlmc_parse_token_ids(name, text, msg.len, &ids, &n);
     if (!status) status = run_turn(r, NULL, ids, n);
     free(ids);
   }
+  vlmc_strbuf_deinit(&msg);
   free(line);
   return status;
 }
@@ -774,5 +880,6 @@ int main(int argc, char **argv) {
     status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed", o.ids_out_path);
   vlmc_chat_destroy(r.chat);
   vlmc_session_destroy(r.session);
+  for (size_t i = 0; i < r.num_kept; ++i) free(r.kept[i]);
   return vlmc_status_report(status);
 }

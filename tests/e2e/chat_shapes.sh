@@ -13,7 +13,9 @@
 #   - --batch: requests from a file (or stdin), one JSON answer line each, on one load; each
 #     answer equals the single-prompt run's; a bad request (missing image, unknown key, not
 #     JSON, a line past the length limit) is answered with its error and the next one runs;
-#     the exit status says that some failed; flags that give prompts are refused beside it.
+#     the exit status says that some failed; flags that give prompts are refused beside it;
+#   - the chat's controls (tests/e2e/chat_controls.py): Ctrl-C stops an answer and, at the
+#     prompt, the chat; /image, /clear, /exit; a line ending in a backslash continues.
 # The ref backend is slow (~0.3 s per decode step here), so every run is made to count.
 #   usage: chat_shapes.sh VLMC VLMC_RUN
 set -euo pipefail
@@ -145,5 +147,14 @@ same "--batch - reads stdin" "$piped" "A red square, a green triangle and a blue
 rc=0
 "$RUN" "$M" --batch "$WORK/batch.jsonl" -p "$Q1" >/dev/null 2>"$WORK/err" || rc=$?
 same "--batch with -p is a usage error" "$rc $(grep -c 'drop -p' "$WORK/err")" "2 1"
+
+# the chat's controls, on the same artifact: Ctrl-C, /image, /clear, /exit, continued lines
+if python3 "$(dirname "$0")/chat_controls.py" "$RUN" "$M" tests/fixtures/images/scene_336x336.png \
+     >"$WORK/controls.log" 2>&1; then
+  ok "chat controls: $(grep -c '^ok' "$WORK/controls.log") checks (tests/e2e/chat_controls.py)"
+else
+  cat "$WORK/controls.log"
+  fail "chat controls (tests/e2e/chat_controls.py)"
+fi
 
 summary
