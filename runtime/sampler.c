@@ -1,7 +1,9 @@
 #include "runtime/sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -33,13 +35,22 @@ vlmc_status_t vlmc_sampler_init(vlmc_sampler_t *sampler, vlmc_sampler_options_t 
     return vlmc_status_make(VLMC_INVALID_ARGUMENT,
                             "sampling: temperature %g must be >= 0, top-k %d >= 0, top-p %g in "
                             "(0, 1]", options.temperature, options.top_k, options.top_p);
+  if (!(options.repetition_penalty >= 0) || !isfinite(options.repetition_penalty) ||
+      !(options.min_p >= 0 && options.min_p <= 1))
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "sampling: repetition penalty %g must be > 0 "
+                            "(1: off), min-p %g in [0, 1]", options.repetition_penalty,
+                            options.min_p);
+  if (options.repetition_penalty == 0) options.repetition_penalty = 1;
   sampler->options = options;
   sampler->vocab = vocab;
   uint64_t seed = options.seed;
   for (int i = 0; i < 4; ++i) sampler->rng[i] = splitmix64(&seed);
   sampler->order = malloc((vocab ? vocab : 1) * sizeof *sampler->order);
   sampler->weights = malloc((vocab ? vocab : 1) * sizeof *sampler->weights);
-  if (!sampler->order || !sampler->weights) {
+  bool penalty = options.repetition_penalty != 1;
+  sampler->scores = penalty ? malloc((vocab ? vocab : 1) * sizeof *sampler->scores) : NULL;
+  sampler->seen = penalty ? calloc(vocab ? vocab : 1, 1) : NULL;
+  if (!sampler->order || !sampler->weights || (penalty && (!sampler->scores || !sampler->seen))) {
     vlmc_sampler_deinit(sampler);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "sampling: out of memory for %zu candidates",
                             vocab);
@@ -50,8 +61,12 @@ vlmc_status_t vlmc_sampler_init(vlmc_sampler_t *sampler, vlmc_sampler_options_t 
 void vlmc_sampler_deinit(vlmc_sampler_t *sampler) {
   free(sampler->order);
   free(sampler->weights);
+  free(sampler->scores);
+  free(sampler->seen);
   sampler->order = NULL;
   sampler->weights = NULL;
+  sampler->scores = NULL;
+  sampler->seen = NULL;
 }
 
 int64_t vlmc_argmax_f32(const float *values, size_t n) {
@@ -71,8 +86,29 @@ static int by_logit_descending(const void *a, const void *b) {
   return (i > j) - (i < j);
 }
 
-int64_t vlmc_sampler_next(vlmc_sampler_t *sampler, const float *logits) {
+/* The logits with the repetition penalty applied (transformers: torch.gather of the ids'
+ * scores, torch.where(score < 0, score * p, score / p), scattered back: each id once, in f32). */
+static const float *penalized(vlmc_sampler_t *sampler, const float *logits,
+                              const int64_t *history, size_t num_history) {
+  float p = sampler->options.repetition_penalty;
+  if (p == 1 || !num_history) return logits;
+  memcpy(sampler->scores, logits, sampler->vocab * sizeof *logits);
+  for (size_t i = 0; i < num_history; ++i) {
+    int64_t id = history[i];
+    if (id < 0 || (uint64_t)id >= sampler->vocab || sampler->seen[id]) continue;
+    sampler->seen[id] = 1;
+    float x = logits[id];
+    sampler->scores[id] = x < 0 ? x * p : x / p;
+  }
+  for (size_t i = 0; i < num_history; ++i)
+    if (history[i] >= 0 && (uint64_t)history[i] < sampler->vocab) sampler->seen[history[i]] = 0;
+  return sampler->scores;
+}
+
+int64_t vlmc_sampler_next(vlmc_sampler_t *sampler, const float *raw_logits,
+                          const int64_t *history, size_t num_history) {
   const vlmc_sampler_options_t *o = &sampler->options;
+  const float *logits = penalized(sampler, raw_logits, history, num_history);
   if (o->temperature == 0 || o->top_k == 1) return vlmc_argmax_f32(logits, sampler->vocab);
   size_t n = sampler->vocab;
   for (size_t i = 0; i < n; ++i) sampler->order[i] = (int64_t)i;
@@ -91,6 +127,14 @@ int64_t vlmc_sampler_next(vlmc_sampler_t *sampler, const float *logits) {
     while (keep < n && (keep == 0 || kept / total < o->top_p)) kept += sampler->weights[keep++];
     n = keep;
     total = kept;
+  }
+  /* Min-p: weights[0] is the most probable candidate's (they are in descending order), and a
+   * ratio of weights is the ratio of probabilities. */
+  if (o->min_p > 0) {
+    size_t keep = 1;
+    while (keep < n && sampler->weights[keep] >= o->min_p * sampler->weights[0]) ++keep;
+    for (size_t i = keep; i < n; ++i) total -= sampler->weights[i];
+    n = keep;
   }
   double r = uniform01(sampler->rng) * total;
   for (size_t i = 0; i < n; ++i) {

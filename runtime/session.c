@@ -908,9 +908,10 @@ static vlmc_status_t answer(vlmc_chat_t *c, int max_new, vlmc_generate_result_t 
       return vlmc_status_make(VLMC_INTERNAL, "logits have %lld entries, the vocabulary %lld",
                               (long long)vlmc_tensor_count(&c->logits),
                               (long long)m->vocab_size);
-    int64_t id = vlmc_sampler_next(&c->sampler, vlmc_tensor_f32(&c->logits));
+    int64_t id = vlmc_sampler_next(&c->sampler, vlmc_tensor_f32(&c->logits), c->tokens,
+                                   c->num_tokens);
     res->tokens[res->generated_tokens++] = id;
-    if (is_eos(m, id)) {
+    if (is_eos(m, id) && !c->options.ignore_eos) {
       res->stopped_on_eos = true;
       return NULL;
     }

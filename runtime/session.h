@@ -143,6 +143,8 @@ typedef struct {
                                       would exceed it is refused */
   vlmc_sampler_options_t sampling; /* one seeded generator for the whole conversation */
   const char *dump_taps_dir;       /* write the first turn's taps to DIR/taps.safetensors */
+  bool ignore_eos;                 /* an end-of-sequence id does not end an answer (it is
+                                      kept in the conversation; the token limit ends it) */
 } vlmc_chat_options_t;
 
 typedef struct {

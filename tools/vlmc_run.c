@@ -80,6 +80,12 @@ static void print_usage(FILE *out) {
           "  -t TEMP                temperature; 0 = greedy (default)\n"
           "  --top-k K, --top-p P   sampling limits (defaults: none)\n"
           "  --seed S               sampling seed (default 0): same seed, same text\n"
+          "  --repeat-penalty F     transformers' repetition_penalty: the logit of every id\n"
+          "                         already in the conversation divided by F when positive,\n"
+          "                         multiplied when negative, greedy or not (default 1: off)\n"
+          "  --min-p P              sampling: drop the tokens less probable than P times the\n"
+          "                         most probable (default 0: off)\n"
+          "  --ignore-eos           an end-of-sequence token does not end the answer (-n does)\n"
           "  --max-context N        refuse a prompt (or chat turn) that would need more than N\n"
           "                         positions, counting the -n new tokens (default: the\n"
           "                         model's max_position_embeddings, as `vlmc inspect` shows)\n"
@@ -205,6 +211,7 @@ static bool parse_switch(const char *a, run_options_t *o) {
   else if (!strcmp(a, "--load-only")) o->load_only = true;
   else if (!strcmp(a, "--list-devices")) o->list_devices = true;
   else if (!strcmp(a, "--quiet")) o->quiet = true;
+  else if (!strcmp(a, "--ignore-eos")) o->chat.ignore_eos = true;
   else return false;
   return true;
 }
@@ -229,6 +236,12 @@ static int parse_sampling(const char *a, const char *v, run_options_t *o) {
   } else if (!strcmp(a, "--seed")) {
     if (!parse_int(v, 0, (long long)(~0ULL >> 1), &n)) return bad_value(a, v, "an integer >= 0");
     s->seed = (uint64_t)n;
+  } else if (!strcmp(a, "--repeat-penalty")) {
+    if (!parse_double(v, &d) || !(d > 0 && d <= 1e6)) return bad_value(a, v, "a number > 0");
+    s->repetition_penalty = (float)d;
+  } else if (!strcmp(a, "--min-p")) {
+    if (!parse_double(v, &d) || !(d >= 0 && d <= 1)) return bad_value(a, v, "a number in [0, 1]");
+    s->min_p = (float)d;
   } else if (!strcmp(a, "--max-context")) {
     if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
     o->chat.max_context = n;
@@ -320,6 +333,8 @@ static const vlmc_cli_option_t kOptions[] = {
     {"--dump-taps", NULL, true},     {"--input-ids", NULL, true},
     {"--ids-out", NULL, true},       {"--batch", NULL, true},
     {"--min-pixels", NULL, true},    {"--max-pixels", NULL, true},
+    {"--repeat-penalty", NULL, true}, {"--min-p", NULL, true},
+    {"--ignore-eos", NULL, false},
 };
 
 static void print_version(void) {

@@ -5,7 +5,8 @@
 # and a value on a switch are usage errors (exit 2) that name the option; a failure exits 1;
 # a prompt longer than the model's positions is refused by default, by name; a checkpoint
 # without a processor config compiles with a warning that names the defaults it gets;
-# --min-pixels / --max-pixels change the images' resize at run time.
+# --min-pixels / --max-pixels change the images' resize at run time; --repeat-penalty,
+# --min-p and --ignore-eos.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -90,6 +91,18 @@ if [ "$rc" -eq 1 ] && grep -q "min_pixels (900000) is larger than max_pixels (50
   ok "--min-pixels above --max-pixels is refused by name (exit 1)"
 else fail "--min-pixels 900000 --max-pixels 50000: exit $rc, '$out'"; fi
 usage_error "--max-pixels 0" "--max-pixels: expected a positive integer" "$ART" -p hi --max-pixels 0
+# generation controls: --repeat-penalty 1 is off (the greedy answer), a strong one changes
+# the answer (the ids of "a"/"and" are in the prompt and the answer); --ignore-eos runs to -n
+same "--repeat-penalty 1 is the plain greedy answer" \
+  "$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" --repeat-penalty=1)" "$base"
+pen=$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" --repeat-penalty 50)
+if [ "$pen" != "$base" ]; then ok "--repeat-penalty 50 changes the greedy answer: '$pen'"
+else fail "--repeat-penalty 50 gave the unpenalized answer '$base'"; fi
+"$RUN" "$ART" --quiet -n 24 --ignore-eos --image "$IMAGE" -p "$PROMPT" --ids-out "$WORK/eos.jsonl" >/dev/null
+same "--ignore-eos: the answer runs to -n 24" \
+  "$(python3 -c "import json,sys; print(len(json.loads(open(sys.argv[1]).readline())['generated']))" "$WORK/eos.jsonl")" 24
+usage_error "--repeat-penalty 0" "--repeat-penalty: expected a number > 0" "$ART" -p hi --repeat-penalty 0
+usage_error "--min-p 2" "--min-p: expected a number in [0, 1]" "$ART" -p hi --min-p 2
 rc=0
 out=$("$RUN" "$WORK/none.vlmc" -p hi 2>&1) || rc=$?
 if [ "$rc" -eq 1 ]; then ok "a missing artifact is a failure (exit 1): $out"
