@@ -465,6 +465,13 @@ vlmc_status_t vlmc_cpu_kernel_linear(vlmc_kernel_emit_t *e) {
   }
   L.n = wt->dims[0].off;
   L.k = wt->dims[1].off;
+  /* Weights dequantized element by element (groups or rows not multiples of a vector: no
+   * model's shapes, kernel-test's linear_q4_short_group): every lane is its own word load,
+   * shift and scale, so wide vectors buy nothing but code, which grew with the lanes past
+   * 36000 lines of MLIR (10 s of LLVM) at 16 for a 23 x 200 linear. Four lanes there. */
+  if (vlmc_kernel_emit_dequantizes(e, L.w) && !vlmc_cpu_emit_dequantizes_aligned(e, L.w, L.vl) &&
+      L.vl > 4)
+    L.vl = 4;
   L.dot = machine->bf16_dot && L.vl == 16 && vlmc_cpu_emit_reads_bf16(e, L.x) &&
           vlmc_cpu_emit_reads_bf16(e, L.w);
   L.kb = L.dot ? 2 * L.vl : L.vl;
