@@ -169,6 +169,16 @@ static cJSON *precision_to_json(const vlmc_manifest_t *m) {
   return o;
 }
 
+static cJSON *generation_to_json(const vlmc_manifest_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "do_sample", m->generation.do_sample);
+  cJSON_AddNumberToObject(o, "temperature", m->generation.temperature);
+  cJSON_AddNumberToObject(o, "top_k", (double)m->generation.top_k);
+  cJSON_AddNumberToObject(o, "top_p", m->generation.top_p);
+  cJSON_AddNumberToObject(o, "repetition_penalty", m->generation.repetition_penalty);
+  return o;
+}
+
 static cJSON *quantization_to_json(const vlmc_manifest_t *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "source", m->quantization.source);
@@ -215,6 +225,7 @@ vlmc_status_t vlmc_manifest_to_json(const vlmc_manifest_t *m, vlmc_strbuf_t *out
   if (m->precision.compute) cJSON_AddItemToObject(root, "precision", precision_to_json(m));
   if (m->quantization.source)
     cJSON_AddItemToObject(root, "quantization", quantization_to_json(m));
+  if (m->generation.present) cJSON_AddItemToObject(root, "generation", generation_to_json(m));
   cJSON *params = cJSON_AddObjectToObject(root, "params");
   cJSON_AddStringToObject(params, "storage", m->params_external ? "external" : "inline");
   cJSON *list = cJSON_AddArrayToObject(params, "tensors");
@@ -528,6 +539,31 @@ static vlmc_status_t read_quantization(const reader_t *r, const cJSON *root, vlm
   return get_int(r, o, "tensors", "quantization.tensors", 0, &m->quantization.tensors);
 }
 
+/* Optional: absent when the checkpoint set no sampling field (and in older artifacts). */
+static vlmc_status_t read_generation(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "generation");
+  if (!o) return NULL;
+  if (!cJSON_IsObject(o)) return field_error(r, "generation", "an object");
+  const cJSON *sample;
+  VLMC_RETURN_IF_ERROR(get_item(r, o, "do_sample", "generation.do_sample", &sample));
+  if (!cJSON_IsBool(sample)) return field_error(r, "generation.do_sample", "true or false");
+  m->generation.do_sample = cJSON_IsTrue(sample);
+  VLMC_RETURN_IF_ERROR(get_double(r, o, "temperature", "generation.temperature",
+                                  &m->generation.temperature));
+  if (!(m->generation.temperature >= 0)) return field_error(r, "generation.temperature", ">= 0");
+  VLMC_RETURN_IF_ERROR(get_int(r, o, "top_k", "generation.top_k", 0, &m->generation.top_k));
+  if (m->generation.top_k > (1 << 30)) return field_error(r, "generation.top_k", "<= 2^30");
+  VLMC_RETURN_IF_ERROR(get_double(r, o, "top_p", "generation.top_p", &m->generation.top_p));
+  if (!(m->generation.top_p > 0 && m->generation.top_p <= 1))
+    return field_error(r, "generation.top_p", "a number in (0, 1]");
+  VLMC_RETURN_IF_ERROR(get_double(r, o, "repetition_penalty", "generation.repetition_penalty",
+                                  &m->generation.repetition_penalty));
+  if (!(m->generation.repetition_penalty > 0 && m->generation.repetition_penalty <= 1e6))
+    return field_error(r, "generation.repetition_penalty", "a number in (0, 1e6]");
+  m->generation.present = true;
+  return NULL;
+}
+
 static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manifest_t *m) {
   if (!cJSON_IsObject(root)) return field_error(r, "(top level)", "a JSON object");
   char *format = NULL;
@@ -552,6 +588,7 @@ static vlmc_status_t read_root(const reader_t *r, const cJSON *root, vlmc_manife
                                   &m->chat_template_source));
   VLMC_RETURN_IF_ERROR(read_precision(r, root, m));
   VLMC_RETURN_IF_ERROR(read_quantization(r, root, m));
+  VLMC_RETURN_IF_ERROR(read_generation(r, root, m));
   return read_params(r, root, m);
 }
 

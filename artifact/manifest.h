@@ -75,6 +75,17 @@ typedef struct {
     char *source;
     int64_t bits, group, tensors;
   } quantization;
+  /* The checkpoint's generation_config.json sampling fields (optional: `present` false when
+   * it set none, or in artifacts compiled before they were recorded), vlmc-run's defaults as
+   * they are transformers' generate()'s; a field the file lacked has transformers' default
+   * (temperature 1, top_k 50, top_p 1, repetition_penalty 1). Written "generation":
+   * {"do_sample": true, "temperature": 0.1, "top_k": 1, "top_p": 0.001,
+   * "repetition_penalty": 1.05}. */
+  struct {
+    bool present, do_sample;
+    double temperature, top_p, repetition_penalty;
+    int64_t top_k;
+  } generation;
   bool params_external;
   vlmc_manifest_param_t *params;
   size_t num_params;

@@ -763,6 +763,22 @@ static vlmc_status_t fill_preprocess(const vlmc_preprocessor_config_t *pc,
   return NULL;
 }
 
+/* generation_config.json's sampling fields, with transformers' GenerationConfig defaults for
+ * those it lacks; nothing when it set none (vlmc-run then decodes greedily, as transformers'
+ * default do_sample=False does). */
+static void fill_generation(const vlmc_generation_config_t *gen, vlmc_manifest_t *m) {
+  if (!gen || !(gen->has_do_sample || gen->has_temperature || gen->has_top_k || gen->has_top_p ||
+                gen->has_repetition_penalty))
+    return;
+  m->generation.present = true;
+  m->generation.do_sample = gen->has_do_sample && gen->do_sample;
+  m->generation.temperature = gen->has_temperature ? gen->temperature : 1.0;
+  m->generation.top_k = gen->has_top_k ? gen->top_k : 50;
+  if (m->generation.top_k > (1 << 30)) m->generation.top_k = 0; /* past any vocabulary: none */
+  m->generation.top_p = gen->has_top_p ? gen->top_p : 1.0;
+  m->generation.repetition_penalty = gen->has_repetition_penalty ? gen->repetition_penalty : 1.0;
+}
+
 static vlmc_status_t fill_manifest(compile_t *c) {
   const vlmc_model_config_t *cfg = vlmc_checkpoint_config(c->checkpoint);
   vlmc_manifest_t *m = &c->manifest;
@@ -780,6 +796,7 @@ static vlmc_status_t fill_manifest(compile_t *c) {
   m->vision_end_token_id = cfg->vision_end_token_id;
   m->merge_size = cfg->vision.spatial_merge_size;
   const vlmc_generation_config_t *gen = vlmc_checkpoint_generation(c->checkpoint);
+  fill_generation(gen, m);
   if (gen && gen->eos_count > 0) {
     m->eos_count = gen->eos_count < VLMC_MANIFEST_MAX_EOS ? gen->eos_count : VLMC_MANIFEST_MAX_EOS;
     memcpy(m->eos_token_ids, gen->eos_token_ids, (size_t)m->eos_count * sizeof(int64_t));

@@ -322,6 +322,17 @@ void vlmc_session_destroy(vlmc_session_t *s) {
 }
 
 const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &s->manifest; }
+
+vlmc_sampler_options_t vlmc_session_default_sampling(const vlmc_session_t *s) {
+  vlmc_sampler_options_t o = {.temperature = 0, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
+  if (!s->manifest.generation.present) return o;
+  o.repetition_penalty = (float)s->manifest.generation.repetition_penalty;
+  if (!s->manifest.generation.do_sample) return o;
+  o.temperature = (float)s->manifest.generation.temperature;
+  o.top_k = (int)s->manifest.generation.top_k;
+  o.top_p = (float)s->manifest.generation.top_p;
+  return o;
+}
 const char *vlmc_session_backend(const vlmc_session_t *s) { return s->backend->iface->name; }
 
 void vlmc_session_stats(const vlmc_session_t *s, vlmc_session_stats_t *out) {

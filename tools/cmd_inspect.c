@@ -454,6 +454,14 @@ static int inspect(const char *path, bool verify) {
     if (m.max_positions > 0)
       printf("context: %lld positions (max_position_embeddings; vlmc-run's default "
              "--max-context)\n", (long long)m.max_positions);
+    if (m.generation.present)
+      printf("generation: %s, temperature %g, top_k %lld, top_p %g, repetition_penalty %g "
+             "(generation_config.json; vlmc-run's defaults, each flag overrides its field)\n",
+             m.generation.do_sample ? "do_sample" : "greedy (do_sample false)",
+             m.generation.temperature, (long long)m.generation.top_k, m.generation.top_p,
+             m.generation.repetition_penalty);
+    else
+      printf("generation: greedy (the checkpoint set no sampling field)\n");
     printf("compiled with: %s\n", m.compile_options[0] ? m.compile_options : "(defaults)");
     printf("targets: %s\n", m.targets);
     if (m.precision.compute) /* absent in artifacts compiled before it was recorded */

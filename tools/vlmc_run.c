@@ -47,7 +47,10 @@ typedef struct {
   bool stats;
   bool list_devices;
   bool quiet;
+  unsigned given; /* GIVEN_*: the sampling flags on the command line (over the artifact's) */
 } run_options_t;
+
+enum { GIVEN_TEMPERATURE = 1, GIVEN_TOP_K = 2, GIVEN_TOP_P = 4, GIVEN_PENALTY = 8 };
 
 static void print_usage(FILE *out) {
   fprintf(out,
@@ -77,12 +80,16 @@ static void print_usage(FILE *out) {
           "                         transformers' processor kwargs; default: the artifact's,\n"
           "                         from the checkpoint's processor config: `vlmc inspect`)\n"
           "  -n N                   at most N new tokens per answer (default 128)\n"
-          "  -t TEMP                temperature; 0 = greedy (default)\n"
-          "  --top-k K, --top-p P   sampling limits (defaults: none)\n"
+          "  -t TEMP                temperature; 0 = greedy, > 0 samples\n"
+          "  --top-k K, --top-p P   sampling limits\n"
+          "                         (-t, --top-k, --top-p and --repeat-penalty default to the\n"
+          "                         checkpoint's generation_config.json, as transformers'\n"
+          "                         generate() applies it, `vlmc inspect` shows them; greedy\n"
+          "                         when it sets none)\n"
           "  --seed S               sampling seed (default 0): same seed, same text\n"
           "  --repeat-penalty F     transformers' repetition_penalty: the logit of every id\n"
           "                         already in the conversation divided by F when positive,\n"
-          "                         multiplied when negative, greedy or not (default 1: off)\n"
+          "                         multiplied when negative, greedy or not (1: off)\n"
           "  --min-p P              sampling: drop the tokens less probable than P times the\n"
           "                         most probable (default 0: off)\n"
           "  --ignore-eos           an end-of-sequence token does not end the answer (-n does)\n"
@@ -227,18 +234,22 @@ static int parse_sampling(const char *a, const char *v, run_options_t *o) {
   } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
     if (!parse_double(v, &d) || !(d >= 0 && d <= 1e6)) return bad_value(a, v, "a number >= 0");
     s->temperature = (float)d;
+    o->given |= GIVEN_TEMPERATURE;
   } else if (!strcmp(a, "--top-k")) {
     if (!parse_int(v, 0, 1 << 30, &n)) return bad_value(a, v, "an integer >= 0");
     s->top_k = (int)n;
+    o->given |= GIVEN_TOP_K;
   } else if (!strcmp(a, "--top-p")) {
     if (!parse_double(v, &d) || !(d > 0 && d <= 1)) return bad_value(a, v, "a number in (0, 1]");
     s->top_p = (float)d;
+    o->given |= GIVEN_TOP_P;
   } else if (!strcmp(a, "--seed")) {
     if (!parse_int(v, 0, (long long)(~0ULL >> 1), &n)) return bad_value(a, v, "an integer >= 0");
     s->seed = (uint64_t)n;
   } else if (!strcmp(a, "--repeat-penalty")) {
     if (!parse_double(v, &d) || !(d > 0 && d <= 1e6)) return bad_value(a, v, "a number > 0");
     s->repetition_penalty = (float)d;
+    o->given |= GIVEN_PENALTY;
   } else if (!strcmp(a, "--min-p")) {
     if (!parse_double(v, &d) || !(d >= 0 && d <= 1)) return bad_value(a, v, "a number in [0, 1]");
     s->min_p = (float)d;
@@ -822,9 +833,24 @@ static vlmc_status_t run_batch(runner_t *r) {
   return NULL;
 }
 
+/* The artifact's generation defaults (its checkpoint's generation_config.json), each
+ * sampling flag given on the command line over its field, as generate(**kwargs) over a
+ * GenerationConfig; -t > 0 samples (do_sample), -t 0 is greedy. */
+static void apply_generation_defaults(run_options_t *o, const vlmc_session_t *session) {
+  vlmc_sampler_options_t d = vlmc_session_default_sampling(session), *s = &o->chat.sampling;
+  const vlmc_manifest_t *m = vlmc_session_manifest(session);
+  if (!(o->given & GIVEN_TEMPERATURE)) s->temperature = d.temperature;
+  bool sampling_fields = m->generation.present; /* recorded even when do_sample is false */
+  if (!(o->given & GIVEN_TOP_K)) s->top_k = sampling_fields ? (int)m->generation.top_k : 0;
+  if (!(o->given & GIVEN_TOP_P))
+    s->top_p = sampling_fields ? (float)m->generation.top_p : 1.0f;
+  if (!(o->given & GIVEN_PENALTY)) s->repetition_penalty = d.repetition_penalty;
+}
+
 static vlmc_status_t run(runner_t *r) {
   run_options_t *o = r->o;
   VLMC_RETURN_IF_ERROR(vlmc_session_open(&o->session, &r->session));
+  apply_generation_defaults(o, r->session);
   if (o->load_only) {
     if (o->stats) print_load_stats(r->session);
     return NULL;

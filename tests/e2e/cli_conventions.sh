@@ -6,7 +6,7 @@
 # a prompt longer than the model's positions is refused by default, by name; a checkpoint
 # without a processor config compiles with a warning that names the defaults it gets;
 # --min-pixels / --max-pixels change the images' resize at run time; --repeat-penalty,
-# --min-p and --ignore-eos.
+# --min-p and --ignore-eos; the checkpoint's generation_config.json as the default.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -103,6 +103,25 @@ same "--ignore-eos: the answer runs to -n 24" \
   "$(python3 -c "import json,sys; print(len(json.loads(open(sys.argv[1]).readline())['generated']))" "$WORK/eos.jsonl")" 24
 usage_error "--repeat-penalty 0" "--repeat-penalty: expected a number > 0" "$ART" -p hi --repeat-penalty 0
 usage_error "--min-p 2" "--min-p: expected a number in [0, 1]" "$ART" -p hi --min-p 2
+# the checkpoint's generation_config.json is the default, as transformers' generate(): with
+# Qwen2.5-VL-3B-Instruct's (do_sample, temperature 0.1, top_k 1, top_p 0.001, repetition
+# penalty 1.05) the answer is the greedy one under the 1.05 penalty; a flag overrides a field
+mkdir -p "$WORK/gen"
+for f in assets/shapes-vl/*; do
+  [ "$(basename "$f")" = generation_config.json ] || ln -s "$PWD/$f" "$WORK/gen/"
+done
+cp tests/fixtures/configs/generation_config.json "$WORK/gen/"
+compile_or_stop "$VLMC" "$WORK/gen" "$WORK/gen.vlmc" ref
+expect_in "inspect shows the generation defaults" \
+  "generation: do_sample, temperature 0.1, top_k 1, top_p 0.001, repetition_penalty 1.05" \
+  "$("$VLMC" inspect "$WORK/gen.vlmc")"
+expect_in "inspect: greedy where the checkpoint says do_sample false" \
+  "generation: greedy (do_sample false)" "$("$VLMC" inspect "$ART")"
+gen=$("$RUN" "$WORK/gen.vlmc" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" --repeat-penalty 50)
+same "a flag overrides its field (--repeat-penalty 50 over 1.05)" "$gen" "$pen"
+gen=$("$RUN" "$WORK/gen.vlmc" --quiet -n 6 --image "$IMAGE" -p "$PROMPT")
+same "the default is the config's: greedy (top_k 1) under repetition_penalty 1.05" "$gen" \
+  "$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" --repeat-penalty 1.05)"
 rc=0
 out=$("$RUN" "$WORK/none.vlmc" -p hi 2>&1) || rc=$?
 if [ "$rc" -eq 1 ]; then ok "a missing artifact is a failure (exit 1): $out"

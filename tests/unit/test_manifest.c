@@ -27,6 +27,12 @@ static void fill(vlmc_manifest_t *m) {
   m->quantization.bits = 4;
   m->quantization.group = 64;
   m->quantization.tensors = 253;
+  m->generation.present = true;
+  m->generation.do_sample = true;
+  m->generation.temperature = 0.1;
+  m->generation.top_k = 1;
+  m->generation.top_p = 0.001;
+  m->generation.repetition_penalty = 1.05;
   vlmc_manifest_param_t p = {.name = "visual.blocks.0.norm1.weight", .dtype = VLMC_DTYPE_BF16,
                              .rank = 1, .shape = {1280}, .offset = 128, .nbytes = 2560,
                              .checksum = 0xfedcba9876543210ULL};
@@ -54,6 +60,10 @@ static void test_round_trip(void) {
   EXPECT_EQ_INT(back.quantization.bits, 4);
   EXPECT_EQ_INT(back.quantization.group, 64);
   EXPECT_EQ_INT(back.quantization.tensors, 253);
+  EXPECT_TRUE(back.generation.present && back.generation.do_sample);
+  EXPECT_TRUE(back.generation.temperature == 0.1 && back.generation.top_p == 0.001);
+  EXPECT_EQ_INT(back.generation.top_k, 1);
+  EXPECT_TRUE(back.generation.repetition_penalty == 1.05);
   const vlmc_manifest_param_t *p = vlmc_manifest_find_param(&back, "visual.blocks.0.norm1.weight");
   EXPECT_TRUE(p != NULL);
   if (p) {
@@ -95,6 +105,13 @@ static void test_malformed_fields_are_named(void) {
        "quantization.source: expected \"vlmc\" or \"checkpoint\""},
       {"\"group\":64", "\"grup\":64", "quantization.group: missing"},
       {"\"quantization\":{", "\"quantization\":7,\"x\":{", "quantization: expected an object"},
+      {"\"do_sample\":true", "\"do_sample\":1", "generation.do_sample: expected true or false"},
+      {"\"top_k\":1", "\"top_k\":-1", "generation.top_k: expected a non-negative integer"},
+      {"\"top_p\":0.001", "\"top_p\":0", "generation.top_p: expected a number in (0, 1]"},
+      {"\"repetition_penalty\":1.05", "\"repetition_penalty\":0",
+       "generation.repetition_penalty: expected a number in (0, 1e6]"},
+      {"\"temperature\":0.1", "\"temperature\":-1", "generation.temperature: expected >= 0"},
+      {"\"generation\":{", "\"generation\":[],\"x\":{", "generation: expected an object"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const char *at = strstr(json.data, cases[i].from);
