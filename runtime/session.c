@@ -17,6 +17,7 @@
 #include "runtime/params.h"
 #include "runtime/program.h"
 #include "runtime/request.h"
+#include "runtime/stop_text.h"
 #include "runtime/validate.h"
 #include "support/file.h"
 #include "support/strbuf.h"
@@ -565,7 +566,9 @@ struct vlmc_chat_s {
   tap_list_t *taps;           /* the first turn's taps, with options.dump_taps_dir */
   const vlmc_chat_turn_options_t *turn; /* the turn running now */
   vlmc_tokenizer_decoder_t decoder;
-  vlmc_strbuf_t text;
+  vlmc_strbuf_t text;      /* the decoder's latest piece */
+  vlmc_strbuf_t released;  /* what the stop strings let out of it */
+  vlmc_stop_text_t stop;   /* the turn's stop strings */
   bool stop_requested;
 };
 
@@ -603,6 +606,8 @@ vlmc_status_t vlmc_chat_create(vlmc_session_t *s, const vlmc_chat_options_t *opt
   c->state_count = 1 + 2 * s->num_layers;
   c->state = calloc(c->state_count, sizeof *c->state);
   vlmc_strbuf_init(&c->text);
+  vlmc_strbuf_init(&c->released);
+  vlmc_stop_text_init(&c->stop, NULL, 0);
   vlmc_status_t status =
       c->state ? vlmc_sampler_init(&c->sampler, options->sampling,
                                    (size_t)s->manifest.vocab_size)
@@ -645,6 +650,8 @@ void vlmc_chat_destroy(vlmc_chat_t *c) {
   free(c->tokens);
   vlmc_sampler_deinit(&c->sampler);
   vlmc_strbuf_deinit(&c->text);
+  vlmc_strbuf_deinit(&c->released);
+  vlmc_stop_text_deinit(&c->stop);
   free(c);
 }
 
@@ -803,16 +810,24 @@ static vlmc_status_t emit(vlmc_chat_t *c, int64_t id) {
     vlmc_status_free(status); /* an id with no text (padding rows of the vocabulary) */
     return NULL;
   }
-  if (!status && c->text.len && !c->turn->on_text(c->turn->text_ctx, c->text.data, c->text.len))
+  if (status || !c->text.len) return status;
+  vlmc_strbuf_clear(&c->released);
+  if (vlmc_stop_text_push(&c->stop, c->text.data, c->text.len, &c->released))
+    c->stop_requested = true; /* a stop string: what came before it goes out, then the end */
+  if (c->released.len &&
+      !c->turn->on_text(c->turn->text_ctx, c->released.data, c->released.len))
     c->stop_requested = true;
-  return status;
+  return NULL;
 }
 
 static void emit_finish(vlmc_chat_t *c) {
   if (!c->s->tokenizer || !c->turn->on_text) return;
   vlmc_strbuf_clear(&c->text);
   vlmc_tokenizer_decoder_finish(&c->decoder, &c->text);
-  if (c->text.len) c->turn->on_text(c->turn->text_ctx, c->text.data, c->text.len);
+  vlmc_strbuf_clear(&c->released);
+  vlmc_stop_text_push(&c->stop, c->text.data ? c->text.data : "", c->text.len, &c->released);
+  vlmc_stop_text_finish(&c->stop, &c->released);
+  if (c->released.len) c->turn->on_text(c->turn->text_ctx, c->released.data, c->released.len);
 }
 
 /* A turn needs room for the conversation so far, its new tokens and its longest answer. */
@@ -958,14 +973,19 @@ vlmc_status_t vlmc_chat_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t *o,
     return vlmc_status_make(VLMC_INVALID_ARGUMENT, "the conversation ended with an error in an "
                             "earlier turn; start a new one");
   int max_new = o->max_new_tokens > 0 ? o->max_new_tokens : 128;
+  const char *bad_stop = vlmc_stop_text_check(o->stop_strings, o->num_stop_strings);
+  if (bad_stop) return vlmc_status_make(VLMC_INVALID_ARGUMENT, "stop strings: %s", bad_stop);
   c->turn = o;
   c->stop_requested = false;
+  vlmc_stop_text_deinit(&c->stop);
+  vlmc_stop_text_init(&c->stop, o->stop_strings, o->num_stop_strings);
   turn_input_t in;
   memset(&in, 0, sizeof in);
   vlmc_status_t status = prepare_turn(c, o, max_new, &in);
   if (!status) {
     status = run_turn(c, &in, max_new, res);
     c->failed = status != NULL;
+    res->stopped_on_string = c->stop.stopped;
   }
   vlmc_request_deinit(&in.request);
   free(in.ids);
@@ -989,7 +1009,8 @@ vlmc_status_t vlmc_session_generate(vlmc_session_t *s, const vlmc_generate_optio
   vlmc_chat_turn_options_t turn = {.prompt = o->prompt, .input_ids = o->input_ids,
                                    .num_input_ids = o->num_input_ids,
                                    .max_new_tokens = o->max_new_tokens, .on_text = o->on_text,
-                                   .text_ctx = o->text_ctx};
+                                   .text_ctx = o->text_ctx, .stop_strings = o->stop_strings,
+                                   .num_stop_strings = o->num_stop_strings};
   vlmc_status_t status = vlmc_chat_turn(chat, &turn, res);
   vlmc_chat_destroy(chat);
   return status;

@@ -105,6 +105,8 @@ typedef struct {
   const char *dump_taps_dir; /* write taps.safetensors there */
   vlmc_text_fn on_text;
   void *text_ctx;
+  const char *const *stop_strings; /* as vlmc_chat_turn_options_t's */
+  size_t num_stop_strings;
 } vlmc_generate_options_t;
 
 typedef struct {
@@ -115,6 +117,7 @@ typedef struct {
                               with vlmc_generate_result_deinit) */
   int64_t rope_delta;
   bool stopped_on_eos;
+  bool stopped_on_string;  /* a stop string ended the answer (vlmc_chat_turn_options_t) */
   double encode_ms, prefill_ms, decode_ms;
   long peak_rss_kb;
 } vlmc_generate_result_t;
@@ -159,6 +162,11 @@ typedef struct {
   int max_new_tokens;          /* default 128 when 0 */
   vlmc_text_fn on_text;
   void *text_ctx;
+  /* Stop strings (runtime/stop_text.h; with on_text): the answer ends where one appears, and
+   * on_text never receives any part of it. The conversation keeps the answer's tokens up to
+   * the one that completed it. */
+  const char *const *stop_strings;
+  size_t num_stop_strings;
 } vlmc_chat_turn_options_t;
 
 typedef struct vlmc_chat_s vlmc_chat_t;

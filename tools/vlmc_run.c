@@ -21,6 +21,7 @@
 #include "runtime/batch.h"
 #include "runtime/input_ids.h"
 #include "runtime/session.h"
+#include "runtime/stop_text.h"
 #include "support/file.h"
 #include "support/json.h"
 #include "support/strbuf.h"
@@ -48,6 +49,8 @@ typedef struct {
   bool list_devices;
   bool quiet;
   unsigned given; /* GIVEN_*: the sampling flags on the command line (over the artifact's) */
+  const char *stops[VLMC_STOP_MAX_STRINGS]; /* --stop */
+  size_t num_stops;
 } run_options_t;
 
 enum { GIVEN_TEMPERATURE = 1, GIVEN_TOP_K = 2, GIVEN_TOP_P = 4, GIVEN_PENALTY = 8 };
@@ -93,6 +96,8 @@ static void print_usage(FILE *out) {
           "  --min-p P              sampling: drop the tokens less probable than P times the\n"
           "                         most probable (default 0: off)\n"
           "  --ignore-eos           an end-of-sequence token does not end the answer (-n does)\n"
+          "  --stop TEXT            end the answer where TEXT appears (not printed); repeat\n"
+          "                         for several (at most 16)\n"
           "  --max-context N        refuse a prompt (or chat turn) that would need more than N\n"
           "                         positions, counting the -n new tokens (default: the\n"
           "                         model's max_position_embeddings, as `vlmc inspect` shows)\n"
@@ -253,6 +258,11 @@ static int parse_sampling(const char *a, const char *v, run_options_t *o) {
   } else if (!strcmp(a, "--min-p")) {
     if (!parse_double(v, &d) || !(d >= 0 && d <= 1)) return bad_value(a, v, "a number in [0, 1]");
     s->min_p = (float)d;
+  } else if (!strcmp(a, "--stop")) {
+    if (!*v) return bad_value(a, v, "a non-empty string");
+    if (o->num_stops == VLMC_STOP_MAX_STRINGS) return bad_value(a, v, "at most 16 stop strings");
+    if (strlen(v) > VLMC_STOP_MAX_BYTES) return bad_value(a, v, "at most 256 bytes");
+    o->stops[o->num_stops++] = v;
   } else if (!strcmp(a, "--max-context")) {
     if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
     o->chat.max_context = n;
@@ -345,7 +355,7 @@ static const vlmc_cli_option_t kOptions[] = {
     {"--ids-out", NULL, true},       {"--batch", NULL, true},
     {"--min-pixels", NULL, true},    {"--max-pixels", NULL, true},
     {"--repeat-penalty", NULL, true}, {"--min-p", NULL, true},
-    {"--ignore-eos", NULL, false},
+    {"--ignore-eos", NULL, false},   {"--stop", NULL, true},
 };
 
 static void print_version(void) {
@@ -411,6 +421,10 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
   }
   if (o->prompt && o->prompt_file) {
     fprintf(stderr, "error: give either -p or -f, not both\n");
+    return 2;
+  }
+  if (o->num_stops && o->print_ids) {
+    fprintf(stderr, "error: --stop matches the answer's text, which --ids does not print\n");
     return 2;
   }
   if (o->prompt_file && !strcmp(o->prompt_file, "-") && (o->interactive || (o->batch_path &&
@@ -545,7 +559,8 @@ static vlmc_status_t write_ids_out(runner_t *r, const vlmc_generate_result_t *re
 static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *ids, size_t n) {
   vlmc_chat_turn_options_t t = {.prompt = prompt, .input_ids = ids, .num_input_ids = n,
                                 .max_new_tokens = r->o->max_new_tokens,
-                                .on_text = r->o->print_ids ? NULL : write_text};
+                                .on_text = r->o->print_ids ? NULL : write_text,
+                                .stop_strings = r->o->stops, .num_stop_strings = r->o->num_stops};
   vlmc_generate_result_t res;
   VLMC_RETURN_IF_ERROR(vlmc_chat_turn(r->chat, &t, &res));
   if (r->o->print_ids) write_id_list(stdout, res.tokens, (size_t)res.generated_tokens, " ");
@@ -763,7 +778,7 @@ static bool run_batch_request(runner_t *r, const char *name, size_t number, cons
         .max_new_tokens = q.max_new_tokens ? q.max_new_tokens : o->max_new_tokens,
         .max_context = o->chat.max_context, .sampling = o->chat.sampling,
         .on_text = vlmc_session_has_tokenizer(r->session) ? collect_text : NULL,
-        .text_ctx = &answer};
+        .text_ctx = &answer, .stop_strings = o->stops, .num_stop_strings = o->num_stops};
     status = vlmc_session_generate(r->session, &g, &res);
   }
   if (status) {

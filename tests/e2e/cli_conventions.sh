@@ -6,7 +6,7 @@
 # a prompt longer than the model's positions is refused by default, by name; a checkpoint
 # without a processor config compiles with a warning that names the defaults it gets;
 # --min-pixels / --max-pixels change the images' resize at run time; --repeat-penalty,
-# --min-p and --ignore-eos; the checkpoint's generation_config.json as the default.
+# --min-p, --ignore-eos and --stop; the checkpoint's generation_config.json as the default.
 #   usage: cli_conventions.sh VLMC VLMC_RUN
 set -euo pipefail
 VLMC=$1
@@ -103,6 +103,12 @@ same "--ignore-eos: the answer runs to -n 24" \
   "$(python3 -c "import json,sys; print(len(json.loads(open(sys.argv[1]).readline())['generated']))" "$WORK/eos.jsonl")" 24
 usage_error "--repeat-penalty 0" "--repeat-penalty: expected a number > 0" "$ART" -p hi --repeat-penalty 0
 usage_error "--min-p 2" "--min-p: expected a number in [0, 1]" "$ART" -p hi --min-p 2
+# --stop: the answer ends before the first stop string (here the plain answer's second word)
+word=$(python3 -c 'import sys; w = sys.argv[1].split(); print(w[1] if len(w) > 1 else w[0])' "$base")
+want=$(python3 -c 'import sys; t, w = sys.argv[1:]; print(t[:t.find(w)])' "$base" "$word")
+same "--stop '$word': the answer up to it" \
+  "$("$RUN" "$ART" --quiet -n 6 --image "$IMAGE" -p "$PROMPT" --stop zzz --stop "$word")" "$want"
+usage_error "--stop with --ids" "--stop matches the answer's text" "$ART" -p hi --ids --stop x
 # the checkpoint's generation_config.json is the default, as transformers' generate(): with
 # Qwen2.5-VL-3B-Instruct's (do_sample, temperature 0.1, top_k 1, top_p 0.001, repetition
 # penalty 1.05) the answer is the greedy one under the 1.05 penalty; a flag overrides a field
