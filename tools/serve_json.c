@@ -152,7 +152,7 @@ static vlmc_status_t number_field(const cJSON *doc, const char *key, double lo, 
   if (!v || cJSON_IsNull(v)) return NULL;
   if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
       v->valuedouble > hi)
-    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "\"%s\" must be a number in [%g, %g]", key,
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "\"%s\" must be a number in [%.10g, %.10g]", key,
                             lo, hi);
   *present = true;
   *out = v->valuedouble;
