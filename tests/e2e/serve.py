@@ -62,7 +62,14 @@ class Server:
             raise SystemExit(f"FAIL vlmc-serve did not start: {line!r}")
         # keep draining stderr so the server never blocks on it
         self.log = []
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        self.drain = threading.Thread(target=lambda: self.log.extend(self.proc.stderr),
+                                      daemon=True)
+        self.drain.start()
+
+    def sanitizer_reports(self):
+        """After exit: what ASan/UBSan/LSan said on stderr (in a sanitizer build)."""
+        self.drain.join(timeout=10)
+        return [l for l in self.log if re.search(r"Sanitizer|runtime error:", l)]
 
     def request(self, method, path, body=None, headers=None, raw=None):
         global served
@@ -116,6 +123,8 @@ def is_error(status, doc, code, kind="invalid_request_error"):
 
 def stream(server, body):
     """The streamed text, the finish_reason and whether the events ended with [DONE]."""
+    global served
+    served += 1
     c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     c.request("POST", "/v1/chat/completions", body=json.dumps(dict(body, stream=True)),
               headers={"Content-Type": "application/json"})
@@ -132,6 +141,7 @@ def stream(server, body):
 
 
 def main():
+    global served
     work = tempfile.mkdtemp()
     try:
         artifact = os.path.join(work, "shapes.vlmc")
@@ -236,6 +246,8 @@ def main():
         status, _, _ = k.request("GET", "/health")
         check(status == 200, "/health needs no API key")
         check(k.stop() == 0, "SIGTERM: the second server exits 0")
+        reports = k.sanitizer_reports()
+        check(not reports, f"the second server's stderr has no sanitizer report: {reports[:3]}")
 
         curl = shutil.which("curl")
         if curl:
@@ -243,6 +255,7 @@ def main():
                                   "-H", "Content-Type: application/json",
                                   "-d", json.dumps(user(TEXT_Q))],
                                  capture_output=True, text=True, timeout=60)
+            served += 1
             check(out.returncode == 0 and answer_text(json.loads(out.stdout)) == want_text,
                   "curl as a client")
         else:
@@ -271,6 +284,7 @@ def main():
                   body=json.dumps(dict(user(IMAGE_Q, data_uri), stream=True)),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
+        served += 1
         first = r.readline().decode()
         s.proc.send_signal(signal.SIGTERM)
         events = [e for e in (first + r.read().decode()).split("\n\n") if e]
@@ -279,6 +293,8 @@ def main():
                        for e in events[:-1])
         rc = s.proc.wait(timeout=30)
         check(rc == 0, "SIGTERM: exit 0")
+        reports = s.sanitizer_reports()
+        check(not reports, f"the server's stderr has no sanitizer report: {reports[:3]}")
         check(text == want_image and events[-1] == "data: [DONE]",
               "the request in flight at SIGTERM was answered to the end")
         check(not os.listdir(tmp), "the servers removed their temp dirs")
