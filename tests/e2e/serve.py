@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -233,6 +234,23 @@ def main():
         check(is_error(status, json.loads(text), 404), "an unknown path: 404")
         status, text, _ = s.request("GET", "/v1/chat/completions")
         check(is_error(status, json.loads(text), 405), "GET /v1/chat/completions: 405")
+        for what, raw in [("a garbage request line", b"GARBAGE\r\n\r\n"),
+                          ("a body cut short", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                           b"Content-Length: 100\r\n\r\n{\"messages\""),
+                          ("a stream dropped at once", b"POST /v1/chat/completions HTTP/1.1\r\n"
+                           b"Host: x\r\nContent-Length: %d\r\n\r\n%s" % (
+                               len(json.dumps(dict(user(TEXT_Q), stream=True))),
+                               json.dumps(dict(user(TEXT_Q), stream=True)).encode()))]:
+            with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+                sock.sendall(raw)
+                sock.shutdown(socket.SHUT_WR)
+                try:
+                    sock.recv(100)
+                except OSError:
+                    pass
+            served += 1
+            status, _, _ = s.request("GET", "/health")
+            check(status == 200 and s.proc.poll() is None, f"{what}: the server keeps serving")
         status, text, _ = s.request("GET", "/health")
         check(status == 200, "/health still answers after the refusals")
 
