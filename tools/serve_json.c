@@ -75,6 +75,15 @@ static vlmc_status_t parse_image_part(const cJSON *part, bool allow_files, serve
                        "URI (data:image/png;base64,...): %.60s", u);
   if (!strncmp(u, "file://", 7)) u += 7;
   if (!(image->path = copy_string(u))) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+  /* checked here, so that a missing or broken file is the client's 400, not a failed run */
+  vlmc_image_t decoded = {0};
+  vlmc_status_t st = vlmc_image_load(image->path, &decoded);
+  vlmc_image_destroy(&decoded);
+  if (st) {
+    vlmc_status_t refused = bad_request("image_url: %s", vlmc_status_message(st));
+    vlmc_status_free(st);
+    return refused;
+  }
   return NULL;
 }
 

@@ -254,13 +254,19 @@ def main():
         status, text, _ = s.request("GET", "/health")
         check(status == 200, "/health still answers after the refusals")
 
-        k = Server(artifact, "--api-key", "sesame")
+        k = Server(artifact, "--api-key", "sesame", "--allow-file-images")
         status, doc = k.chat(user(TEXT_Q), {"Authorization": "Bearer wrong"})
         check(is_error(status, doc, 401), "a wrong API key: 401")
         status, doc = k.chat(user(TEXT_Q))
         check(is_error(status, doc, 401), "no API key: 401")
         status, doc = k.chat(user(TEXT_Q), {"Authorization": "Bearer sesame"})
         check(status == 200 and answer_text(doc) == want_text, "the right API key: answered")
+        auth = {"Authorization": "Bearer sesame"}
+        status, doc = k.chat(user(IMAGE_Q, "file://" + os.path.abspath(IMAGE)), auth)
+        check(status == 200 and answer_text(doc) == want_image,
+              "--allow-file-images: a file:// image is answered as vlmc-run --image")
+        status, doc = k.chat(user(IMAGE_Q, os.path.join(work, "missing.png")), auth)
+        check(is_error(status, doc, 400), "--allow-file-images: a missing file is a 400")
         status, _, _ = k.request("GET", "/health")
         check(status == 200, "/health needs no API key")
         check(k.stop() == 0, "SIGTERM: the second server exits 0")
