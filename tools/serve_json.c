@@ -168,6 +168,27 @@ static vlmc_status_t number_field(const cJSON *doc, const char *key, double lo, 
   return NULL;
 }
 
+/* "stop": a string or a list of at most 4 non-empty strings (OpenAI's limit). */
+static vlmc_status_t parse_stop(const cJSON *stop, serve_request_t *r) {
+  if (!stop || cJSON_IsNull(stop)) return NULL;
+  if (cJSON_IsString(stop)) {
+    if (!stop->valuestring[0]) return bad_request("%s", "a \"stop\" string must not be empty");
+    if (!(r->stop[r->num_stop++] = copy_string(stop->valuestring)))
+      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+    return NULL;
+  }
+  if (!cJSON_IsArray(stop) || cJSON_GetArraySize(stop) > SERVE_MAX_STOPS)
+    return bad_request("%s", "\"stop\" must be a string or a list of at most 4 strings");
+  const cJSON *item;
+  cJSON_ArrayForEach(item, stop) {
+    if (!cJSON_IsString(item) || !item->valuestring[0])
+      return bad_request("%s", "each \"stop\" must be a non-empty string");
+    if (!(r->stop[r->num_stop++] = copy_string(item->valuestring)))
+      return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+  }
+  return NULL;
+}
+
 static vlmc_status_t parse_options(const cJSON *doc, serve_request_t *r) {
   bool given;
   double d;
@@ -188,9 +209,7 @@ static vlmc_status_t parse_options(const cJSON *doc, serve_request_t *r) {
     r->seed = (uint64_t)d;
   }
   VLMC_RETURN_IF_ERROR(number_field(doc, "n", 1, 1, &given, &d));
-  const cJSON *stop = cJSON_GetObjectItemCaseSensitive(doc, "stop");
-  if (stop && !cJSON_IsNull(stop) && !(cJSON_IsArray(stop) && cJSON_GetArraySize(stop) == 0))
-    return vlmc_status_make(VLMC_UNSUPPORTED, "\"stop\" is not supported yet by vlmc-serve");
+  VLMC_RETURN_IF_ERROR(parse_stop(cJSON_GetObjectItemCaseSensitive(doc, "stop"), r));
   const cJSON *stream = cJSON_GetObjectItemCaseSensitive(doc, "stream");
   if (stream && !cJSON_IsNull(stream)) {
     if (!cJSON_IsBool(stream)) return bad_request("%s", "\"stream\" must be true or false");
@@ -218,6 +237,7 @@ vlmc_status_t serve_request_parse(const char *body, size_t len, bool allow_files
 void serve_request_deinit(serve_request_t *r) {
   free(r->system);
   free(r->prompt);
+  for (size_t i = 0; i < r->num_stop; ++i) free(r->stop[i]);
   for (size_t i = 0; i < r->num_images; ++i) {
     if (r->images[i].temporary) unlink(r->images[i].path);
     free(r->images[i].path);
@@ -290,7 +310,7 @@ static cJSON *answer_object(const serve_answer_meta_t *meta, const char *object)
 }
 
 void serve_put_completion(vlmc_strbuf_t *out, const serve_answer_meta_t *meta, const char *text,
-                          bool stopped_on_eos, long long prompt_tokens,
+                          const char *finish_reason, long long prompt_tokens,
                           long long completion_tokens) {
   cJSON *doc = answer_object(meta, "chat.completion");
   cJSON *choice = cJSON_CreateObject();
@@ -299,7 +319,7 @@ void serve_put_completion(vlmc_strbuf_t *out, const serve_answer_meta_t *meta, c
   cJSON *message = cJSON_AddObjectToObject(choice, "message");
   cJSON_AddStringToObject(message, "role", "assistant");
   cJSON_AddStringToObject(message, "content", text);
-  cJSON_AddStringToObject(choice, "finish_reason", stopped_on_eos ? "stop" : "length");
+  cJSON_AddStringToObject(choice, "finish_reason", finish_reason);
   cJSON *usage = cJSON_AddObjectToObject(doc, "usage");
   cJSON_AddNumberToObject(usage, "prompt_tokens", (double)prompt_tokens);
   cJSON_AddNumberToObject(usage, "completion_tokens", (double)completion_tokens);
@@ -330,3 +350,51 @@ void serve_put_chunk(vlmc_strbuf_t *out, const serve_answer_meta_t *meta, const 
 void serve_put_json_string(vlmc_strbuf_t *out, const char *text) {
   put_json(out, cJSON_CreateString(text));
 }
+
+void serve_stop_filter_init(serve_stop_filter_t *f, char *const *stops, size_t num_stops,
+                            serve_emit_fn emit, void *emit_ctx) {
+  memset(f, 0, sizeof *f);
+  f->stops = stops;
+  f->num_stops = num_stops;
+  for (size_t i = 0; i < num_stops; ++i)
+    if (strlen(stops[i]) > f->longest) f->longest = strlen(stops[i]);
+  vlmc_strbuf_init(&f->text);
+  f->emit = emit;
+  f->emit_ctx = emit_ctx;
+}
+
+static void emit_upto(serve_stop_filter_t *f, size_t end) {
+  if (end > f->emitted) f->emit(f->emit_ctx, f->text.data + f->emitted, end - f->emitted);
+  if (end > f->emitted) f->emitted = end;
+}
+
+bool serve_stop_filter_feed(serve_stop_filter_t *f, const char *text, size_t len) {
+  if (f->hit) return false;
+  if (!f->num_stops) {
+    f->emit(f->emit_ctx, text, len);
+    return true;
+  }
+  vlmc_strbuf_append(&f->text, text, len);
+  if (f->text.failed) return false;
+  /* a stop string starts at or after `emitted`: what is held back is shorter than any */
+  size_t first = f->text.len;
+  for (size_t i = 0; i < f->num_stops; ++i) {
+    const char *at = strstr(f->text.data + f->emitted, f->stops[i]);
+    if (at && (size_t)(at - f->text.data) < first) first = (size_t)(at - f->text.data);
+  }
+  if (first < f->text.len) {
+    emit_upto(f, first);
+    f->hit = true;
+    return false;
+  }
+  size_t safe = f->text.len > f->longest - 1 ? f->text.len - (f->longest - 1) : 0;
+  while (safe > f->emitted && ((unsigned char)f->text.data[safe] & 0xC0) == 0x80) --safe;
+  emit_upto(f, safe);
+  return true;
+}
+
+void serve_stop_filter_finish(serve_stop_filter_t *f) {
+  if (!f->hit && f->num_stops) emit_upto(f, f->text.len);
+}
+
+void serve_stop_filter_deinit(serve_stop_filter_t *f) { vlmc_strbuf_deinit(&f->text); }

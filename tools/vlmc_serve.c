@@ -139,9 +139,17 @@ static vlmc_generate_options_t generate_options(const server_t *s, const serve_r
       .num_images = q->num_images, .max_new_tokens = q->max_tokens, .sampling = sampling};
 }
 
-static bool collect_text(void *ctx, const char *text, size_t len) {
+static void collect_text(void *ctx, const char *text, size_t len) {
   vlmc_strbuf_append(ctx, text, len);
-  return true;
+}
+
+static bool filter_text(void *ctx, const char *text, size_t len) {
+  return serve_stop_filter_feed(ctx, text, len);
+}
+
+/* "stop" when the answer ended on end-of-sequence or a stop string, "length" otherwise. */
+static const char *finish_reason(const serve_stop_filter_t *f, const vlmc_generate_result_t *r) {
+  return f->hit || r->stopped_on_eos ? "stop" : "length";
 }
 
 static void answer_meta(server_t *s, char *id, size_t cap, serve_answer_meta_t *meta) {
@@ -155,12 +163,15 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
   vlmc_strbuf_t text, out;
   vlmc_strbuf_init(&text);
   vlmc_strbuf_init(&out);
-  g.on_text = collect_text;
-  g.text_ctx = &text;
+  serve_stop_filter_t filter;
+  serve_stop_filter_init(&filter, q->stop, q->num_stop, collect_text, &text);
+  g.on_text = filter_text;
+  g.text_ctx = &filter;
   vlmc_generate_result_t res = {0};
   ticket_lock(&s->generate_lock);
   vlmc_status_t st = vlmc_session_generate(s->session, &g, &res);
   ticket_unlock(&s->generate_lock);
+  serve_stop_filter_finish(&filter);
   enum MHD_Result ret;
   if (st) {
     ret = send_error(c, status_http(st), vlmc_status_message(st));
@@ -168,7 +179,7 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
     char id[64];
     serve_answer_meta_t meta;
     answer_meta(s, id, sizeof id, &meta);
-    serve_put_completion(&out, &meta, vlmc_strbuf_cstr(&text), res.stopped_on_eos,
+    serve_put_completion(&out, &meta, vlmc_strbuf_cstr(&text), finish_reason(&filter, &res),
                          res.prompt_tokens, res.generated_tokens);
     ret = send_json(c, MHD_HTTP_OK, &out);
   }
@@ -176,6 +187,7 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
   vlmc_generate_result_deinit(&res);
   vlmc_strbuf_deinit(&text);
   vlmc_strbuf_deinit(&out);
+  serve_stop_filter_deinit(&filter);
   return ret;
 }
 
@@ -187,6 +199,7 @@ typedef struct {
   serve_request_t request;
   char id[64];
   serve_answer_meta_t meta;
+  serve_stop_filter_t filter; /* the producer's */
   pthread_mutex_t mutex;
   pthread_cond_t more;
   vlmc_strbuf_t pending;
@@ -219,14 +232,22 @@ static bool stream_push_event(stream_t *st, const vlmc_strbuf_t *event, bool las
   return listening;
 }
 
-static bool stream_text(void *ctx, const char *text, size_t len) {
+static void stream_emit(void *ctx, const char *text, size_t len) {
   stream_t *st = ctx;
   vlmc_strbuf_t event;
   vlmc_strbuf_init(&event);
   serve_put_chunk(&event, &st->meta, text, len, NULL);
-  bool more = stream_push_event(st, &event, false);
+  stream_push_event(st, &event, false);
   vlmc_strbuf_deinit(&event);
-  return more;
+}
+
+static bool stream_text(void *ctx, const char *text, size_t len) {
+  stream_t *st = ctx;
+  bool more = serve_stop_filter_feed(&st->filter, text, len);
+  pthread_mutex_lock(&st->mutex);
+  bool listening = !st->gone;
+  pthread_mutex_unlock(&st->mutex);
+  return more && listening;
 }
 
 static void *stream_produce(void *arg) {
@@ -234,12 +255,15 @@ static void *stream_produce(void *arg) {
   server_t *s = st->server;
   const char *paths[SERVE_MAX_IMAGES];
   vlmc_generate_options_t g = generate_options(s, &st->request, paths);
+  serve_stop_filter_init(&st->filter, st->request.stop, st->request.num_stop, stream_emit, st);
   g.on_text = stream_text;
   g.text_ctx = st;
   vlmc_generate_result_t res = {0};
   ticket_lock(&s->generate_lock);
   vlmc_status_t status = vlmc_session_generate(s->session, &g, &res);
   ticket_unlock(&s->generate_lock);
+  serve_stop_filter_finish(&st->filter);
+  serve_stop_filter_deinit(&st->filter);
   vlmc_strbuf_t event;
   vlmc_strbuf_init(&event);
   if (status) { /* the headers are sent: the error is an event of its own */
@@ -247,7 +271,7 @@ static void *stream_produce(void *arg) {
     serve_put_error(&event, (int)status_http(status), vlmc_status_message(status));
     vlmc_strbuf_puts(&event, "\n\n");
   } else {
-    serve_put_chunk(&event, &st->meta, NULL, 0, res.stopped_on_eos ? "stop" : "length");
+    serve_put_chunk(&event, &st->meta, NULL, 0, finish_reason(&st->filter, &res));
   }
   vlmc_strbuf_puts(&event, "data: [DONE]\n\n");
   stream_push_event(st, &event, true);
@@ -448,7 +472,8 @@ static void print_usage(FILE *out) {
           "  GET /health, GET /v1/models, POST /v1/chat/completions (one user turn with an\n"
           "  optional system message; images as data:image/png;base64,... or JPEG URIs;\n"
           "  \"max_tokens\", \"temperature\", \"top_p\", \"seed\", \"stream\": true for\n"
-          "  server-sent events). Earlier assistant turns and \"stop\" are refused (400).\n"
+          "  server-sent events; \"stop\": up to 4 strings). Earlier assistant turns are\n"
+          "  refused (400).\n"
           "The model answers one request at a time: the others wait in line, in order.\n"
           "  --host ADDR            the address to listen on (default 127.0.0.1)\n"
           "  --port N               the port (default 8080; 0 picks a free one, and the\n"

@@ -185,6 +185,26 @@ def main():
               and finish in ("stop", "length") and done,
               f"streaming: the same text, finish_reason {finish}, then [DONE]")
 
+        # "stop": the answer ends before the first stop string, streamed or not
+        cut = want_text.find(" ", 1)
+        stop_word = want_text[cut + 1:cut + 4] if cut > 0 else want_text[1:3]
+        want_cut = want_text[:want_text.find(stop_word)]
+        status, doc = s.chat(dict(user(TEXT_Q), stop=[stop_word, "never-said"]))
+        check(status == 200 and answer_text(doc) == want_cut
+              and doc["choices"][0]["finish_reason"] == "stop",
+              f"stop {stop_word!r}: {want_cut!r}")
+        status, ctype, text, finish, done = stream(s, dict(user(TEXT_Q), stop=stop_word))
+        check(status == 200 and text == want_cut and finish == "stop" and done,
+              f"stop {stop_word!r}, streamed: {text!r}")
+        across = want_text[cut - 1:cut + 2]  # spans two streamed pieces ("An", " orange")
+        status, ctype, text, finish, done = stream(s, dict(user(TEXT_Q), stop=[across]))
+        check(status == 200 and text == want_text[:want_text.find(across)] and finish == "stop",
+              f"stop {across!r} across pieces, streamed: {text!r}")
+        status, doc = s.chat(dict(user(TEXT_Q), stop="never-said"))
+        check(status == 200 and answer_text(doc) == want_text, "a stop string never said")
+        status, doc = s.chat(dict(user(TEXT_Q), stop=["a", "b", "c", "d", "e"]))
+        check(is_error(status, doc, 400), "five stop strings: 400")
+
         results = [None] * 8
 
         def client(i):
