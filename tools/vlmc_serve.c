@@ -634,8 +634,9 @@ static vlmc_status_t start_daemon(server_t *s, struct MHD_Daemon **out) {
   struct sockaddr_storage addr;
   bool ipv6 = false;
   VLMC_RETURN_IF_ERROR(listen_address(s->o->host, s->o->port, &addr, &ipv6));
+  /* AUTO: poll rather than select, so a descriptor past FD_SETSIZE is no failure */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+                   MHD_USE_ITC | MHD_USE_AUTO | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
   *out = MHD_start_daemon(flags, (uint16_t)s->o->port, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o->timeout_s,
