@@ -12,6 +12,8 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libmlir-19-dev mlir-19-tools
   # frontends and runtime: JSON, PNG, JPEG, the tokenizer's regex and Unicode normalisation
   libcjson-dev libspng-dev libturbojpeg0-dev libpcre2-dev libutf8proc-dev zlib1g-dev
+  # vlmc-serve: the HTTP server's library, and curl (its e2e test runs it as a client)
+  libmicrohttpd-dev curl
   # Vulkan: loader headers, lavapipe (Vulkan on the CPU, used by CI), SPIR-V tools
   libvulkan-dev mesa-vulkan-drivers spirv-tools
   # Metal: SPIR-V -> MSL for the metal target (its kernels run on Linux in emulation)

@@ -20,6 +20,16 @@ if(VLMC_COMPILER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
+# vlmc-serve, the OpenAI-compatible HTTP server (issue 20), with the shapes model: answers equal
+# vlmc-run's, streaming, concurrent clients, refusals, a bounded soak, SIGTERM. Debian's python3
+# (standard library only) and curl.
+if(VLMC_COMPILER AND TARGET vlmc-serve)
+  add_test(NAME e2e.serve
+           COMMAND ${VLMC_E2E_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve.py
+                   $<TARGET_FILE:vlmc> $<TARGET_FILE:vlmc-serve> $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # The artifact and the runtime for users (issue 5): compile -> inspect -> run on the tiny
 # checkpoint, inline and --params external; chat and the vlmc-run options with the shapes
 # model; vlmc random-checkpoint. (runtime_deps.cmake checks vlmc-run in every build.)

@@ -7,10 +7,13 @@
 # checkpoint's weights prints transformers' greedy tokens for a text-only and an image case.
 # Registered by tests/runtime_deps.cmake in every build, the runtime-only one
 # (-DVLMC_COMPILER=OFF) included.
-#   usage: runtime_deps.sh VLMC_RUN RUNTIME_LIB
+# vlmc-serve (the HTTP server, when built: it needs libmicrohttpd) gets the same LLVM/MLIR and
+# libvulkan checks.
+#   usage: runtime_deps.sh VLMC_RUN RUNTIME_LIB [VLMC_SERVE]
 set -euo pipefail
 RUN=$1
 RUNTIME_LIB=${2:-}
+SERVE=${3:-}
 ARTIFACT=tests/e2e/data/tiny-vocab512-external.vlmc
 CKPT=tests/fixtures/parity/tiny-vocab512
 CONTROL=/usr/lib/llvm-19/bin/opt
@@ -52,6 +55,15 @@ else ok "vlmc-run imports no dlopen"; fi
 if readelf -d "$RUN" | grep -qiE 'Shared library: \[libvulkan' || ldd "$RUN" | grep -qi libvulkan; then
   fail "vlmc-run links libvulkan: the vulkan backend must dlopen it (vk_loader.c)"
 else ok "vlmc-run does not link libvulkan (readelf NEEDED, ldd)"; fi
+if [ -n "$SERVE" ]; then
+  echo "NEEDED (vlmc-serve): $(readelf -d "$SERVE" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
+  signs=$(llvm_signs "$SERVE")
+  if [ -z "$signs" ]; then ok "vlmc-serve: no LLVM/MLIR in dependencies, symbols or strings"
+  else fail "vlmc-serve links LLVM/MLIR: $signs"; fi
+  if readelf -d "$SERVE" | grep -qiE 'Shared library: \[libvulkan'; then
+    fail "vlmc-serve links libvulkan"
+  else ok "vlmc-serve does not link libvulkan"; fi
+fi
 if [ -x "$CONTROL" ]; then
   if [ -n "$(llvm_signs "$CONTROL")" ]; then ok "control: the check finds LLVM in $CONTROL"
   else fail "control: the check finds nothing in $CONTROL"; fi
