@@ -59,28 +59,6 @@ typedef struct {
   long long created;  /* Unix seconds */
 } serve_answer_meta_t;
 
-/* "stop" strings over generated text: passes on only what cannot be the start of a stop
- * string (holding back up to the longest one's length less one byte, never splitting a UTF-8
- * character), and ends the text before the first stop string found. */
-typedef void (*serve_emit_fn)(void *ctx, const char *text, size_t len);
-typedef struct {
-  char *const *stops;
-  size_t num_stops, longest;
-  vlmc_strbuf_t text; /* everything generated so far */
-  size_t emitted;     /* bytes of text passed on */
-  bool hit;           /* a stop string was found: the text ends there */
-  serve_emit_fn emit;
-  void *emit_ctx;
-} serve_stop_filter_t;
-
-void serve_stop_filter_init(serve_stop_filter_t *f, char *const *stops, size_t num_stops,
-                            serve_emit_fn emit, void *emit_ctx);
-/* Takes a piece of generated text; false once a stop string was found (stop generating). */
-bool serve_stop_filter_feed(serve_stop_filter_t *f, const char *text, size_t len);
-/* At the end of generation: passes on what was held back (unless a stop string ended it). */
-void serve_stop_filter_finish(serve_stop_filter_t *f);
-void serve_stop_filter_deinit(serve_stop_filter_t *f);
-
 /* `text` as a JSON string literal (quotes and escapes). */
 void serve_put_json_string(vlmc_strbuf_t *out, const char *text);
 

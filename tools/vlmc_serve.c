@@ -136,20 +136,19 @@ static vlmc_generate_options_t generate_options(const server_t *s, const serve_r
   for (size_t i = 0; i < q->num_images; ++i) paths[i] = q->images[i].path;
   return (vlmc_generate_options_t){
       .system_prompt = q->system, .prompt = q->prompt, .image_paths = paths,
-      .num_images = q->num_images, .max_new_tokens = q->max_tokens, .sampling = sampling};
+      .num_images = q->num_images, .max_new_tokens = q->max_tokens, .sampling = sampling,
+      /* the runtime's stop strings (runtime/stop_text.h): no part of one is ever streamed */
+      .stop_strings = (const char *const *)q->stop, .num_stop_strings = q->num_stop};
 }
 
-static void collect_text(void *ctx, const char *text, size_t len) {
+static bool collect_text(void *ctx, const char *text, size_t len) {
   vlmc_strbuf_append(ctx, text, len);
-}
-
-static bool filter_text(void *ctx, const char *text, size_t len) {
-  return serve_stop_filter_feed(ctx, text, len);
+  return true;
 }
 
 /* "stop" when the answer ended on end-of-sequence or a stop string, "length" otherwise. */
-static const char *finish_reason(const serve_stop_filter_t *f, const vlmc_generate_result_t *r) {
-  return f->hit || r->stopped_on_eos ? "stop" : "length";
+static const char *finish_reason(const vlmc_generate_result_t *r) {
+  return r->stopped_on_string || r->stopped_on_eos ? "stop" : "length";
 }
 
 static void answer_meta(server_t *s, char *id, size_t cap, serve_answer_meta_t *meta) {
@@ -163,15 +162,12 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
   vlmc_strbuf_t text, out;
   vlmc_strbuf_init(&text);
   vlmc_strbuf_init(&out);
-  serve_stop_filter_t filter;
-  serve_stop_filter_init(&filter, q->stop, q->num_stop, collect_text, &text);
-  g.on_text = filter_text;
-  g.text_ctx = &filter;
+  g.on_text = collect_text;
+  g.text_ctx = &text;
   vlmc_generate_result_t res = {0};
   ticket_lock(&s->generate_lock);
   vlmc_status_t st = vlmc_session_generate(s->session, &g, &res);
   ticket_unlock(&s->generate_lock);
-  serve_stop_filter_finish(&filter);
   enum MHD_Result ret;
   if (st) {
     ret = send_error(c, status_http(st), vlmc_status_message(st));
@@ -179,7 +175,7 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
     char id[64];
     serve_answer_meta_t meta;
     answer_meta(s, id, sizeof id, &meta);
-    serve_put_completion(&out, &meta, vlmc_strbuf_cstr(&text), finish_reason(&filter, &res),
+    serve_put_completion(&out, &meta, vlmc_strbuf_cstr(&text), finish_reason(&res),
                          res.prompt_tokens, res.generated_tokens);
     ret = send_json(c, MHD_HTTP_OK, &out);
   }
@@ -187,7 +183,6 @@ static enum MHD_Result answer_whole(server_t *s, struct MHD_Connection *c, serve
   vlmc_generate_result_deinit(&res);
   vlmc_strbuf_deinit(&text);
   vlmc_strbuf_deinit(&out);
-  serve_stop_filter_deinit(&filter);
   return ret;
 }
 
@@ -199,7 +194,6 @@ typedef struct {
   serve_request_t request;
   char id[64];
   serve_answer_meta_t meta;
-  serve_stop_filter_t filter; /* the producer's */
   pthread_mutex_t mutex;
   pthread_cond_t more;
   vlmc_strbuf_t pending;
@@ -232,22 +226,15 @@ static bool stream_push_event(stream_t *st, const vlmc_strbuf_t *event, bool las
   return listening;
 }
 
-static void stream_emit(void *ctx, const char *text, size_t len) {
+/* One piece of the answer as an event; false (stop generating) once nobody listens. */
+static bool stream_text(void *ctx, const char *text, size_t len) {
   stream_t *st = ctx;
   vlmc_strbuf_t event;
   vlmc_strbuf_init(&event);
   serve_put_chunk(&event, &st->meta, text, len, NULL);
-  stream_push_event(st, &event, false);
+  bool listening = stream_push_event(st, &event, false);
   vlmc_strbuf_deinit(&event);
-}
-
-static bool stream_text(void *ctx, const char *text, size_t len) {
-  stream_t *st = ctx;
-  bool more = serve_stop_filter_feed(&st->filter, text, len);
-  pthread_mutex_lock(&st->mutex);
-  bool listening = !st->gone;
-  pthread_mutex_unlock(&st->mutex);
-  return more && listening;
+  return listening;
 }
 
 static void *stream_produce(void *arg) {
@@ -255,15 +242,12 @@ static void *stream_produce(void *arg) {
   server_t *s = st->server;
   const char *paths[SERVE_MAX_IMAGES];
   vlmc_generate_options_t g = generate_options(s, &st->request, paths);
-  serve_stop_filter_init(&st->filter, st->request.stop, st->request.num_stop, stream_emit, st);
   g.on_text = stream_text;
   g.text_ctx = st;
   vlmc_generate_result_t res = {0};
   ticket_lock(&s->generate_lock);
   vlmc_status_t status = vlmc_session_generate(s->session, &g, &res);
   ticket_unlock(&s->generate_lock);
-  serve_stop_filter_finish(&st->filter);
-  serve_stop_filter_deinit(&st->filter);
   vlmc_strbuf_t event;
   vlmc_strbuf_init(&event);
   if (status) { /* the headers are sent: the error is an event of its own */
@@ -271,7 +255,7 @@ static void *stream_produce(void *arg) {
     serve_put_error(&event, (int)status_http(status), vlmc_status_message(status));
     vlmc_strbuf_puts(&event, "\n\n");
   } else {
-    serve_put_chunk(&event, &st->meta, NULL, 0, finish_reason(&st->filter, &res));
+    serve_put_chunk(&event, &st->meta, NULL, 0, finish_reason(&res));
   }
   vlmc_strbuf_puts(&event, "data: [DONE]\n\n");
   stream_push_event(st, &event, true);
