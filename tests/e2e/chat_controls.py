@@ -80,8 +80,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         commands(run, artifact, image, tmp)
         ids = os.path.join(tmp, "ids.jsonl")
-        # A long answer: sampling hot enough that the end of sequence comes late, -n 2000.
-        proc = subprocess.Popen([run, artifact, "-i", "--quiet", "-n", "2000", "-t", "4",
+        # A long answer: --ignore-eos, so that only -n 2000 or Ctrl-C ends it (an answer that
+        # ended by itself before the Ctrl-C would leave the signal to the prompt, ending the chat).
+        proc = subprocess.Popen([run, artifact, "-i", "--quiet", "-n", "2000", "--ignore-eos",
+                                 "-t", "4",
                                  "--seed", "7", "--ids-out", ids],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, bufsize=0)
