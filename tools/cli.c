@@ -1,6 +1,8 @@
 /* The tools' command-line conventions (cli.h). */
 #include "tools/cli.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef VLMC_GIT_REVISION
@@ -69,4 +71,39 @@ vlmc_cli_kind_t vlmc_cli_next(vlmc_cli_t *cli, int argc, char **argv, const char
 void vlmc_cli_print_version(FILE *out, const char *tool, const char *built_in) {
   fprintf(out, "%s %s (git %s)\n", tool, VLMC_VERSION, VLMC_GIT_REVISION);
   if (built_in && *built_in) fprintf(out, "%s\n", built_in);
+}
+
+bool vlmc_cli_parse_int(const char *text, long long min, long long max, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || *end || end == text || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+int vlmc_cli_bad_value(const char *flag, const char *value, const char *expected) {
+  fprintf(stderr, "error: %s: expected %s, got '%s'\n", flag, expected, value);
+  return 2;
+}
+
+int vlmc_cli_session_option(const char *name, const char *value, vlmc_session_options_t *session) {
+  long long n;
+  if (!strcmp(name, "--backend")) {
+    session->backend = value;
+  } else if (!strcmp(name, "--threads")) {
+    if (!vlmc_cli_parse_int(value, 1, 16, &n)) return vlmc_cli_bad_value(name, value, "1 to 16");
+    session->threads = (uint32_t)n;
+  } else if (!strcmp(name, "--device")) {
+    if (!vlmc_cli_parse_int(value, 0, 1 << 16, &n))
+      return vlmc_cli_bad_value(name, value, "a device index >= 0");
+    session->device = (uint32_t)n;
+  } else if (!strcmp(name, "--params")) {
+    session->params_dir = value;
+  } else if (!strcmp(name, "--weights")) {
+    session->weights = value;
+  } else {
+    return -1;
+  }
+  return 0;
 }

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "runtime/session.h"
+
 typedef struct {
   const char *name;  /* "--top-k", or a short "-n" */
   const char *alias; /* another spelling ("-t" for "--temperature"), or NULL */
@@ -38,5 +40,15 @@ vlmc_cli_kind_t vlmc_cli_next(vlmc_cli_t *cli, int argc, char **argv, const char
 /* "TOOL VERSION (git REV)" and, when given, a line of what is built in ("backends: ...").
  * The revision is the checkout's at configure time. */
 void vlmc_cli_print_version(FILE *out, const char *tool, const char *built_in);
+
+/* A decimal integer in [min, max] (the whole text); false otherwise. */
+bool vlmc_cli_parse_int(const char *text, long long min, long long max, long long *out);
+/* Prints "error: FLAG: expected EXPECTED, got 'VALUE'" and returns 2 (a usage error). */
+int vlmc_cli_bad_value(const char *flag, const char *value, const char *expected);
+
+/* The session flags vlmc-run and vlmc-serve share: --backend NAME, --threads N (1 to 16),
+ * --device N, --params DIR, --weights MODE, into `session`. Returns 0 when `name` was one, 2
+ * on a bad value (printed), -1 when it is not a session flag. */
+int vlmc_cli_session_option(const char *name, const char *value, vlmc_session_options_t *session);
 
 #endif

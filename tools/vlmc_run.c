@@ -133,26 +133,12 @@ static void print_usage(FILE *out) {
           "Exit status: 0 done, 1 a failure (named on stderr), 2 a usage error.\n");
 }
 
-static bool parse_int(const char *text, long long min, long long max, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || *end || end == text || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
 static bool parse_double(const char *text, double *out) {
   char *end;
   double v = strtod(text, &end);
   if (*end || end == text) return false;
   *out = v;
   return true;
-}
-
-static int bad_value(const char *flag, const char *value, const char *expected) {
-  fprintf(stderr, "error: %s: expected %s, got '%s'\n", flag, expected, value);
-  return 2;
 }
 
 /* ---- progress on stderr ----
@@ -234,37 +220,40 @@ static int parse_sampling(const char *a, const char *v, run_options_t *o) {
   double d;
   vlmc_sampler_options_t *s = &o->chat.sampling;
   if (!strcmp(a, "-n")) {
-    if (!parse_int(v, 1, 1 << 24, &n)) return bad_value(a, v, "a positive integer");
+    if (!vlmc_cli_parse_int(v, 1, 1 << 24, &n))
+      return vlmc_cli_bad_value(a, v, "a positive integer");
     o->max_new_tokens = (int)n;
   } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
-    if (!parse_double(v, &d) || !(d >= 0 && d <= 1e6)) return bad_value(a, v, "a number >= 0");
+    if (!parse_double(v, &d) || !(d >= 0 && d <= 1e6)) return vlmc_cli_bad_value(a, v, "a number >= 0");
     s->temperature = (float)d;
     o->given |= GIVEN_TEMPERATURE;
   } else if (!strcmp(a, "--top-k")) {
-    if (!parse_int(v, 0, 1 << 30, &n)) return bad_value(a, v, "an integer >= 0");
+    if (!vlmc_cli_parse_int(v, 0, 1 << 30, &n)) return vlmc_cli_bad_value(a, v, "an integer >= 0");
     s->top_k = (int)n;
     o->given |= GIVEN_TOP_K;
   } else if (!strcmp(a, "--top-p")) {
-    if (!parse_double(v, &d) || !(d > 0 && d <= 1)) return bad_value(a, v, "a number in (0, 1]");
+    if (!parse_double(v, &d) || !(d > 0 && d <= 1)) return vlmc_cli_bad_value(a, v, "a number in (0, 1]");
     s->top_p = (float)d;
     o->given |= GIVEN_TOP_P;
   } else if (!strcmp(a, "--seed")) {
-    if (!parse_int(v, 0, (long long)(~0ULL >> 1), &n)) return bad_value(a, v, "an integer >= 0");
+    if (!vlmc_cli_parse_int(v, 0, (long long)(~0ULL >> 1), &n))
+      return vlmc_cli_bad_value(a, v, "an integer >= 0");
     s->seed = (uint64_t)n;
   } else if (!strcmp(a, "--repeat-penalty")) {
-    if (!parse_double(v, &d) || !(d > 0 && d <= 1e6)) return bad_value(a, v, "a number > 0");
+    if (!parse_double(v, &d) || !(d > 0 && d <= 1e6)) return vlmc_cli_bad_value(a, v, "a number > 0");
     s->repetition_penalty = (float)d;
     o->given |= GIVEN_PENALTY;
   } else if (!strcmp(a, "--min-p")) {
-    if (!parse_double(v, &d) || !(d >= 0 && d <= 1)) return bad_value(a, v, "a number in [0, 1]");
+    if (!parse_double(v, &d) || !(d >= 0 && d <= 1)) return vlmc_cli_bad_value(a, v, "a number in [0, 1]");
     s->min_p = (float)d;
   } else if (!strcmp(a, "--stop")) {
-    if (!*v) return bad_value(a, v, "a non-empty string");
-    if (o->num_stops == VLMC_STOP_MAX_STRINGS) return bad_value(a, v, "at most 16 stop strings");
-    if (strlen(v) > VLMC_STOP_MAX_BYTES) return bad_value(a, v, "at most 256 bytes");
+    if (!*v) return vlmc_cli_bad_value(a, v, "a non-empty string");
+    if (o->num_stops == VLMC_STOP_MAX_STRINGS) return vlmc_cli_bad_value(a, v, "at most 16 stop strings");
+    if (strlen(v) > VLMC_STOP_MAX_BYTES) return vlmc_cli_bad_value(a, v, "at most 256 bytes");
     o->stops[o->num_stops++] = v;
   } else if (!strcmp(a, "--max-context")) {
-    if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
+    if (!vlmc_cli_parse_int(v, 1, (long long)1 << 40, &n))
+      return vlmc_cli_bad_value(a, v, "a positive integer");
     o->chat.max_context = n;
   } else {
     return -1;
@@ -291,7 +280,7 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
   else if (!strcmp(a, "--file")) o->prompt_file = v;
   else if (!strcmp(a, "--system")) o->chat.system_prompt = v;
   else if (!strcmp(a, "--image")) {
-    if (o->chat.num_images == MAX_IMAGES) return bad_value(a, v, "at most 64 images");
+    if (o->chat.num_images == MAX_IMAGES) return vlmc_cli_bad_value(a, v, "at most 64 images");
     o->images[o->chat.num_images++] = v;
   } else if (!strcmp(a, "--backend")) {
     if (!strcmp(v, "help")) {
@@ -299,20 +288,14 @@ static int parse_valued(const char *a, const char *v, run_options_t *o) {
       return 1;
     }
     o->session.backend = v;
-  }
-  else if (!strcmp(a, "--weights")) o->session.weights = v;
-  else if (!strcmp(a, "--threads")) {
-    if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
-    o->session.threads = (uint32_t)n;
-  } else if (!strcmp(a, "--device")) {
-    if (!parse_int(v, 0, 1 << 16, &n)) return bad_value(a, v, "a device index >= 0");
-    o->session.device = (uint32_t)n;
+  } else if ((rc = vlmc_cli_session_option(a, v, &o->session)) >= 0) {
+    return rc;
   } else if (!strcmp(a, "--min-pixels") || !strcmp(a, "--max-pixels")) {
-    if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive integer");
+    if (!vlmc_cli_parse_int(v, 1, (long long)1 << 40, &n))
+      return vlmc_cli_bad_value(a, v, "a positive integer");
     if (!strcmp(a, "--min-pixels")) o->session.min_pixels = n;
     else o->session.max_pixels = n;
-  } else if (!strcmp(a, "--params")) o->session.params_dir = v;
-  else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
+  } else if (!strcmp(a, "--dump-taps")) o->chat.dump_taps_dir = v;
   else if (!strcmp(a, "--input-ids")) o->input_ids_path = v;
   else if (!strcmp(a, "--ids-out")) o->ids_out_path = v;
   else if (!strcmp(a, "--batch")) o->batch_path = v;
@@ -398,7 +381,7 @@ static int parse_args(int argc, char **argv, run_options_t *o) {
   for (vlmc_cli_kind_t kind; (kind = vlmc_cli_next(&cli, argc, argv, &a, &v)) != VLMC_CLI_END;) {
     if (kind == VLMC_CLI_USAGE) return 2;
     if (kind == VLMC_CLI_POSITIONAL) {
-      if (o->session.artifact_path) return bad_value("MODEL", v, "one artifact");
+      if (o->session.artifact_path) return vlmc_cli_bad_value("MODEL", v, "one artifact");
       o->session.artifact_path = v;
       continue;
     }

@@ -488,44 +488,27 @@ static const vlmc_cli_option_t kOptions[] = {
     {"--weights", NULL, true},
 };
 
-static bool parse_int(const char *text, long long min, long long max, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || *end || end == text || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-static int bad_value(const char *flag, const char *value, const char *expected) {
-  fprintf(stderr, "error: %s: expected %s, got '%s'\n", flag, expected, value);
-  return 2;
-}
-
 static int parse_valued(const char *a, const char *v, serve_options_t *o) {
   long long n;
   if (!strcmp(a, "--host")) o->host = v;
   else if (!strcmp(a, "--port")) {
-    if (!parse_int(v, 0, 65535, &n)) return bad_value(a, v, "a port, 0 to 65535");
+    if (!vlmc_cli_parse_int(v, 0, 65535, &n))
+      return vlmc_cli_bad_value(a, v, "a port, 0 to 65535");
     o->port = (int)n;
   } else if (!strcmp(a, "--api-key")) {
-    if (!*v) return bad_value(a, v, "a non-empty key");
+    if (!*v) return vlmc_cli_bad_value(a, v, "a non-empty key");
     o->api_key = v;
   } else if (!strcmp(a, "--max-body")) {
-    if (!parse_int(v, 1, (long long)1 << 40, &n)) return bad_value(a, v, "a positive size");
+    if (!vlmc_cli_parse_int(v, 1, (long long)1 << 40, &n))
+      return vlmc_cli_bad_value(a, v, "a positive size");
     o->max_body = (size_t)n;
   } else if (!strcmp(a, "--timeout")) {
-    if (!parse_int(v, 1, 1 << 24, &n)) return bad_value(a, v, "a positive number of seconds");
+    if (!vlmc_cli_parse_int(v, 1, 1 << 24, &n))
+      return vlmc_cli_bad_value(a, v, "a positive number of seconds");
     o->timeout_s = (unsigned)n;
-  } else if (!strcmp(a, "--backend")) o->session_options.backend = v;
-  else if (!strcmp(a, "--threads")) {
-    if (!parse_int(v, 1, 16, &n)) return bad_value(a, v, "1 to 16");
-    o->session_options.threads = (uint32_t)n;
-  } else if (!strcmp(a, "--device")) {
-    if (!parse_int(v, 0, 1 << 16, &n)) return bad_value(a, v, "a device index >= 0");
-    o->session_options.device = (uint32_t)n;
-  } else if (!strcmp(a, "--params")) o->session_options.params_dir = v;
-  else if (!strcmp(a, "--weights")) o->session_options.weights = v;
+  } else {
+    return vlmc_cli_session_option(a, v, &o->session_options) > 0 ? 2 : 0;
+  }
   return 0;
 }
 
@@ -545,7 +528,7 @@ static int parse_args(int argc, char **argv, serve_options_t *o) {
   for (vlmc_cli_kind_t kind; (kind = vlmc_cli_next(&cli, argc, argv, &a, &v)) != VLMC_CLI_END;) {
     if (kind == VLMC_CLI_USAGE) return 2;
     if (kind == VLMC_CLI_POSITIONAL) {
-      if (o->session_options.artifact_path) return bad_value("MODEL", v, "one artifact");
+      if (o->session_options.artifact_path) return vlmc_cli_bad_value("MODEL", v, "one artifact");
       o->session_options.artifact_path = v;
       continue;
     }
