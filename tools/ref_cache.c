@@ -70,7 +70,8 @@ void vlmc_ref_cache_key_init(vlmc_ref_cache_key_t *key, const char *program_text
   uint64_t build = executable_identity();
   if (!build) return;
   key->enabled = true;
-  snprintf(key->path, sizeof key->path, "%s/build-%016llx", dir, (unsigned long long)build);
+  snprintf(key->root, sizeof key->root, "%s", dir);
+  snprintf(key->build, sizeof key->build, "build-%016llx", (unsigned long long)build);
   vlmc_xxh64_init(&key->h[0], 0x5EED0001u);
   vlmc_xxh64_init(&key->h[1], 0x5EED0002u);
   add(key, kMagic, sizeof kMagic);
@@ -88,15 +89,12 @@ void vlmc_ref_cache_key_add_tensor(vlmc_ref_cache_key_t *key, const vlmc_tensor_
   if (bytes) add(key, t->data, bytes);
 }
 
-/* DIR/ref-<128-bit key>.bin, made once the key is complete. */
+/* The entry's file, made once the key is complete. */
 static const char *entry_path(vlmc_ref_cache_key_t *key) {
-  if (!strstr(key->path, "/ref-")) {
-    char dir[4030]; /* key_init took at most 4000 bytes of folder, then build-<16 hex> */
-    snprintf(dir, sizeof dir, "%.4029s", key->path);
-    snprintf(key->path, sizeof key->path, "%.4029s/ref-%016llx%016llx.bin", dir,
+  if (!key->path[0])
+    snprintf(key->path, sizeof key->path, "%s/%s/ref-%016llx%016llx.bin", key->root, key->build,
              (unsigned long long)vlmc_xxh64_digest(&key->h[0]),
              (unsigned long long)vlmc_xxh64_digest(&key->h[1]));
-  }
   return key->path;
 }
 
@@ -182,15 +180,9 @@ vlmc_status_t vlmc_ref_cache_store(vlmc_ref_cache_key_t *key, const vlmc_tensor_
   uint64_t sum = ok ? vlmc_xxh64(entry.data, entry.len, 0) : 0;
   ok = ok && put(&entry, &sum, sizeof sum);
   char dir[sizeof key->path];
-  snprintf(dir, sizeof dir, "%s", path);
-  *strrchr(dir, '/') = '\0';
+  snprintf(dir, sizeof dir, "%s/%s", key->root, key->build);
   struct stat sb;
-  if (ok && stat(dir, &sb) != 0) { /* this build's first entry */
-    char *slash = strrchr(dir, '/');
-    *slash = '\0';
-    remove_other_builds(dir, slash + 1);
-    *slash = '/';
-  }
+  if (ok && stat(dir, &sb) != 0) remove_other_builds(key->root, key->build); /* its first entry */
   vlmc_status_t st = ok ? vlmc_file_mkdirs(dir)
                         : vlmc_status_make(VLMC_OUT_OF_MEMORY, "kernel-test: out of memory");
   vlmc_output_t out;

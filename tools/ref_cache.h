@@ -26,7 +26,9 @@
 typedef struct {
   vlmc_xxh64_state_t h[2]; /* two seeds: a 128-bit key */
   bool enabled;
-  char path[4200];         /* the entry's file, once the key is complete */
+  char root[4001];         /* VLMC_KERNEL_TEST_REF_CACHE */
+  char build[32];          /* "build-<identity>": this executable's folder in root */
+  char path[4200];         /* root/build/ref-<key>.bin, once the key is complete ("" before) */
 } vlmc_ref_cache_key_t;
 
 /* Starts a key (enabled when VLMC_KERNEL_TEST_REF_CACHE names a folder) with the program's

@@ -119,13 +119,14 @@ static void test_off_without_the_variable(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/vlmc-test-ref-cache-%ld", (long)getpid());
+  /* a folder named ref-...: entry names are made beside it, not found in it */
+  snprintf(dir, sizeof dir, "/tmp/vlmc-test-%ld/ref-cache", (long)getpid());
   setenv("VLMC_KERNEL_TEST_REF_CACHE", dir, 1);
   RUN_TEST(test_round_trip);
   RUN_TEST(test_damaged_entries_read_as_absent);
   RUN_TEST(test_off_without_the_variable);
   char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '/tmp/vlmc-test-%ld'", (long)getpid());
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   return TEST_SUMMARY();
 }
