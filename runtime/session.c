@@ -326,12 +326,13 @@ const vlmc_manifest_t *vlmc_session_manifest(const vlmc_session_t *s) { return &
 
 vlmc_sampler_options_t vlmc_session_default_sampling(const vlmc_session_t *s) {
   vlmc_sampler_options_t o = {.temperature = 0, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
-  if (!s->manifest.generation.present) return o;
-  o.repetition_penalty = (float)s->manifest.generation.repetition_penalty;
-  if (!s->manifest.generation.do_sample) return o;
-  o.temperature = (float)s->manifest.generation.temperature;
-  o.top_k = (int)s->manifest.generation.top_k;
-  o.top_p = (float)s->manifest.generation.top_p;
+  const vlmc_manifest_t *m = &s->manifest;
+  if (!m->generation.present) return o;
+  /* top_k and top_p as recorded even when greedy: a caller that asks to sample gets them */
+  o.repetition_penalty = (float)m->generation.repetition_penalty;
+  o.top_k = (int)m->generation.top_k;
+  o.top_p = (float)m->generation.top_p;
+  if (m->generation.do_sample) o.temperature = (float)m->generation.temperature;
   return o;
 }
 const char *vlmc_session_backend(const vlmc_session_t *s) { return s->backend->iface->name; }

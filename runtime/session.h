@@ -82,8 +82,9 @@ double vlmc_session_open_ms(const vlmc_session_t *session);
 bool vlmc_session_has_tokenizer(const vlmc_session_t *session);
 
 /* The artifact's generation defaults (its checkpoint's generation_config.json, as
- * transformers' generate() applies it): greedy unless do_sample, with its repetition penalty
- * either way; greedy with no penalty when the artifact recorded none. Seed 0. */
+ * transformers' generate() applies it): greedy unless do_sample, with its repetition penalty,
+ * top_k and top_p either way (they apply once a caller sets a temperature); greedy with no
+ * penalty and no limits when the artifact recorded none. Seed 0. */
 vlmc_sampler_options_t vlmc_session_default_sampling(const vlmc_session_t *session);
 
 /* Receives generated text as soon as it forms complete UTF-8; return false to stop. */

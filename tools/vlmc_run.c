@@ -836,12 +836,9 @@ static vlmc_status_t run_batch(runner_t *r) {
  * GenerationConfig; -t > 0 samples (do_sample), -t 0 is greedy. */
 static void apply_generation_defaults(run_options_t *o, const vlmc_session_t *session) {
   vlmc_sampler_options_t d = vlmc_session_default_sampling(session), *s = &o->chat.sampling;
-  const vlmc_manifest_t *m = vlmc_session_manifest(session);
   if (!(o->given & GIVEN_TEMPERATURE)) s->temperature = d.temperature;
-  bool sampling_fields = m->generation.present; /* recorded even when do_sample is false */
-  if (!(o->given & GIVEN_TOP_K)) s->top_k = sampling_fields ? (int)m->generation.top_k : 0;
-  if (!(o->given & GIVEN_TOP_P))
-    s->top_p = sampling_fields ? (float)m->generation.top_p : 1.0f;
+  if (!(o->given & GIVEN_TOP_K)) s->top_k = d.top_k;
+  if (!(o->given & GIVEN_TOP_P)) s->top_p = d.top_p;
   if (!(o->given & GIVEN_PENALTY)) s->repetition_penalty = d.repetition_penalty;
 }
 

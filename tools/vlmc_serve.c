@@ -565,15 +565,6 @@ static void model_id_of(const char *path, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", (int)n, base);
 }
 
-/* As vlmc-run without sampling flags: the checkpoint's generation_config.json. */
-static vlmc_sampler_options_t default_sampling(const vlmc_session_t *session) {
-  vlmc_sampler_options_t s = vlmc_session_default_sampling(session);
-  const vlmc_manifest_t *m = vlmc_session_manifest(session);
-  s.top_k = m->generation.present ? (int)m->generation.top_k : 0;
-  s.top_p = m->generation.present ? (float)m->generation.top_p : 1.0f;
-  return s;
-}
-
 /* A private directory for the requests' images (removed at exit). */
 static vlmc_status_t make_temp_dir(server_t *s) {
   const char *tmp = getenv("TMPDIR");
@@ -664,7 +655,7 @@ int main(int argc, char **argv) {
   if (!status) status = make_temp_dir(&s);
   if (!status) {
     have_dir = true;
-    s.sampling = default_sampling(s.session);
+    s.sampling = vlmc_session_default_sampling(s.session); /* as vlmc-run without flags */
     status = serve(&s, &stop_signals);
   }
   if (have_dir) rmdir(s.temp_dir);
