@@ -471,26 +471,24 @@ static vlmc_status_t run_variants(const char *path, const vlmc_module_t *m, cons
   return st;
 }
 
-/* Whether the comma-separated list names `name` itself ("linear" is not "linear_tiles"). */
 /* The reference executor's results for the inputs, from the shared cache when another target
  * of this build computed them already (tools/ref_cache.h), else computed and filed. */
 static vlmc_status_t reference_results(const vlmc_module_t *m, const vlmc_func_t *f,
                                        const vlmc_executor_options_t *eo, const params_t *params,
                                        vlmc_tensor_t *args, vlmc_tensor_t *results) {
-  vlmc_strbuf_t text;
-  vlmc_strbuf_init(&text);
-  vlmc_module_print(m, &text);
-  vlmc_ref_cache_key_t key;
-  vlmc_ref_cache_key_init(&key, vlmc_strbuf_cstr(&text));
-  vlmc_strbuf_deinit(&text);
-  char mode[32];
-  snprintf(mode, sizeof mode, "%s low=%d", f->name, eo->emulate_low_precision);
-  vlmc_tensor_t named = vlmc_tensor_view(VLMC_DTYPE_U8, 1, (int64_t[]){(int64_t)strlen(mode)},
-                                         mode);
-  vlmc_ref_cache_key_add_tensor(&key, &named);
-  for (uint32_t i = 0; i < m->num_params && i < MAX_PARAMS; ++i)
-    vlmc_ref_cache_key_add_tensor(&key, &params->params[i]);
-  for (uint32_t i = 0; i < f->num_args; ++i) vlmc_ref_cache_key_add_tensor(&key, &args[i]);
+  vlmc_ref_cache_key_t key = {.enabled = false};
+  if (vlmc_ref_cache_wanted()) { /* the key: the program as run, the function, every input */
+    vlmc_strbuf_t text;
+    vlmc_strbuf_init(&text);
+    vlmc_module_print(m, &text);
+    vlmc_strbuf_printf(&text, "\n// run @%s, low precision emulated: %d\n", f->name,
+                       eo->emulate_low_precision);
+    vlmc_ref_cache_key_init(&key, vlmc_strbuf_cstr(&text));
+    vlmc_strbuf_deinit(&text);
+    for (uint32_t i = 0; i < m->num_params && i < MAX_PARAMS; ++i)
+      vlmc_ref_cache_key_add_tensor(&key, &params->params[i]);
+    for (uint32_t i = 0; i < f->num_args; ++i) vlmc_ref_cache_key_add_tensor(&key, &args[i]);
+  }
   if (vlmc_ref_cache_load(&key, results, f->num_results)) return NULL;
   vlmc_executor_t *ref = NULL;
   vlmc_status_t st = vlmc_executor_create(m, eo, &ref);
@@ -498,12 +496,14 @@ static vlmc_status_t reference_results(const vlmc_module_t *m, const vlmc_func_t
   vlmc_executor_destroy(ref);
   if (!st) {
     vlmc_status_t filed = vlmc_ref_cache_store(&key, results, f->num_results);
-    if (filed) fprintf(stderr, "kernel-test: %s (the result is not shared)\n", vlmc_status_message(filed));
+    if (filed)
+      fprintf(stderr, "kernel-test: %s (the result is not shared)\n", vlmc_status_message(filed));
     vlmc_status_free(filed);
   }
   return st;
 }
 
+/* Whether the comma-separated list names `name` itself ("linear" is not "linear_tiles"). */
 static bool names_template(const char *list, const char *name) {
   size_t len = strlen(name);
   for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)

@@ -63,10 +63,17 @@ static void remove_other_builds(const char *dir, const char *mine) {
   closedir(d);
 }
 
+static const char *cache_root(void) {
+  const char *dir = getenv("VLMC_KERNEL_TEST_REF_CACHE");
+  return dir && *dir && strlen(dir) <= 4000 ? dir : NULL;
+}
+
+bool vlmc_ref_cache_wanted(void) { return cache_root() != NULL; }
+
 void vlmc_ref_cache_key_init(vlmc_ref_cache_key_t *key, const char *program_text) {
   memset(key, 0, sizeof *key);
-  const char *dir = getenv("VLMC_KERNEL_TEST_REF_CACHE");
-  if (!dir || !*dir || strlen(dir) > 4000) return;
+  const char *dir = cache_root();
+  if (!dir) return;
   uint64_t build = executable_identity();
   if (!build) return;
   key->enabled = true;

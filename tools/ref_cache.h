@@ -31,8 +31,10 @@ typedef struct {
   char path[4200];         /* root/build/ref-<key>.bin, once the key is complete ("" before) */
 } vlmc_ref_cache_key_t;
 
-/* Starts a key (enabled when VLMC_KERNEL_TEST_REF_CACHE names a folder) with the program's
- * text and the executable's identity. */
+/* Whether VLMC_KERNEL_TEST_REF_CACHE names a folder (else no key need be made). */
+bool vlmc_ref_cache_wanted(void);
+/* Starts a key (enabled when the cache is wanted and the executable can be identified) with
+ * the program's text (and whatever else decides the results: the function run, the mode). */
 void vlmc_ref_cache_key_init(vlmc_ref_cache_key_t *key, const char *program_text);
 void vlmc_ref_cache_key_add_tensor(vlmc_ref_cache_key_t *key, const vlmc_tensor_t *t);
 
