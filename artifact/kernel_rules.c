@@ -39,6 +39,7 @@ static const struct {
     {VLMC_OP_LAYER_NORM, "layer_norm"},
     {VLMC_OP_SOFTMAX, "softmax"},
     {VLMC_OP_ROPE, "rope"},
+    {VLMC_OP_ROPE, "rope_heads"},
     {VLMC_OP_ATTENTION, "attention"},
     {VLMC_OP_GATHER, "gather"},
     {VLMC_OP_EMBEDDING, "embedding"},
@@ -141,6 +142,13 @@ static vlmc_status_t work_of(const char *t, const vlmc_op_t *op, vlmc_dim_t *uni
     return count_rows(x, x->rank - 1, -1, units);
   if (!strcmp(t, "rope")) {
     *units = x->dims[0]; /* one unit per token */
+    return NULL;
+  }
+  if (!strcmp(t, "rope_heads")) { /* one unit per (token, head) */
+    if (x->rank != 3 || !vlmc_dim_is_static(x->dims[1]) || x->dims[1].off <= 0)
+      return vlmc_status_make(VLMC_UNSUPPORTED, "rope_heads: needs x [T, H, Dh] with a static H");
+    *units = x->dims[0];
+    *scale = x->dims[1].off;
     return NULL;
   }
   if (!strcmp(t, "gather")) /* one unit per (outer index, index) row */

@@ -74,6 +74,13 @@ step "compile the 4-bit one --target vulkan --precision f16 --params external"
 "$BUILD/tools/vlmc" compile "$Q4" -o "$H/3b-vk-f16-q4.vlmc" --target vulkan --precision f16 \
   --params external 2>&1 | grep -E 'dispatches|quantization|wrote' >&2
 xz -T0 -6 -f "$H/3b-vk-f16-q4.vlmc"
+# The dispatch floor (bench/vulkan_h200_device.sh): the demo model, whose kernels do almost no
+# work (width 64, 4 layers), so that its decode step's GPU time per dispatch is what a dispatch
+# and its barrier cost on the GPU; its weights come from assets/shapes-vl, which travels.
+step "compile the demo model --target vulkan --precision f16 --params external"
+"$BUILD/tools/vlmc" compile assets/shapes-vl -o "$H/demo-vk-f16.vlmc" --target vulkan \
+  --precision f16 --params external 2>&1 | grep -E 'dispatches|wrote' >&2
+xz -T0 -6 -f "$H/demo-vk-f16.vlmc"
 step "skeleton of the checkpoint (bench/random_checkpoint.py)"
 $PY bench/random_checkpoint.py skeleton "$CKPT" "$H/skel-3b.json" >&2
 

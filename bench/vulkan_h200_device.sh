@@ -234,16 +234,33 @@ step "vlmc vulkan f16 --stats: decode64"
 "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" --batch "$W/profile.decode64.jsonl" \
   --stats --quiet 2>&1 >/dev/null | grep -E '^stats' | tee -a "$LOG" >"$W/stats.decode64.txt"
 
-# Chunked submission (VLMC_VULKAN_CHUNK, runtime/backends/vulkan/README.md), off by default
-# until measured: the decode64 request with whole batches and with chunks of 32, 96 and 256 dispatches,
-# appended to stats.decode64.txt (at most 8 files come back from the GPU machine).
-for chunk in 0 32 96 256; do
+# Chunked submission (VLMC_VULKAN_CHUNK, runtime/backends/vulkan/README.md): the decode64
+# request with whole batches, fixed chunks of 256 dispatches and chunks growing from 32 (the
+# default), appended to stats.decode64.txt (at most 8 files come back from the GPU machine);
+# bench/vulkan_h200_submit.sh measures more modes on its own.
+for chunk in 0 256 32+; do
   step "vlmc vulkan f16 decode64, VLMC_VULKAN_CHUNK=$chunk"
   echo "VLMC_VULKAN_CHUNK=$chunk" >>"$W/stats.decode64.txt"
   VLMC_VULKAN_CHUNK=$chunk "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" \
     --batch "$W/profile.decode64.jsonl" --stats --quiet 2>&1 >/dev/null |
     grep -E '^stats: backend|submits' | tee -a "$LOG" >>"$W/stats.decode64.txt"
 done
+
+# The dispatch floor: the demo model's decode (its kernels do almost no work), unprofiled with
+# --stats (GPU time per dispatch of a decode step) and profiled (each kernel's time alone).
+if [ -f "$H/demo-vk-f16.vlmc" ]; then
+  for chunk in 0 32; do
+    step "dispatch floor: demo model, vulkan f16, 64 tokens decoded, VLMC_VULKAN_CHUNK=$chunk"
+    echo "demo VLMC_VULKAN_CHUNK=$chunk" >>"$W/stats.floor.txt"
+    VLMC_VULKAN_CHUNK=$chunk "$RUN" "$H/demo-vk-f16.vlmc" --backend vulkan --params assets/shapes-vl \
+      -p "a red circle and a blue square" -n 64 --ignore-eos --stats --quiet 2>&1 >/dev/null |
+      grep -E '^stats' | tee -a "$LOG" >>"$W/stats.floor.txt"
+  done
+  step "dispatch floor: demo model profile (VLMC_VULKAN_PROFILE=1)"
+  VLMC_VULKAN_PROFILE=1 "$RUN" "$H/demo-vk-f16.vlmc" --backend vulkan --params assets/shapes-vl \
+    -p "a red circle and a blue square" -n 64 --ignore-eos --quiet 2>&1 >/dev/null |
+    grep -v '^weights' | head -30 | tee -a "$LOG" >>"$W/stats.floor.txt"
+fi
 
 step "summary"
 python3 bench/vulkan_h200_summary.py "$W" "$OUT" 2>&1 | tee -a "$LOG"

@@ -45,7 +45,7 @@ def chunk_ab(path):
     if not os.path.exists(path):
         return out
     for line in open(path):
-        m = re.match(r"VLMC_VULKAN_CHUNK=(\d+)", line)
+        m = re.match(r"VLMC_VULKAN_CHUNK=(\d+\+?)", line)
         if m:
             chunk = m.group(1)
             continue
@@ -111,9 +111,10 @@ def main():
     chunks = chunk_ab(os.path.join(work, "stats.decode64.txt"))
     if "0" in chunks and len(chunks) > 1:
         base = chunks["0"].get("decode_tok_s")
-        for c, v in sorted(chunks.items(), key=lambda kv: int(kv[0])):
+        for c, v in sorted(chunks.items(), key=lambda kv: (int(kv[0].rstrip("+")), kv[0])):
             if c != "0" and base and v.get("decode_tok_s"):
-                lines.append("chunked submission, decode64 f16: chunks of %s dispatches %.1f tok/s "
+                lines.append("chunked submission, decode64 f16: chunks of %s dispatches (N+: growing "
+                             "from N) %.1f tok/s "
                              "against whole batches %.1f (%.3fx; %s against %s submits)" % (
                                  c, v["decode_tok_s"], base, v["decode_tok_s"] / base,
                                  v.get("submits"), chunks["0"].get("submits")))

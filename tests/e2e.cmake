@@ -40,6 +40,12 @@ if(VLMC_COMPILER)
                      $<TARGET_FILE:vlmc-run>
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
+  # vlmc-run's defaults against transformers' generate() under a checkpoint's
+  # generation_config.json (issue 20; fixtures from tests/oracle/make_generation_fixtures.py).
+  add_test(NAME e2e.generation_defaults
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generation_defaults.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
 # Saved kernel-test cases run by the runtime-only vlmc-kernel-check (cpu and vulkan), and its

@@ -1,7 +1,10 @@
 /* rope(x [T, H, Dh], positions [planes, T] (or [T] for plain)) -> [T, H, Dh] for the vulkan
- * target, every layout (semantics: docs/ir.md and reference/exec_rope.c). One work unit per
- * token, as on the cpu (codegen/targets/cpu/kernel_rope.c), one workgroup per unit: its
- * invocations take the rotary slots (and the pass-through dims) of every head.
+ * target, every layout (semantics: docs/ir.md and reference/exec_rope.c), as the template
+ * "rope_heads" (artifact/kernel_rules.c): one work unit per (token, head), H static, a
+ * workgroup per unit whose invocations take the head's rotary slots (each computing its
+ * slot's angle, cos and sin) and then its pass-through dims. (One workgroup per token walking
+ * every head, the cpu's unit, was 21 us of a 3B decode step's q rope on an H100 against 4.4 us
+ * for an empty dispatch: a decode step's T = 1 token gave the GPU one workgroup.)
  *
  * The frequency and plane tables depend only on attributes: computed here in C exactly as the
  * reference computes them (reference/rope_tables.h) and written into the kernel as constants
@@ -18,18 +21,14 @@
 #include "codegen/targets/vulkan/kernels.h"
 #include "reference/rope_tables.h"
 
-/* Invocations per workgroup; a workgroup takes one token (a decode step's rope is one
- * token of Hq heads: one invocation walking them all took 50-90 us on the H200). A static
- * head count up to UNROLLED_HEADS is unrolled, every head's loads issued before the first
- * store (the rolled loop waited for each head's loads: 12 us a decode step's q rope). */
-enum { GROUP = 64, UNROLLED_HEADS = 32 };
+/* Invocations per workgroup: a (token, head) unit's rotary slots (64 for head dim 128). */
+enum { GROUP = 64 };
 
 typedef struct {
   vlmc_kernel_emit_t *e;
   const vlmc_value_t *x, *pos;
   int64_t head_dim, rotary, half;
-  int64_t static_heads; /* H when static, else -1 */
-  int heads;  /* index SSA: H */
+  int64_t heads; /* H (static) */
   int tokens; /* index SSA: T, the stride between position planes */
 } rope_t;
 
@@ -106,12 +105,9 @@ static int position(const rope_t *R, int plane, int t) {
   return f;
 }
 
-/* Flat index of dim j of head h (index SSAs) of token t. */
-static int head_at(const rope_t *R, int t, int h, int j) {
-  vlmc_kernel_emit_t *e = R->e;
-  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
-  int base = vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim));
-  return vlmc_kernel_emit_index_op(e, "arith.addi", base, j);
+/* Flat index of dim j (an index SSA) of the head row that starts at `base`. */
+static int head_at(const rope_t *R, int base, int j) {
+  return vlmc_kernel_emit_index_op(R->e, "arith.addi", base, j);
 }
 
 /* The pair (x1, x2) at (at1, at2) rotated by cos c and sin s, stored through the epilogue.
@@ -128,45 +124,25 @@ static void rotate_pair(const rope_t *R, int x1, int x2, int at1, int at2, int c
   vlmc_kernel_emit_finish_element(e, y2, at2);
 }
 
-/* Rotary slot j (an index SSA) of every head of token t: the pair (j, j + half) by the
+/* Rotary slot j (an index SSA) of the head row at `base`: the pair (j, j + half) by the
  * angle's cos c and sin s. */
-static void rotate_slot(const rope_t *R, int t, int j, int c, int s) {
+static void rotate_slot(const rope_t *R, int base, int j, int c, int s) {
   vlmc_kernel_emit_t *e = R->e;
   int j2 = vlmc_kernel_emit_index_op(e, "arith.addi", j, vlmc_kernel_emit_index(e, R->half));
-  if (R->static_heads >= 1 && R->static_heads <= UNROLLED_HEADS) {
-    int at1[UNROLLED_HEADS], at2[UNROLLED_HEADS], x1[UNROLLED_HEADS], x2[UNROLLED_HEADS];
-    for (int64_t h = 0; h < R->static_heads; ++h) {
-      at1[h] = head_at(R, t, vlmc_kernel_emit_index(e, h), j);
-      at2[h] = head_at(R, t, vlmc_kernel_emit_index(e, h), j2);
-      x1[h] = vlmc_kernel_emit_load(e, R->x, at1[h]);
-      x2[h] = vlmc_kernel_emit_load(e, R->x, at2[h]);
-    }
-    for (int64_t h = 0; h < R->static_heads; ++h) rotate_pair(R, x1[h], x2[h], at1[h], at2[h], c, s);
-    return;
-  }
-  int zero = vlmc_kernel_emit_index(e, 0), one = vlmc_kernel_emit_index(e, 1);
-  int h = vlmc_kernel_emit_for(e, zero, R->heads, one);
-  int at1 = head_at(R, t, h, j), at2 = head_at(R, t, h, j2);
+  int at1 = head_at(R, base, j), at2 = head_at(R, base, j2);
   int x1 = vlmc_kernel_emit_load(e, R->x, at1), x2 = vlmc_kernel_emit_load(e, R->x, at2);
   rotate_pair(R, x1, x2, at1, at2, c, s);
-  vlmc_kernel_emit_line(e, "}");
 }
 
-/* The dims from rotary_dim on, unchanged, of every head of token t: the (head, dim) pairs
- * spread over the workgroup. */
-static void pass_through(const rope_t *R, int t) {
+/* The dims from rotary_dim on of the head row at `base`, unchanged, spread over the
+ * workgroup. */
+static void pass_through(const rope_t *R, int base) {
   if (R->rotary >= R->head_dim) return;
   vlmc_kernel_emit_t *e = R->e;
-  int64_t rest = R->head_dim - R->rotary;
-  int pairs = vlmc_kernel_emit_index_op(e, "arith.muli", R->heads, vlmc_kernel_emit_index(e, rest));
   int tid = vlmc_vk_emit_thread_id(e, 0), group = vlmc_kernel_emit_index(e, GROUP);
-  int f = vlmc_kernel_emit_for(e, tid, pairs, group);
-  int h = vlmc_kernel_emit_index_op(e, "arith.divui", f, vlmc_kernel_emit_index(e, rest));
-  int dim = vlmc_kernel_emit_index_op(e, "arith.remui", f, vlmc_kernel_emit_index(e, rest));
-  int k = vlmc_kernel_emit_index_op(e, "arith.addi", dim, vlmc_kernel_emit_index(e, R->rotary));
-  int row = vlmc_kernel_emit_index_op(e, "arith.addi", vlmc_kernel_emit_index_op(e, "arith.muli", t, R->heads), h);
-  int at = vlmc_kernel_emit_index_op(e, "arith.addi",
-                                     vlmc_kernel_emit_index_op(e, "arith.muli", row, vlmc_kernel_emit_index(e, R->head_dim)), k);
+  int rest = vlmc_kernel_emit_index(e, R->head_dim - R->rotary);
+  int f = vlmc_kernel_emit_for(e, tid, rest, group);
+  int at = head_at(R, base, vlmc_kernel_emit_index_op(e, "arith.addi", f, vlmc_kernel_emit_index(e, R->rotary)));
   vlmc_kernel_emit_finish_element(e, vlmc_kernel_emit_load(e, R->x, at), at);
   vlmc_kernel_emit_line(e, "}");
 }
@@ -218,10 +194,13 @@ static void emit_tables(const rope_t *R, const float *inv_freq, const int64_t *p
   vlmc_vk_emit_barrier(e);
 }
 
-/* The kernel body for token t: the rotary slots spread over the workgroup (slot j's angle,
- * cos and sin computed once for every head), then the pass-through dims. */
-static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t plane0) {
+/* The kernel body for unit u = t * H + h: head h of token t, its rotary slots spread over
+ * the workgroup, then its pass-through dims. */
+static void emit_unit(const rope_t *R, int u, int freq, int planes, int64_t plane0) {
   vlmc_kernel_emit_t *e = R->e;
+  int heads = vlmc_kernel_emit_index(e, R->heads);
+  int t = vlmc_kernel_emit_index_op(e, "arith.divui", u, heads);
+  int base = vlmc_kernel_emit_index_op(e, "arith.muli", u, vlmc_kernel_emit_index(e, R->head_dim));
   int tid = vlmc_vk_emit_thread_id(e, 0), slots = vlmc_kernel_emit_index(e, R->half);
   int group = vlmc_kernel_emit_index(e, GROUP);
   int j = vlmc_kernel_emit_for(e, tid, slots, group);
@@ -236,15 +215,19 @@ static void emit_token(const rope_t *R, int t, int freq, int planes, int64_t pla
   int angle = fop(e, "arith.mulf", pos, inv_freq);
   int c, s;
   emit_cos_sin(e, angle, &c, &s);
-  rotate_slot(R, t, j, c, s);
+  rotate_slot(R, base, j, c, s);
   vlmc_kernel_emit_line(e, "}");
-  pass_through(R, t);
+  pass_through(R, base);
 }
 
 vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
-  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, -1, -1, -1};
+  rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, 0, -1};
   if (!rope_dims(e, op, &R)) return NULL;
+  if (!vlmc_dim_is_static(op->operands[0]->type.dims[1])) {
+    vlmc_kernel_emit_fail(e, "rope: the vulkan kernel needs x [T, H, Dh] with a static head count");
+    return NULL;
+  }
   const char *layout = vlmc_op_attr_enum(op, "layout");
   if (strcmp(layout, "vision_2d") == 0 && R.half % 2 != 0) {
     vlmc_kernel_emit_fail(e, "rope: vision_2d needs rotary_dim a multiple of 4, got %lld",
@@ -265,16 +248,14 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
   if (ok) {
     vlmc_rope_frequency_table(layout, vlmc_op_attr_float(op, "theta"), R.rotary, inv_freq);
     const vlmc_type_t *xt = &R.x->type;
-    e->template_name = "rope";
-    int64_t heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : 16;
-    e->cost = R.half * 40 + heads * R.head_dim * 4;
-    R.heads = vlmc_kernel_emit_dim(e, xt->dims[1]);
-    R.static_heads = vlmc_dim_is_static(xt->dims[1]) ? xt->dims[1].off : -1;
+    e->template_name = "rope_heads";
+    R.heads = xt->dims[1].off;
+    e->cost = R.half * 40 + R.head_dim * 4; /* a unit: one head of one token */
     R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
     vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
     int freq, planes;
     emit_tables(&R, inv_freq, plane, &freq, &planes);
-    emit_token(&R, vlmc_vk_emit_open_group_unit(e), freq, planes, plane[0]);
+    emit_unit(&R, vlmc_vk_emit_open_group_unit(e), freq, planes, plane[0]);
     vlmc_kernel_emit_line(e, "}");
   }
   free(plane);

@@ -38,12 +38,15 @@ enum {
   SMALL_UPLOAD = 64 << 10,
   UPLOAD_RING = 1 << 20,
   HAZARD_SLOTS = 32, /* buffers tracked between barriers (more: a barrier) */
-  /* VLMC_VULKAN_CHUNK=N: a batch goes to the queue in chunks of N dispatches as it is
-   * recorded, so the device starts on a decode step's first layers while the host records
-   * the rest (on the H200 recording a step's 508 dispatches took ~1.5 ms of a ~7 ms step,
-   * which the device waited out). Off by default until bench/vulkan_h200_device.sh has
-   * measured it there (it runs decode both ways); 0: whole batches. */
-  CHUNK_DISPATCHES = 0,
+  /* A batch goes to the queue in chunks as it is recorded, so that the device starts on a
+   * decode step's first layers while the host records the rest: the first chunk of a batch
+   * is CHUNK_FIRST dispatches, each next one twice as many, up to CHUNK_MAX (a 3B decode
+   * step of 508 dispatches: 6 submits). Measured on an H100 (bench/README.md, 2026-12-07):
+   * whole batches 97.6 tok/s, fixed chunks of 32 / 96 / 256 dispatches 101 / 102 / 121 (the
+   * small ones many submits; the device idled while the host recorded a whole batch).
+   * VLMC_VULKAN_CHUNK=N: fixed chunks of N; N+: growing from N; 0: whole batches. */
+  CHUNK_FIRST = 32,
+  CHUNK_MAX = 1024,
   CHUNK_RING = 4, /* command buffers: a chunk waits only when this many are still running */
 };
 /* A fence wait longer than this is reported as a hang (a kernel that never ends). */
@@ -108,7 +111,11 @@ typedef struct {
   VkFence fences[CHUNK_RING];
   bool submitted[CHUNK_RING]; /* chunks of the pending batch on the queue, not yet waited for */
   uint32_t current;
-  uint32_t chunk_dispatches, chunk_size; /* this chunk's dispatches; chunk_size 0: no chunks */
+  /* this chunk's dispatches and its size; the first chunk's size (0: no chunks), and
+   * whether each next chunk doubles */
+  uint32_t chunk_dispatches, chunk_size, chunk_first;
+  bool chunk_grows;
+  bool full_barriers; /* VLMC_VULKAN_FULL_BARRIERS=1: dispatches wait on transfers too */
   VkQueryPool timestamps; /* VK_NULL_HANDLE: the queue has no timestamps */
   /* VLMC_VULKAN_PROFILE=1: two timestamps around every dispatch, summed per kernel and
    * printed to stderr when the backend closes. */
@@ -333,6 +340,23 @@ static void full_barrier(vk_backend_t *b) {
   b->vk.vkCmdPipelineBarrier(b->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+/* Between two dispatches: the later one's shader reads and writes wait for the earlier
+ * one's shader writes. Transfers never need it: every copy has a full barrier on each side
+ * (upload_in_batch, vk_download, take_grown_cache). */
+static void dispatch_barrier(vk_backend_t *b) {
+  if (b->full_barriers) {
+    full_barrier(b);
+    return;
+  }
+  b->num_written = b->num_read = 0;
+  b->hazards_lost = false;
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  b->vk.vkCmdPipelineBarrier(b->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
 static vlmc_status_t begin_commands(vk_backend_t *b) {
   VkCommandBufferBeginInfo info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
@@ -347,6 +371,7 @@ static vlmc_status_t begin_batch(vk_backend_t *b) {
                             "session", device_name(b));
   if (b->recording) return NULL;
   VLMC_RETURN_IF_ERROR(begin_commands(b));
+  b->chunk_size = b->chunk_first;
   if (b->timestamps) {
     b->vk.vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
@@ -483,6 +508,7 @@ static vlmc_status_t submit_chunk(vk_backend_t *b) {
     b->recording = false;
     return fence_status(b, r);
   }
+  if (b->chunk_grows) b->chunk_size = b->chunk_size * 2 < CHUNK_MAX ? b->chunk_size * 2 : CHUNK_MAX;
   uint32_t next = (b->current + 1) % CHUNK_RING;
   VLMC_RETURN_IF_ERROR(wait_slot(b, next)); /* only when the ring is full of running chunks */
   use_slot(b, next);
@@ -869,7 +895,7 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
   memcpy(first, buffers, c->num_inputs * sizeof *first);
   first[c->num_inputs] = split ? b->scratch : buffers[c->num_inputs];
   if (needs_barrier(b, first, c->num_inputs) || (split && needs_barrier(b, buffers, c->num_inputs)))
-    full_barrier(b);
+    dispatch_barrier(b);
   b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
   VLMC_RETURN_IF_ERROR(bind_buffers(b, k, buffers, bindings));
   b->vk.vkCmdPushConstants(b->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
@@ -880,7 +906,7 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
                               2 * slot);
   VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, groups));
   if (split) { /* stage 2 reads every part's partials: same layout, bindings and constants */
-    full_barrier(b);
+    dispatch_barrier(b);
     b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->combine_pipeline);
     VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, work));
     b->calls++;
@@ -1137,6 +1163,23 @@ static vlmc_status_t pick_device(vk_backend_t *b, uint32_t index) {
   return NULL;
 }
 
+/* VLMC_VULKAN_CHUNK (see CHUNK_FIRST): unset or malformed, the default. */
+static void chunk_setting(vk_backend_t *b, const char *text) {
+  b->chunk_first = CHUNK_FIRST;
+  b->chunk_grows = true;
+  if (!text || !*text) return;
+  char *end;
+  unsigned long n = strtoul(text, &end, 10);
+  bool grows = *end == '+';
+  if (end == text || (grows ? end[1] : *end) != '\0' || n > CHUNK_MAX * 64ul) {
+    fprintf(stderr, "vulkan: VLMC_VULKAN_CHUNK=%s is not N or N+ (N a count of dispatches); "
+            "the default, chunks growing from %d\n", text, CHUNK_FIRST);
+    return;
+  }
+  b->chunk_first = (uint32_t)n;
+  b->chunk_grows = grows;
+}
+
 static vlmc_status_t create_queue_objects(vk_backend_t *b) {
   b->vk.vkGetDeviceQueue(b->device, b->dev->queue_family, 0, &b->queue);
   b->vk.vkGetPhysicalDeviceMemoryProperties(b->dev->handle, &b->memory);
@@ -1154,8 +1197,9 @@ static vlmc_status_t create_queue_objects(vk_backend_t *b) {
   for (uint32_t i = 0; i < CHUNK_RING; ++i)
     VK_CHECK(b, b->vk.vkCreateFence(b->device, &fi, NULL, &b->fences[i]), "vkCreateFence");
   use_slot(b, 0);
-  const char *chunk = getenv("VLMC_VULKAN_CHUNK");
-  b->chunk_size = chunk && *chunk ? (uint32_t)strtoul(chunk, NULL, 10) : CHUNK_DISPATCHES;
+  chunk_setting(b, getenv("VLMC_VULKAN_CHUNK"));
+  const char *full = getenv("VLMC_VULKAN_FULL_BARRIERS");
+  b->full_barriers = full && *full && strcmp(full, "0") != 0;
   if (b->dev->timestamp_bits) {
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
