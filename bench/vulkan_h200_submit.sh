@@ -11,6 +11,11 @@
 #
 #   bench/vulkan_h200_submit.sh [--modes "0 256 32+"]   (device tool, carrying .h200 and .gl,
 #                                                        after bench/vulkan_h200.sh here)
+#   bench/vulkan_h200_submit.sh --compare "3b-vk-f16-base 3b-vk-f16"
+#
+# --compare runs the default mode only, on each named artifact of .h200/ (e.g. one compiled
+# by an earlier revision, renamed), in 3 alternating rounds, then each one's decode profile
+# (VLMC_VULKAN_PROFILE=1, its 12 slowest kernels): a before/after of a kernel change.
 #
 # Writes $OUT/submit_modes.txt (the table) and $OUT/submit_modes.log (every run's --stats).
 set -uo pipefail
@@ -18,10 +23,12 @@ cd "$(dirname "$0")/.."
 source bench/h200_lib.sh  # H, W, CKPT, the environment; h200_checkpoint, h200_vulkan
 OUT=${OUT:-$PWD/h200-out}
 MODES="0 256 16+ 32+ 64+"
+COMPARE=
 while [ $# -gt 0 ]; do
   case $1 in
     --modes) MODES=$2; shift 2 ;;
-    *) echo "usage: $0 [--modes \"0 256 32+\"]" >&2; exit 2 ;;
+    --compare) COMPARE=$2; shift 2 ;;
+    *) echo "usage: $0 [--modes \"0 256 32+\"] [--compare \"ARTIFACT...\"]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -43,12 +50,13 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": "decode64", "input_ids": ids, "max_new_tokens": 33}) + "\n")
 EOF
 
-# run_mode LABEL ENV...: the 3B batch under ENV; one table line.
+# run_mode LABEL ENV...: the 3B batch under ENV ($ART: the artifact); one table line.
+ART=$H/3b-vk-f16.vlmc
 run_mode() {
   local label=$1
   shift
   echo "== 3B $label" >>"$LOG"
-  env "$@" "$RUN" "$H/3b-vk-f16.vlmc" --backend vulkan --params "$CKPT" --batch "$W/submit.jsonl" \
+  env "$@" "$RUN" "$ART" --backend vulkan --params "$CKPT" --batch "$W/submit.jsonl" \
     --stats >"$W/submit.out" 2>"$W/submit.err"
   cat "$W/submit.err" | grep -E '^stats' >>"$LOG"
   python3 - "$label" "$W/submit.out" "$W/submit.err" <<'EOF' | tee -a "$TABLE"
@@ -91,6 +99,29 @@ EOF
 }
 
 : >"$TABLE"
+if [ -n "$COMPARE" ]; then
+  for name in $COMPARE; do  # unpacked here: h200_lib.sh unpacked what was there when sourced
+    [ -e "$H/$name.vlmc" ] || xz -dk "$H/$name.vlmc.xz" || exit 1
+  done
+  ART=$H/$(set -- $COMPARE; echo "$1").vlmc
+  run_mode "warm-up (default)"
+  for round in 1 2 3; do
+    for name in $COMPARE; do
+      ART=$H/$name.vlmc
+      run_mode "$name, round $round"
+    done
+  done
+  for name in $COMPARE; do
+    echo "== profile: $name (decode64 request, VLMC_VULKAN_PROFILE=1)" | tee -a "$TABLE"
+    head -1 "$W/submit.jsonl" >"$W/profile.jsonl"
+    sed -n 2p "$W/submit.jsonl" >>"$W/profile.jsonl"
+    VLMC_VULKAN_PROFILE=1 "$RUN" "$H/$name.vlmc" --backend vulkan --params "$CKPT" \
+      --batch "$W/profile.jsonl" --quiet 2>&1 >/dev/null | grep -v '^weights' | head -13 |
+      tee -a "$TABLE"
+  done
+  echo "== done ($(date +%T))"
+  exit 0
+fi
 # A warm-up of each (the first run of an artifact on a machine also creates its pipelines).
 floor_mode "warm-up (default)"
 run_mode "warm-up (default)"

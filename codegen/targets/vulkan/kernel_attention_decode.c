@@ -13,7 +13,7 @@
  *      most 2048 / C floats, row stride odd: no bank conflicts), loaded by the whole
  *      workgroup along the rows (coalesced, once for all G heads, every load of a part issued
  *      before the first store); invocation (h, r) computes
- *      the score of key c0 + r for head h (q in registers) and stores it; barrier;
+ *      the score of key c0 + r for head h (q from workgroup memory) and stores it; barrier;
  *   2. the head's chunk max from its R scores, the new running max, the weight exp(s - m)
  *      into workgroup memory; barrier; the chunk's sum from the head's R weights;
  *   3. values: invocation (h, r) owns dims r, r + R, ... of head h's output (A = ceil(Dv / R)
@@ -42,7 +42,7 @@
 
 enum {
   MAX_THREADS = 256,
-  MAX_DIM = 256,     /* D and Dv: q in registers */
+  MAX_DIM = 256,     /* D and Dv */
   MAX_ROWS = 16,     /* the largest static S this kernel is always chosen for */
   MIN_SHARED_GROUP = 4, /* G from which it takes any S without segments (below: few K reads
                            shared, the general kernel's tiles share more) */
@@ -53,6 +53,7 @@ enum {
   KEYS_UNROLLED = 8,   /* value rows per step of the value loop */
   SPLIT_GROUPS = 64,   /* a split kernel's workgroups at most (S x Hkv x P) */
   MAX_SPLIT = 32,      /* P at most */
+  MAX_QUERY_FLOATS = 4096, /* G * D: the unit's query rows in workgroup memory (16 KiB) */
 };
 
 typedef struct {
@@ -73,6 +74,7 @@ typedef struct {
   int64_t split;   /* P (1: one stage) */
   int unit;        /* the (row, kv head) unit */
   int red, ps;       /* workgroup memory: max partials [T], weights [G, C] */
+  int qs;            /* workgroup memory: the unit's G query rows [G, D] */
   int ks;            /* workgroup memory: a part of the chunk's K rows [C, stride] */
 } decode_t;
 
@@ -98,7 +100,8 @@ bool vlmc_vk_attention_decode_fits(const vlmc_op_t *op) {
       !vlmc_kernel_emit_static_dims(kt, 1) || !vlmc_kernel_emit_static_dims(vt, 1))
     return false;
   int64_t hq = qt->dims[1].off, hkv = kt->dims[1].off, d = qt->dims[2].off, dv = vt->dims[2].off;
-  if (hkv <= 0 || hq % hkv || hq / hkv > MAX_THREADS || d < 1 || d > MAX_DIM || dv < 1 || dv > MAX_DIM)
+  if (hkv <= 0 || hq % hkv || hq / hkv > MAX_THREADS || d < 1 || d > MAX_DIM || dv < 1 || dv > MAX_DIM ||
+      hq / hkv * d > MAX_QUERY_FLOATS)
     return false;
   /* Any rows without segments when G query heads share each kv head: a text prefill, whose
    * (row, kv head) units, each walking its own keys, are enough to fill a GPU */
@@ -194,16 +197,19 @@ static void stage_keys(const decode_t *D, int c0, int64_t p0) {
 }
 
 /* Step 1: this invocation's score, of key c0 + r for head h (-inf past the row's keys): the
- * dot product part by part out of workgroup memory (lane r reads row r: no bank conflicts). */
-static int emit_score(const decode_t *D, const int *q, int c0) {
+ * dot product part by part out of workgroup memory (lane r reads row r: no bank conflicts;
+ * the head's lanes read the same q element: a broadcast). */
+static int emit_score(const decode_t *D, int c0) {
   vlmc_kernel_emit_t *e = D->e;
   int key = add(e, c0, D->r), base = mul(e, D->r, idx(e, D->stride)), dot = -1;
+  int q_row = mul(e, D->h, idx(e, D->d));
   for (int64_t p0 = 0; p0 < D->d; p0 += D->part) {
     if (p0) vlmc_vk_emit_barrier(e); /* every lane is done with the previous part */
     stage_keys(D, c0, p0);
     for (int64_t c = 0; c < D->part && p0 + c < D->d; ++c) {
       int kv = vlmc_vk_emit_shared_load(e, D->ks, add(e, base, idx(e, c)));
-      dot = dot < 0 ? fop(e, "arith.mulf", q[p0 + c], kv) : vlmc_vk_emit_fma(e, q[p0 + c], kv, dot);
+      int qv = vlmc_vk_emit_shared_load(e, D->qs, add(e, q_row, idx(e, p0 + c)));
+      dot = dot < 0 ? fop(e, "arith.mulf", qv, kv) : vlmc_vk_emit_fma(e, qv, kv, dot);
     }
   }
   int score = fop(e, "arith.mulf", dot, vlmc_kernel_emit_f32(e, D->scale));
@@ -244,9 +250,9 @@ static void emit_values(const decode_t *D, int c0, int n, int *acc) {
 }
 
 /* One chunk of keys at c0, carrying state = [m, l, acc...] (in place). */
-static void emit_chunk(const decode_t *D, const int *q, int c0, int *state) {
+static void emit_chunk(const decode_t *D, int c0, int *state) {
   vlmc_kernel_emit_t *e = D->e;
-  int s = emit_score(D, q, c0);
+  int s = emit_score(D, c0);
   vlmc_vk_emit_shared_store(e, D->red, s, D->tid);
   vlmc_vk_emit_barrier(e);
   int m_new = fop(e, "arith.maximumf", state[0],
@@ -280,16 +286,34 @@ static void emit_store(const decode_t *D, const int *state) {
   }
 }
 
+/* The unit's G query rows (consecutive in q) into workgroup memory, loaded by the whole
+ * workgroup (every load issued before the first store); then a barrier. (Each invocation
+ * keeping its head's D floats of q in registers, reused by every chunk, made the kernel 42
+ * us a call at 64 keys on an H100.) */
+static void stage_queries(const decode_t *D) {
+  vlmc_kernel_emit_t *e = D->e;
+  int64_t count = D->group * D->d, rounds = (count + D->threads - 1) / D->threads;
+  int first = mul(e, add(e, mul(e, D->i, idx(e, D->heads)), mul(e, D->g, idx(e, D->group))), idx(e, D->d));
+  int values[MAX_DIM], slots[MAX_DIM];
+  for (int64_t i = 0; i < rounds; ++i) {
+    int f = add(e, D->tid, idx(e, i * D->threads));
+    int ok = (i + 1) * D->threads > count ? vlmc_vk_emit_cmp(e, "slt", f, idx(e, count)) : -1;
+    slots[i] = ok >= 0 ? vlmc_vk_emit_select(e, ok, f, idx(e, 0), "index") : f;
+    values[i] = vlmc_kernel_emit_load(e, D->q, add(e, first, slots[i]));
+    if (ok >= 0) slots[i] = vlmc_vk_emit_select(e, ok, f, idx(e, count), "index"); /* a spare slot */
+  }
+  for (int64_t i = 0; i < rounds; ++i) vlmc_vk_emit_shared_store(e, D->qs, values[i], slots[i]);
+  vlmc_vk_emit_barrier(e);
+}
+
 /* The loop over [D->start, D->end) in chunks: the final state [m, l, acc...] (init where
  * the range is empty). */
 static void emit_keys(decode_t *D, const int *init, int *state) {
   vlmc_kernel_emit_t *e = D->e;
-  int q[MAX_DIM];
-  int q_base = head_base(D, D->d);
-  for (int64_t c = 0; c < D->d; ++c) q[c] = vlmc_kernel_emit_load(e, D->q, add(e, q_base, idx(e, c)));
+  stage_queries(D);
   int n = (int)(2 + D->acc), inner[2 + MAX_ACC], c0;
   int res = vlmc_vk_emit_open_f32_loop(e, D->start, D->end, idx(e, D->chunk), n, init, &c0, inner);
-  emit_chunk(D, q, c0, inner);
+  emit_chunk(D, c0, inner);
   vlmc_vk_emit_close_f32_loop(e, res, n, inner, state);
   for (int a = 0; a < n; ++a) state[a] = vlmc_vk_emit_guard_empty(e, D->start, D->end, state[a], init[a], "f32");
 }
@@ -421,6 +445,7 @@ static void declare_shared(decode_t *D) {
   D->red = vlmc_vk_emit_shared(D->e, "f32", D->threads);
   D->ps = vlmc_vk_emit_shared(D->e, "f32", D->group * D->chunk);
   D->ks = vlmc_vk_emit_shared(D->e, "f32", D->chunk * D->stride + 1);
+  D->qs = vlmc_vk_emit_shared(D->e, "f32", D->group * D->d + 1); /* + a spare slot */
 }
 
 static vlmc_status_t attention_decode_combine(vlmc_kernel_emit_t *e) {

@@ -75,6 +75,7 @@ typedef struct {
   VkPipeline combine_pipeline;
   uint64_t calls; /* VLMC_VULKAN_PROFILE: dispatches and device seconds */
   double seconds;
+  double stage1_seconds; /* a split kernel's: the part before its combine */
 } kernel_t;
 
 typedef struct {
@@ -377,7 +378,7 @@ static vlmc_status_t begin_batch(vk_backend_t *b) {
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
   }
   if (b->profile_pool)
-    b->vk.vkCmdResetQueryPool(b->cmd, b->profile_pool, 0, 2 * PROFILE_DISPATCHES);
+    b->vk.vkCmdResetQueryPool(b->cmd, b->profile_pool, 0, 3 * PROFILE_DISPATCHES);
   /* Writes of the previous batch (or upload) before anything this batch does. */
   full_barrier(b);
   b->recording = true;
@@ -399,17 +400,24 @@ static void read_timestamps(vk_backend_t *b) {
 static void read_profile(vk_backend_t *b) {
   uint32_t n = b->batch_dispatches;
   if (!b->profile_pool || !n) return;
-  uint64_t *t = calloc(2 * (size_t)n, sizeof *t);
-  if (t && b->vk.vkGetQueryPoolResults(b->device, b->profile_pool, 0, 2 * n,
-                                       2 * n * sizeof *t, t, sizeof *t,
-                                       VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+  uint64_t *t = calloc(2 * (size_t)n, sizeof *t), *mid = calloc(n, sizeof *mid);
+  if (t && mid &&
+      b->vk.vkGetQueryPoolResults(b->device, b->profile_pool, 0, 2 * n, 2 * n * sizeof *t, t,
+                                  sizeof *t, VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
     uint64_t mask = b->dev->timestamp_bits >= 64 ? ~0ull : (1ull << b->dev->timestamp_bits) - 1;
     double period = (double)b->dev->props.limits.timestampPeriod * 1e-9;
     for (uint32_t i = 0; i < n; ++i) {
-      b->profiled[i]->calls++;
-      b->profiled[i]->seconds += (double)((t[2 * i + 1] - t[2 * i]) & mask) * period;
+      kernel_t *k = b->profiled[i];
+      k->calls++;
+      k->seconds += (double)((t[2 * i + 1] - t[2 * i]) & mask) * period;
+      if (k->info.split &&
+          b->vk.vkGetQueryPoolResults(b->device, b->profile_pool, 2 * PROFILE_DISPATCHES + i, 1,
+                                      sizeof *mid, mid + i, sizeof *mid,
+                                      VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
+        k->stage1_seconds += (double)((mid[i] - t[2 * i]) & mask) * period;
     }
   }
+  free(mid);
   free(t);
 }
 
@@ -434,10 +442,15 @@ static void print_profile(const vk_backend_t *b) {
             b->num_variants_used == 1 ? "" : "s", b->variant_class);
   else
     fprintf(stderr, "main kernels only (VLMC_KERNEL_VARIANTS=main)\n");
-  for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i)
-    fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%\n", order[i]->info.symbol,
+  for (size_t i = 0; i < b->num_kernels && order[i]->calls; ++i) {
+    fprintf(stderr, "  %-6s %-16s %8llu calls %10.2f ms %5.1f%%", order[i]->info.symbol,
             order[i]->info.template_name, (unsigned long long)order[i]->calls,
             order[i]->seconds * 1e3, total > 0 ? 100 * order[i]->seconds / total : 0);
+    if (order[i]->info.split) /* its stage 1, the barrier and the combine, apart */
+      fprintf(stderr, " (split %u: stage 1 %.2f ms)", order[i]->info.split,
+              order[i]->stage1_seconds * 1e3);
+    fputc('\n', stderr);
+  }
   free(order);
 }
 
@@ -905,6 +918,9 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
     b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->profile_pool,
                               2 * slot);
   VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, groups));
+  if (split && b->profile_pool)
+    b->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->profile_pool,
+                              2 * PROFILE_DISPATCHES + slot);
   if (split) { /* stage 2 reads every part's partials: same layout, bindings and constants */
     dispatch_barrier(b);
     b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->combine_pipeline);
@@ -1207,7 +1223,7 @@ static vlmc_status_t create_queue_objects(vk_backend_t *b) {
     if (b->vk.vkCreateQueryPool(b->device, &qi, NULL, &b->timestamps) != VK_SUCCESS)
       b->timestamps = VK_NULL_HANDLE; /* GPU time is then not measured */
     const char *profile = getenv("VLMC_VULKAN_PROFILE");
-    qi.queryCount = 2 * PROFILE_DISPATCHES;
+    qi.queryCount = 3 * PROFILE_DISPATCHES; /* start and end; a split kernel's stage 1 end */
     if (profile && *profile && strcmp(profile, "0") != 0 &&
         b->vk.vkCreateQueryPool(b->device, &qi, NULL, &b->profile_pool) != VK_SUCCESS)
       b->profile_pool = VK_NULL_HANDLE;
