@@ -24,9 +24,33 @@ static vlmc_status_t load_and_preprocess(const vlmc_request_spec_t *spec,
   return status;
 }
 
+/* The image parts of a conversation. */
+static size_t image_parts(const vlmc_chat_message_t *messages, size_t count) {
+  size_t n = 0;
+  for (size_t m = 0; m < count; ++m)
+    for (size_t p = 0; messages[m].parts && p < messages[m].part_count; ++p)
+      n += messages[m].parts[p].kind == VLMC_CHAT_PART_IMAGE;
+  return n;
+}
+
+/* A whole conversation, with the generation prompt. */
+static vlmc_status_t render_conversation(const vlmc_chat_template_t *chat_template,
+                                         const vlmc_request_spec_t *spec, vlmc_strbuf_t *out) {
+  if (spec->num_messages == 0)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "a conversation needs at least one message");
+  size_t parts = image_parts(spec->messages, spec->num_messages);
+  if (parts != spec->num_images)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "the messages have %zu image part%s but %zu "
+                            "image%s %s given", parts, parts == 1 ? "" : "s", spec->num_images,
+                            spec->num_images == 1 ? "" : "s", spec->num_images == 1 ? "was" : "were");
+  vlmc_chat_render_options_t options = {.add_generation_prompt = true, .add_vision_id = false};
+  return vlmc_chat_template_render(chat_template, spec->messages, spec->num_messages, &options, out);
+}
+
 /* [system?], user: [image]*n + text, with the generation prompt. */
 static vlmc_status_t render_prompt(const vlmc_chat_template_t *chat_template,
                                    const vlmc_request_spec_t *spec, vlmc_strbuf_t *out) {
+  if (spec->messages) return render_conversation(chat_template, spec, out);
   size_t num_parts = spec->num_images + 1;
   vlmc_chat_part_t *parts = calloc(num_parts, sizeof *parts);
   if (!parts) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory rendering the prompt");

@@ -25,6 +25,11 @@ typedef struct {
   const char *const *image_paths;  /* PNG or JPEG files */
   size_t num_images;
   const char *prompt;              /* the user's text */
+  /* Or a whole conversation (messages != NULL; system_prompt and prompt unused): system,
+   * user and assistant messages rendered as the template renders them, its image parts
+   * taking image_paths in order (as many parts as images), the generation prompt after it. */
+  const vlmc_chat_message_t *messages;
+  size_t num_messages;
 } vlmc_request_spec_t;
 
 typedef struct {

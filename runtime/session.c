@@ -857,6 +857,9 @@ static vlmc_status_t context_error(const vlmc_chat_t *c, size_t adds, int max_ne
 static vlmc_status_t prepare_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t *o, int max_new,
                                   turn_input_t *in) {
   vlmc_session_t *s = c->s;
+  if (c->started && o->messages)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "a conversation of messages is the first "
+                            "turn of a chat only; later turns take one message");
   if (!c->started) {
     if (o->input_ids)
       VLMC_RETURN_IF_ERROR(build_inputs_from_ids(s, c->options.image_paths, c->options.num_images,
@@ -869,7 +872,9 @@ static vlmc_status_t prepare_turn(vlmc_chat_t *c, const vlmc_chat_turn_options_t
       vlmc_request_spec_t spec = {.system_prompt = c->options.system_prompt,
                                   .image_paths = c->options.image_paths,
                                   .num_images = c->options.num_images,
-                                  .prompt = o->prompt ? o->prompt : ""};
+                                  .prompt = o->prompt ? o->prompt : "",
+                                  .messages = o->messages,
+                                  .num_messages = o->num_messages};
       VLMC_RETURN_IF_ERROR(vlmc_request_build(s->tokenizer, &s->chat_template,
                                               &s->manifest.preprocess, model, &spec,
                                               &in->request));
@@ -1008,7 +1013,8 @@ vlmc_status_t vlmc_session_generate(vlmc_session_t *s, const vlmc_generate_optio
   vlmc_chat_t *chat = NULL;
   VLMC_RETURN_IF_ERROR(vlmc_chat_create(s, &co, &chat));
   vlmc_chat_turn_options_t turn = {.prompt = o->prompt, .input_ids = o->input_ids,
-                                   .num_input_ids = o->num_input_ids,
+                                   .num_input_ids = o->num_input_ids, .messages = o->messages,
+                                   .num_messages = o->num_messages,
                                    .max_new_tokens = o->max_new_tokens, .on_text = o->on_text,
                                    .text_ctx = o->text_ctx, .stop_strings = o->stop_strings,
                                    .num_stop_strings = o->num_stop_strings};

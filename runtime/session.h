@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "artifact/manifest.h"
+#include "frontend/chat_template.h"
 #include "runtime/backend.h"
 #include "runtime/program.h"
 #include "runtime/sampler.h"
@@ -99,6 +100,9 @@ typedef struct {
   size_t num_input_ids;
   const char *const *image_paths;
   size_t num_images;
+  /* Or a whole conversation to answer (vlmc_chat_turn_options_t's messages). */
+  const vlmc_chat_message_t *messages;
+  size_t num_messages;
   int max_new_tokens;     /* default 128 when 0 */
   int64_t max_context;    /* 0: the model's positions (manifest tokens.max_positions; no
                              limit when unknown); a prompt that does not fit is refused */
@@ -160,6 +164,12 @@ typedef struct {
   const char *prompt;          /* the user's message */
   const int64_t *input_ids;    /* or token ids (first turn: the whole prompt; later: new ones) */
   size_t num_input_ids;
+  /* Or, in the first turn only, a whole conversation (system, user and assistant messages,
+   * frontend/chat_template.h) rendered by the template in place of the system prompt and
+   * `prompt`; its image parts take the chat's image_paths in order (as many as there are).
+   * Answering it is what a fresh run of the same conversation in turns would answer last. */
+  const vlmc_chat_message_t *messages;
+  size_t num_messages;
   int max_new_tokens;          /* default 128 when 0 */
   vlmc_text_fn on_text;
   void *text_ctx;

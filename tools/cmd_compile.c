@@ -122,7 +122,7 @@ static vlmc_status_t build_sample(void *user, const vlmc_compile_sample_source_t
     return st;
   }
   vlmc_request_model_t model = {src->image_token_id, src->video_token_id, src->merge_size};
-  vlmc_request_spec_t spec = {NULL, &image_path, 1, prompt};
+  vlmc_request_spec_t spec = {.image_paths = &image_path, .num_images = 1, .prompt = prompt};
   VLMC_RETURN_IF_ERROR(vlmc_request_build(src->tokenizer, src->chat_template, src->preprocess,
                                           model, &spec, &r->request));
   fill_sample(r->request.input_ids, r->request.seq_len, r->request.positions,

@@ -21,17 +21,6 @@ static char *copy_string(const char *s) {
   return c;
 }
 
-/* Appends `piece` to *text, a newline between pieces (a message's text parts). */
-static vlmc_status_t append_text(char **text, const char *piece) {
-  size_t old = *text ? strlen(*text) : 0, add = strlen(piece);
-  char *grown = realloc(*text, old + add + 2);
-  if (!grown) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
-  if (old) grown[old++] = '\n';
-  memcpy(grown + old, piece, add + 1);
-  *text = grown;
-  return NULL;
-}
-
 /* "data:image/png;base64,...." -> the decoded bytes, checked to be an image vlmc decodes (the
  * runtime would refuse it later anyway, but then as the server's failure, not the client's). */
 static vlmc_status_t decode_data_uri(const char *url, serve_image_t *image) {
@@ -87,69 +76,97 @@ static vlmc_status_t parse_image_part(const cJSON *part, bool allow_files, serve
   return NULL;
 }
 
-/* A message's "content": a string, or a list of text and image_url parts (images only in the
- * user's message). */
+/* Room for the conversation: as many messages as the request has, and as many parts as
+ * their content lists have (a string content has none). */
+static vlmc_status_t reserve_conversation(const cJSON *messages, serve_request_t *r) {
+  size_t parts = 0, count = (size_t)cJSON_GetArraySize(messages);
+  const cJSON *m;
+  cJSON_ArrayForEach(m, messages) {
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (cJSON_IsArray(content)) parts += (size_t)cJSON_GetArraySize(content);
+  }
+  if (count > SERVE_MAX_MESSAGES || parts > SERVE_MAX_PARTS)
+    return vlmc_status_make(VLMC_INVALID_ARGUMENT, "at most %d messages and %d content parts "
+                            "per request", SERVE_MAX_MESSAGES, SERVE_MAX_PARTS);
+  r->messages = calloc(count, sizeof *r->messages);
+  r->parts = calloc(parts ? parts : 1, sizeof *r->parts);
+  if (!r->messages || !r->parts) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  return NULL;
+}
+
+/* A message's "content": a string, or a list of text and image_url parts (images only in a
+ * user's message), kept in order: the template renders them where they are. */
 static vlmc_status_t parse_content(const cJSON *content, bool images_allowed, bool allow_files,
-                                   char **text, serve_request_t *r) {
-  if (cJSON_IsString(content)) return append_text(text, content->valuestring);
-  if (cJSON_IsNull(content)) return NULL;
+                                   vlmc_chat_message_t *message, serve_request_t *r) {
+  if (cJSON_IsString(content) || cJSON_IsNull(content) || !content) {
+    const char *text = cJSON_IsString(content) ? content->valuestring : "";
+    if (!(message->text = copy_string(text))) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+    message->text_len = strlen(text);
+    return NULL;
+  }
   if (!cJSON_IsArray(content))
     return bad_request("%s", "\"content\" must be a string or a list of parts");
+  message->parts = r->parts + r->num_parts;
   const cJSON *part;
   cJSON_ArrayForEach(part, content) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
     if (!cJSON_IsObject(part) || !cJSON_IsString(type))
       return bad_request("%s", "a content part must be an object with a \"type\"");
+    vlmc_chat_part_t *p = &r->parts[r->num_parts];
     if (!strcmp(type->valuestring, "text")) {
       const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
       if (!cJSON_IsString(t)) return bad_request("%s", "a text part needs a string \"text\"");
-      VLMC_RETURN_IF_ERROR(append_text(text, t->valuestring));
+      if (!(p->text = copy_string(t->valuestring)))
+        return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+      p->kind = VLMC_CHAT_PART_TEXT;
+      p->text_len = strlen(t->valuestring);
     } else if (!strcmp(type->valuestring, "image_url")) {
-      if (!images_allowed) return bad_request("%s", "images go in the user's message only");
+      if (!images_allowed) return bad_request("%s", "images go in the user's messages only");
       VLMC_RETURN_IF_ERROR(parse_image_part(part, allow_files, r));
+      p->kind = VLMC_CHAT_PART_IMAGE;
     } else {
       return bad_request("content part type '%s' is not supported (text, image_url)",
                          type->valuestring);
     }
+    ++r->num_parts;
+    ++message->part_count;
   }
   return NULL;
 }
 
-/* "messages": system messages, then one user message: what vlmc_session_generate answers. */
+/* "messages": a conversation of system, user and assistant messages ending with the user's,
+ * as the chat template renders it (what vlmc_session_generate answers with `messages`). */
 static vlmc_status_t parse_messages(const cJSON *messages, bool allow_files, serve_request_t *r) {
   if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
     return bad_request("%s", "\"messages\" must be a non-empty list");
+  VLMC_RETURN_IF_ERROR(reserve_conversation(messages, r));
   const cJSON *m;
   bool have_user = false;
   cJSON_ArrayForEach(m, messages) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     if (!cJSON_IsObject(m) || !cJSON_IsString(role))
       return bad_request("%s", "each message must be an object with a \"role\"");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     const char *rl = role->valuestring;
+    vlmc_chat_message_t *message = &r->messages[r->num_messages];
     if (!strcmp(rl, "system") || !strcmp(rl, "developer")) {
       if (have_user) return bad_request("%s", "a system message must come before the user's");
-      VLMC_RETURN_IF_ERROR(parse_content(content, false, allow_files, &r->system, r));
-      if (!r->system && !(r->system = copy_string("")))
-        return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+      message->role = "system";
     } else if (!strcmp(rl, "user")) {
-      if (have_user)
-        return vlmc_status_make(VLMC_UNSUPPORTED, "vlmc-serve answers one user turn per request "
-                                "for now (optionally after a system message); earlier turns of "
-                                "a conversation are not supported yet");
       have_user = true;
-      VLMC_RETURN_IF_ERROR(parse_content(content, true, allow_files, &r->prompt, r));
+      message->role = "user";
     } else if (!strcmp(rl, "assistant")) {
-      return vlmc_status_make(VLMC_UNSUPPORTED, "vlmc-serve answers one user turn per request "
-                              "for now: a conversation with earlier assistant turns is not "
-                              "supported yet");
+      if (!have_user) return bad_request("%s", "an assistant message must follow a user's");
+      message->role = "assistant";
     } else {
       return bad_request("message role '%s' is not one of system, user, assistant", rl);
     }
+    ++r->num_messages;
+    VLMC_RETURN_IF_ERROR(parse_content(cJSON_GetObjectItemCaseSensitive(m, "content"),
+                                       message->role[0] == 'u', allow_files, message, r));
   }
   if (!have_user) return bad_request("%s", "\"messages\" has no user message");
-  if (!r->prompt && !(r->prompt = copy_string("")))
-    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "oom");
+  if (strcmp(r->messages[r->num_messages - 1].role, "user"))
+    return bad_request("%s", "the last message must be the user's (the answer follows it)");
   return NULL;
 }
 
@@ -235,8 +252,10 @@ vlmc_status_t serve_request_parse(const char *body, size_t len, bool allow_files
 }
 
 void serve_request_deinit(serve_request_t *r) {
-  free(r->system);
-  free(r->prompt);
+  for (size_t i = 0; i < r->num_messages; ++i) free((char *)r->messages[i].text);
+  for (size_t i = 0; i < r->num_parts; ++i) free((char *)r->parts[i].text);
+  free(r->messages);
+  free(r->parts);
   for (size_t i = 0; i < r->num_stop; ++i) free(r->stop[i]);
   for (size_t i = 0; i < r->num_images; ++i) {
     if (r->images[i].temporary) unlink(r->images[i].path);

@@ -8,10 +8,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frontend/chat_template.h"
 #include "support/status.h"
 #include "support/strbuf.h"
 
-enum { SERVE_MAX_IMAGES = 64, SERVE_MAX_TOKENS = 1 << 24, SERVE_MAX_STOPS = 4 };
+enum {
+  SERVE_MAX_IMAGES = 64,
+  SERVE_MAX_TOKENS = 1 << 24,
+  SERVE_MAX_STOPS = 4,
+  SERVE_MAX_MESSAGES = 1024,
+  SERVE_MAX_PARTS = 4096, /* content parts, all messages together */
+};
 
 /* An image of a request: decoded bytes of a data URI (checked to be a PNG or JPEG), or a local
  * file's path (only with --allow-file-images). */
@@ -23,8 +30,14 @@ typedef struct {
 } serve_image_t;
 
 typedef struct {
-  char *system; /* owned; NULL: the template's */
-  char *prompt; /* owned: the user's text parts, joined by newlines */
+  /* The conversation, in order: roles "system" ("developer" is read as it), "user" and
+   * "assistant", the last one the user's; a message's content is a string (text) or parts
+   * (text and image parts, images only in user messages), each image part taking images[] in
+   * order. Texts are owned by the request; messages[i].parts point into parts. */
+  vlmc_chat_message_t *messages;
+  size_t num_messages;
+  vlmc_chat_part_t *parts;
+  size_t num_parts;
   serve_image_t images[SERVE_MAX_IMAGES];
   size_t num_images;
   int max_tokens; /* 0: the server's default */
@@ -38,7 +51,8 @@ typedef struct {
 
 /* Parses a chat-completions body. Refusals (VLMC_INVALID_ARGUMENT / VLMC_PARSE_ERROR /
  * VLMC_UNSUPPORTED, each an HTTP 400) name the field: not a JSON object, no "messages", a role
- * other than system/user/assistant, an earlier assistant turn (one user turn only, for now), an
+ * other than system/user/assistant, a system message after a user's, an assistant message
+ * first or last, an image outside a user's message, over 1024 messages or 4096 parts, an
  * http(s) image URL, a file image without allow_files, bad base64, bytes that are not a PNG or
  * JPEG, more than 4 or empty "stop" strings, "n" other than 1, and out-of-range numbers. On error *out is cleared. */
 vlmc_status_t serve_request_parse(const char *body, size_t len, bool allow_files,

@@ -1,8 +1,10 @@
 /* vlmc-serve: an OpenAI-compatible HTTP server over one loaded artifact (issue 20).
  *   GET  /health               {"status":"ok"} (no API key needed)
  *   GET  /v1/models            the one model, named after the artifact's file
- *   POST /v1/chat/completions  one user turn (an optional system message, images as data
- *                              URIs), answered whole or streamed as server-sent events
+ *   POST /v1/chat/completions  a conversation (system, user and assistant messages, images
+ *                              as data URIs in user messages) rendered by the chat template
+ *                              and answered whole or streamed as server-sent events (every
+ *                              request a fresh prefill of its whole conversation)
  * HTTP is libmicrohttpd's (a thread per connection, so a handler may block on the model);
  * what a request body means is tools/serve_json.c's. The session runs one generation at a
  * time: requests wait in line, first come first served (a ticket lock). SIGTERM/SIGINT stop
@@ -135,7 +137,7 @@ static vlmc_generate_options_t generate_options(const server_t *s, const serve_r
   if (q->has_seed) sampling.seed = q->seed;
   for (size_t i = 0; i < q->num_images; ++i) paths[i] = q->images[i].path;
   return (vlmc_generate_options_t){
-      .system_prompt = q->system, .prompt = q->prompt, .image_paths = paths,
+      .messages = q->messages, .num_messages = q->num_messages, .image_paths = paths,
       .num_images = q->num_images, .max_new_tokens = q->max_tokens, .sampling = sampling,
       /* the runtime's stop strings (runtime/stop_text.h): no part of one is ever streamed */
       .stop_strings = (const char *const *)q->stop, .num_stop_strings = q->num_stop};
@@ -453,11 +455,11 @@ static void print_usage(FILE *out) {
   fprintf(out,
           "usage: vlmc-serve MODEL.vlmc [options]\n"
           "An OpenAI-compatible HTTP server over one loaded artifact:\n"
-          "  GET /health, GET /v1/models, POST /v1/chat/completions (one user turn with an\n"
-          "  optional system message; images as data:image/png;base64,... or JPEG URIs;\n"
+          "  GET /health, GET /v1/models, POST /v1/chat/completions (\"messages\": system,\n"
+          "  user and assistant turns ending with the user's, each request's conversation\n"
+          "  run afresh; images in user messages as data:image/png;base64,... or JPEG URIs;\n"
           "  \"max_tokens\", \"temperature\", \"top_p\", \"seed\", \"stream\": true for\n"
-          "  server-sent events; \"stop\": up to 4 strings). Earlier assistant turns are\n"
-          "  refused (400).\n"
+          "  server-sent events; \"stop\": up to 4 strings).\n"
           "The model answers one request at a time: the others wait in line, in order.\n"
           "  --host ADDR            the address to listen on (default 127.0.0.1)\n"
           "  --port N               the port (default 8080; 0 picks a free one, and the\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """vlmc-serve end to end (issue 20), with the shapes model (assets/shapes-vl) on the cpu backend:
 /health and /v1/models; a text and an image chat completion, each equal to vlmc-run's answer
-for the same prompt; streaming gives the same text and ends with [DONE]; 8 concurrent clients
+for the same prompt; a conversation of earlier turns equal to vlmc-run -i's last answer; streaming gives the same text and ends with [DONE]; 8 concurrent clients
 all answered correctly; malformed JSON, a body over --max-body, bad base64, bad image bytes, an
 unknown path and a wrong API key each get a 4xx with an OpenAI error body, and the server keeps
 serving; 200 small requests without the server's memory growing; curl as a real client;
@@ -24,6 +24,7 @@ import time
 VLMC, SERVE, RUN = sys.argv[1:4]
 IMAGE = "tests/fixtures/shapes_scenes/scene_336x336_00.png"
 IMAGE_Q = "What shapes and colors are in this image? Answer briefly."
+COUNT_Q = "How many shapes are in this image? Answer briefly."
 TEXT_Q = "What shapes are there?"
 failed = 0
 served = 0
@@ -105,6 +106,14 @@ def vlmc_run(artifact, prompt, image=None):
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.rstrip("\n")
 
 
+def vlmc_chat(artifact, turns, image):
+    """vlmc-run -i's answers to `turns`, one per turn (the first turn shows the image)."""
+    out = subprocess.run([RUN, artifact, "-i", "--image", image, "-n", "16", "--quiet"],
+                         input="".join(t + "\n" for t in turns), check=True,
+                         capture_output=True, text=True).stdout
+    return out.rstrip("\n").split("\n")
+
+
 def user(text, image_url=None):
     if image_url is None:
         return {"messages": [{"role": "user", "content": text}], "max_tokens": 16}
@@ -153,6 +162,7 @@ def main():
                        capture_output=True)
         want_text = vlmc_run(artifact, TEXT_Q)
         want_image = vlmc_run(artifact, IMAGE_Q, IMAGE)
+        want_chat = vlmc_chat(artifact, [IMAGE_Q, COUNT_Q], IMAGE)
         with open(IMAGE, "rb") as f:
             png = f.read()
         data_uri = "data:image/png;base64," + base64.b64encode(png).decode()
@@ -246,10 +256,29 @@ def main():
               "an https image URL: 400")
         status, doc = s.chat(user(IMAGE_Q, "file://" + os.path.abspath(IMAGE)))
         check(is_error(status, doc, 400), "a file image without --allow-file-images: 400")
+        conversation = user(IMAGE_Q, data_uri)
+        conversation["messages"] += [{"role": "assistant", "content": want_chat[0]},
+                                     {"role": "user", "content": COUNT_Q}]
+        status, doc = s.chat(conversation)
+        check(len(want_chat) == 2 and status == 200 and answer_text(doc) == want_chat[1],
+              f"a conversation (user with an image, assistant, user) answers as vlmc-run -i's "
+              f"second turn: {want_chat!r}")
+        status, doc = s.chat(dict(conversation, messages=[
+            {"role": "system", "content": "You are terse."}] + conversation["messages"]))
+        check(status == 200, "a conversation after a system message")
         status, doc = s.chat({"messages": [{"role": "user", "content": "hi"},
-                                           {"role": "assistant", "content": "hello"},
+                                           {"role": "assistant", "content": "hello"}]})
+        check(is_error(status, doc, 400) and "last message" in doc["error"]["message"],
+              "a conversation ending with the assistant's message: 400")
+        status, doc = s.chat({"messages": [{"role": "assistant", "content": "hello"},
+                                           {"role": "user", "content": "hi"}]})
+        check(is_error(status, doc, 400), "an assistant message before any user's: 400")
+        status, doc = s.chat({"messages": [{"role": "user", "content": "hi"},
+                                           {"role": "assistant", "content": [
+                                               {"type": "image_url",
+                                                "image_url": {"url": data_uri}}]},
                                            {"role": "user", "content": "again"}]})
-        check(is_error(status, doc, 400), "earlier assistant turns: 400 (not supported yet)")
+        check(is_error(status, doc, 400), "an image in an assistant message: 400")
         status, text, _ = s.request("GET", "/v1/nothing")
         check(is_error(status, json.loads(text), 404), "an unknown path: 404")
         status, text, _ = s.request("GET", "/v1/chat/completions")
