@@ -64,9 +64,11 @@ static void print_usage(FILE *out) {
           "  -i, --interactive      chat: one user message per line of stdin (a line ending\n"
           "                         in \\ continues on the next), one answer per line of\n"
           "                         stdout; the KV cache is kept between turns, and --image,\n"
-          "                         --system and -p apply to the first turn. /image PATH adds\n"
-          "                         an image to the first message, /clear starts over, /exit\n"
-          "                         ends; Ctrl-C stops an answer (at the prompt: ends)\n"
+          "                         --system and -p apply to the first turn. /image PATH shows\n"
+          "                         an image with the next message (after the first turn:\n"
+          "                         the conversation is run again with it), /clear starts\n"
+          "                         over, /exit ends; Ctrl-C stops an answer (at the prompt:\n"
+          "                         ends)\n"
           "  --batch FILE           one request per line of FILE (- for stdin), each a JSON\n"
           "                         object {\"id\", \"prompt\" or \"input_ids\": [...],\n"
           "                         \"images\": [...], \"system\", \"max_new_tokens\"} (a prompt\n"
@@ -513,6 +515,15 @@ static void write_id_list(FILE *out, const int64_t *ids, size_t n, const char *s
   for (size_t i = 0; i < n; ++i) fprintf(out, "%s%lld", i ? sep : "", (long long)ids[i]);
 }
 
+/* A chat's conversation as text, for a turn that brings a new image: it is run again from
+ * the start, as one conversation of messages (a cached turn feeds new tokens through decode,
+ * which takes no image embeddings). */
+typedef struct {
+  char *text;    /* owned: what the user said, or the answer as printed */
+  bool user;
+  size_t images; /* a user message's: the images shown before its text */
+} said_t;
+
 typedef struct {
   run_options_t *o;
   vlmc_session_t *session;
@@ -521,7 +532,68 @@ typedef struct {
   int turn;
   char *kept[MAX_IMAGES]; /* /image paths (the chat's options point at them) */
   size_t num_kept;
+  said_t *said; /* the conversation so far (text prompts only) */
+  size_t num_said, cap_said;
+  size_t shown;          /* images the conversation has shown so far */
+  vlmc_strbuf_t answer;  /* the answer being printed */
 } runner_t;
+
+static void forget_conversation(runner_t *r) {
+  for (size_t i = 0; i < r->num_said; ++i) free(r->said[i].text);
+  r->num_said = 0;
+  r->shown = 0;
+}
+
+static vlmc_status_t remember(runner_t *r, const char *text, bool user, size_t images) {
+  if (r->num_said == r->cap_said) {
+    size_t cap = r->cap_said ? 2 * r->cap_said : 16;
+    said_t *grown = realloc(r->said, cap * sizeof *grown);
+    if (!grown) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+    r->said = grown;
+    r->cap_said = cap;
+  }
+  char *copy = strdup(text);
+  if (!copy) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  r->said[r->num_said++] = (said_t){copy, user, images};
+  return NULL;
+}
+
+/* The conversation so far plus `prompt` (after the images not shown yet) as messages: a
+ * system message first when --system gave one. *out_parts holds every message's parts. */
+static vlmc_status_t conversation_messages(const runner_t *r, const char *prompt,
+                                           vlmc_chat_message_t **out, size_t *count,
+                                           vlmc_chat_part_t **out_parts) {
+  size_t n = r->num_said + 2, parts = r->o->chat.num_images + r->num_said + 1;
+  vlmc_chat_message_t *m = calloc(n, sizeof *m);
+  vlmc_chat_part_t *p = calloc(parts, sizeof *p);
+  if (!m || !p) {
+    free(m);
+    free(p);
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  }
+  size_t k = 0, used = 0;
+  if (r->o->chat.system_prompt)
+    m[k++] = (vlmc_chat_message_t){.role = "system", .text = r->o->chat.system_prompt,
+                                   .text_len = strlen(r->o->chat.system_prompt)};
+  for (size_t i = 0; i <= r->num_said; ++i) {
+    bool last = i == r->num_said;
+    const char *text = last ? prompt : r->said[i].text;
+    if (!last && !r->said[i].user) {
+      m[k++] = (vlmc_chat_message_t){.role = "assistant", .text = text, .text_len = strlen(text)};
+      continue;
+    }
+    size_t images = last ? r->o->chat.num_images - r->shown : r->said[i].images;
+    m[k] = (vlmc_chat_message_t){.role = "user", .parts = p + used, .part_count = images + 1};
+    for (size_t j = 0; j < images; ++j) p[used++].kind = VLMC_CHAT_PART_IMAGE;
+    p[used++] = (vlmc_chat_part_t){.kind = VLMC_CHAT_PART_TEXT, .text = text,
+                                   .text_len = strlen(text)};
+    ++k;
+  }
+  *out = m;
+  *count = k;
+  *out_parts = p;
+  return NULL;
+}
 
 static vlmc_status_t write_ids_out(runner_t *r, const vlmc_generate_result_t *res) {
   if (!r->ids_out) return NULL;
@@ -538,14 +610,49 @@ static vlmc_status_t write_ids_out(runner_t *r, const vlmc_generate_result_t *re
   return NULL;
 }
 
-/* One turn: the answer streamed to stdout (text, or ids with --ids), then a newline. */
+static vlmc_status_t restart_chat(runner_t *r);
+
+/* The answer as printed, kept for the conversation's transcript. */
+static bool write_answer(void *ctx, const char *text, size_t len) {
+  vlmc_strbuf_append(&((runner_t *)ctx)->answer, text, len);
+  return write_text(NULL, text, len);
+}
+
+/* A text turn into the transcript: the user's message after its new images, the answer. */
+static vlmc_status_t remember_turn(runner_t *r, const char *prompt) {
+  VLMC_RETURN_IF_ERROR(remember(r, prompt, true, r->o->chat.num_images - r->shown));
+  r->shown = r->o->chat.num_images;
+  return remember(r, vlmc_strbuf_cstr(&r->answer), false, 0);
+}
+
+/* One turn: the answer streamed to stdout (text, or ids with --ids), then a newline. A text
+ * turn after the first that brings new images (/image) runs the whole conversation again as
+ * messages, the images where they were shown (its answer is a fresh run's of the same
+ * conversation, earlier answers re-tokenized from their text). */
 static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *ids, size_t n) {
   vlmc_chat_turn_options_t t = {.prompt = prompt, .input_ids = ids, .num_input_ids = n,
                                 .max_new_tokens = r->o->max_new_tokens,
-                                .on_text = r->o->print_ids ? NULL : write_text,
+                                .on_text = r->o->print_ids ? NULL : write_answer, .text_ctx = r,
                                 .stop_strings = r->o->stops, .num_stop_strings = r->o->num_stops};
+  vlmc_chat_message_t *messages = NULL;
+  vlmc_chat_part_t *parts = NULL;
+  if (prompt && vlmc_chat_cache_length(r->chat) > 0 && r->o->chat.num_images > r->shown) {
+    VLMC_RETURN_IF_ERROR(conversation_messages(r, prompt, &messages, &t.num_messages, &parts));
+    t.messages = messages;
+    t.prompt = NULL;
+  }
+  vlmc_strbuf_clear(&r->answer);
   vlmc_generate_result_t res;
-  VLMC_RETURN_IF_ERROR(vlmc_chat_turn(r->chat, &t, &res));
+  vlmc_status_t st = messages ? restart_chat(r) : NULL;
+  if (!st) st = vlmc_chat_turn(r->chat, &t, &res);
+  free(messages);
+  free(parts);
+  VLMC_RETURN_IF_ERROR(st);
+  if (prompt && !st) st = remember_turn(r, prompt);
+  if (st) {
+    vlmc_generate_result_deinit(&res);
+    return st;
+  }
   if (r->o->print_ids) write_id_list(stdout, res.tokens, (size_t)res.generated_tokens, " ");
   printf("\n");
   fflush(stdout);
@@ -559,9 +666,10 @@ static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *id
 /* ---- -i: chat from stdin ----
  *
  * One message per line; a line ending in a backslash continues on the next (the backslash
- * becomes a newline), as llama.cpp's multi-line input. Commands: /image PATH (an image for
- * the conversation's first message: later turns feed new tokens one at a time through decode,
- * which takes no image embeddings), /clear (a new conversation: the command line's system
+ * becomes a newline), as llama.cpp's multi-line input. Commands: /image PATH (an image shown
+ * with the next message: before the first, in the first turn; after it, the next turn runs
+ * the whole conversation again as messages, since a cached turn feeds new tokens through
+ * decode, which takes no image embeddings: run_turn), /clear (a new conversation: the command line's system
  * prompt, no images), /exit. Ctrl-C stops the answer being written (the conversation keeps
  * what was said, as when -n cuts it) and returns to the prompt; at the prompt it ends the
  * chat. */
@@ -615,16 +723,14 @@ static bool run_command(runner_t *r, const char *line, vlmc_status_t *status) {
   if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return true;
   if (!strcmp(line, "/clear")) {
     o->chat.num_images = 0;
+    forget_conversation(r);
     *status = restart_chat(r);
     if (!*status) fprintf(stderr, "(a new conversation)\n");
     return false;
   }
   if (!strncmp(line, "/image ", 7) && line[7]) {
     const char *path = line + 7;
-    if (vlmc_chat_cache_length(r->chat) > 0)
-      fprintf(stderr, "error: /image: images go with the conversation's first message (a later "
-              "turn takes no new image yet); /clear starts a new conversation\n");
-    else if (o->chat.num_images == MAX_IMAGES)
+    if (o->chat.num_images == MAX_IMAGES)
       fprintf(stderr, "error: /image: at most %d images\n", MAX_IMAGES);
     else if (access(path, R_OK) != 0)
       fprintf(stderr, "error: /image %s: %s\n", path, strerror(errno));
@@ -637,7 +743,9 @@ static bool run_command(runner_t *r, const char *line, vlmc_status_t *status) {
       }
       o->images[o->chat.num_images++] = kept;
       r->kept[r->num_kept++] = kept;
-      *status = restart_chat(r);
+      /* before the first message, the chat shows it then; after, the next turn runs the
+         conversation again (run_turn) */
+      if (vlmc_chat_cache_length(r->chat) == 0) *status = restart_chat(r);
       if (!*status)
         fprintf(stderr, "(image %zu: %s, shown with the next message)\n", o->chat.num_images, path);
     }
@@ -911,11 +1019,15 @@ int main(int argc, char **argv) {
     o.session.progress_ctx = &progress;
   }
   runner_t r = {.o = &o};
+  vlmc_strbuf_init(&r.answer);
   vlmc_status_t status = run(&r);
   if (r.ids_out && fclose(r.ids_out) != 0 && !status)
     status = vlmc_status_make(VLMC_IO_ERROR, "%s: write failed", o.ids_out_path);
   vlmc_chat_destroy(r.chat);
   vlmc_session_destroy(r.session);
   for (size_t i = 0; i < r.num_kept; ++i) free(r.kept[i]);
+  forget_conversation(&r);
+  free(r.said);
+  vlmc_strbuf_deinit(&r.answer);
   return vlmc_status_report(status);
 }

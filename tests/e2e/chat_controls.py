@@ -2,8 +2,8 @@
 """vlmc-run -i as a user drives it (issue 20): Ctrl-C (SIGINT) while an answer is being written
 stops that answer, keeps the process and the conversation, and the next message is answered;
 Ctrl-C at the prompt ends the chat with exit 0. The chat commands: /image PATH before the
-first message adds the image (its pads are in the context), after it is refused with the
-reason; /clear starts a new conversation; an unknown command is named; a line ending in a
+first message adds the image (its pads are in the context); after it, the next message shows
+it, the whole conversation run again with both images where they were shown; /clear starts a new conversation; an unknown command is named; a line ending in a
 backslash continues on the next; /exit ends the chat (later lines are not read).
 
     chat_controls.py VLMC_RUN ARTIFACT IMAGE"""
@@ -65,14 +65,16 @@ def commands(run, artifact, image, tmp):
         pads = [t["context"].count(IMAGE_PAD) for t in turns]
         check("/image before the first message: its pads are in the context", pads[0] > 0,
               str(pads))
-        check("the second turn continues the conversation (no new image)",
-              pads[1] == pads[0] and len(turns[1]["context"]) > len(turns[0]["context"]))
+        check("/image after the first message: the next turn's context holds both images "
+              "(the conversation run again)",
+              pads[1] == 2 * pads[0] and len(turns[1]["context"]) > len(turns[0]["context"]),
+              str(pads))
         check("/clear: a new conversation without the image",
               pads[2] == 0 and len(turns[2]["context"]) < len(turns[0]["context"]), str(pads))
     check("a missing /image file is named", "missing.png: No such file" in err, err)
     check("an unknown command is named", "unknown command '/bogus'" in err, err)
-    check("/image after the first message is refused with the reason",
-          "images go with the conversation's first message" in err, err)
+    check("/image after the first message is taken for the next one",
+          "(image 2: " in err and "shown with the next message" in err, err)
 
 
 def main():

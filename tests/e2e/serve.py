@@ -106,9 +106,10 @@ def vlmc_run(artifact, prompt, image=None):
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.rstrip("\n")
 
 
-def vlmc_chat(artifact, turns, image):
+def vlmc_chat(artifact, turns, image=None):
     """vlmc-run -i's answers to `turns`, one per turn (the first turn shows the image)."""
-    out = subprocess.run([RUN, artifact, "-i", "--image", image, "-n", "16", "--quiet"],
+    out = subprocess.run([RUN, artifact, "-i", "-n", "16", "--quiet"] +
+                         (["--image", image] if image else []),
                          input="".join(t + "\n" for t in turns), check=True,
                          capture_output=True, text=True).stdout
     return out.rstrip("\n").split("\n")
@@ -163,6 +164,7 @@ def main():
         want_text = vlmc_run(artifact, TEXT_Q)
         want_image = vlmc_run(artifact, IMAGE_Q, IMAGE)
         want_chat = vlmc_chat(artifact, [IMAGE_Q, COUNT_Q], IMAGE)
+        late_chat = vlmc_chat(artifact, [TEXT_Q, "/image " + IMAGE, IMAGE_Q])
         with open(IMAGE, "rb") as f:
             png = f.read()
         data_uri = "data:image/png;base64," + base64.b64encode(png).decode()
@@ -263,6 +265,13 @@ def main():
         check(len(want_chat) == 2 and status == 200 and answer_text(doc) == want_chat[1],
               f"a conversation (user with an image, assistant, user) answers as vlmc-run -i's "
               f"second turn: {want_chat!r}")
+        late = {"messages": [{"role": "user", "content": TEXT_Q},
+                             {"role": "assistant", "content": late_chat[0]},
+                             user(IMAGE_Q, data_uri)["messages"][0]], "max_tokens": 16}
+        status, doc = s.chat(late)
+        check(len(late_chat) == 2 and status == 200 and answer_text(doc) == late_chat[1],
+              f"vlmc-run -i with /image after the first turn answers as the same conversation "
+              f"sent to the server: {late_chat!r}")
         status, doc = s.chat(dict(conversation, messages=[
             {"role": "system", "content": "You are terse."}] + conversation["messages"]))
         check(status == 200, "a conversation after a system message")
