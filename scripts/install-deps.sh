@@ -18,6 +18,8 @@ PACKAGES=(
   libvulkan-dev mesa-vulkan-drivers spirv-tools
   # Metal: SPIR-V -> MSL for the metal target (its kernels run on Linux in emulation)
   libspirv-cross-c-shared-dev
+  # the manual pages' check (tests/e2e/cli_docs.sh renders them with groff)
+  groff-base
 )
 
 missing=()

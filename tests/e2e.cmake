@@ -123,6 +123,23 @@ if(VLMC_COMPILER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endif()
 
+# The JSON outputs for scripts (issue 20, docs/cli.md): vlmc inspect --json, vlmc diff-taps
+# --json and vlmc-run --json, each against what its text form says.
+if(VLMC_COMPILER)
+  add_test(NAME e2e.json_outputs
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/json_outputs.sh $<TARGET_FILE:vlmc>
+                   $<TARGET_FILE:vlmc-run>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
+# The manual pages (written by the build from each tool's --help) and the bash completion
+# (tools/completion.bash): every option in both, subcommands, names and paths completed.
+if(VLMC_PYTHON3)
+  add_test(NAME e2e.cli_docs
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cli_docs.sh ${CMAKE_BINARY_DIR}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
+
 # The README's plant-a-bug recipe as written, and a reused --dump-dir (issue 20).
 if(VLMC_COMPILER)
   add_test(NAME e2e.readme_recipe

@@ -4,10 +4,13 @@
  * (see the dropped-object report: the first divergence was the merger's un-permute). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <cJSON.h>
 
 #include "frontend/safetensors.h"
 #include "support/strbuf.h"
@@ -91,52 +94,114 @@ static vlmc_status_t diff_tensor(const vlmc_st_tensor_t *a, const vlmc_st_tensor
 
 static void print_usage(FILE *out) {
   fprintf(out,
-          "usage: vlmc diff-taps A B [--tolerance T]\n"
+          "usage: vlmc diff-taps A B [--tolerance T] [--json]\n"
           "  A, B: tap folders (holding taps.safetensors) or .safetensors files.\n"
-          "  A tap diverges when max|Δ| > T · max(|A|, |B|) over the tap (T defaults to 1e-4).\n"
+          "  --tolerance T   a tap diverges when max|Δ| > T · max(|A|, |B|) over the tap\n"
+          "                  (default 1e-4)\n"
+          "  --json          one JSON document instead of the table (docs/cli.md)\n"
           "  Exit status: 0 when no tap diverges, 1 when one does, 2 on bad input.\n");
 }
 
-static int compare(vlmc_st_archive_t *a, vlmc_st_archive_t *b, double tolerance) {
+/* One tap's row of the report. */
+typedef struct {
+  const char *name;
+  const char *only_in; /* "A" or "B" when the other side lacks it, else NULL */
+  tap_diff_t diff;
+  bool diverges;
+} tap_row_t;
+
+static void print_table(const tap_row_t *rows, size_t n, const char *first, double tolerance) {
+  printf("%-20s %12s %12s %12s  %s\n", "tap", "max|Δ|", "mean|Δ|", "scale", "verdict");
+  for (size_t i = 0; i < n; ++i) {
+    const tap_row_t *r = &rows[i];
+    if (r->only_in)
+      printf("%-20s %12s %12s %12s  only in %s\n", r->name, "-", "-", "-", r->only_in);
+    else if (r->diff.problem)
+      printf("%-20s %12s %12s %12s  DIVERGES (%s)\n", r->name, "-", "-", "-", r->diff.problem);
+    else
+      printf("%-20s %12.4g %12.4g %12.4g  %s\n", r->name, r->diff.max_abs, r->diff.mean_abs,
+             r->diff.scale, r->diverges ? "DIVERGES" : "ok");
+  }
+  if (first)
+    printf("first divergence: %s\n", first);
+  else
+    printf("no divergence (tolerance %g relative to each tap's scale)\n", tolerance);
+}
+
+/* {"tolerance", "taps": [{"name", "verdict", "max_abs", "mean_abs", "scale"[, "problem"]}],
+ * "first_divergence"}; a NaN or infinite |Δ| is written null (JSON has neither). */
+static int print_json(const tap_row_t *rows, size_t n, const char *first, double tolerance) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "tolerance", tolerance);
+  cJSON *taps = cJSON_AddArrayToObject(root, "taps");
+  for (size_t i = 0; i < n; ++i) {
+    const tap_row_t *r = &rows[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", r->name);
+    cJSON_AddStringToObject(o, "verdict", r->only_in ? (*r->only_in == 'A' ? "only in A"
+                                                                          : "only in B")
+                                          : r->diverges ? "diverges" : "ok");
+    if (!r->only_in && !r->diff.problem) {
+      cJSON_AddNumberToObject(o, "max_abs", r->diff.max_abs);
+      cJSON_AddNumberToObject(o, "mean_abs", r->diff.mean_abs);
+      cJSON_AddNumberToObject(o, "scale", r->diff.scale);
+    }
+    if (r->diff.problem) cJSON_AddStringToObject(o, "problem", r->diff.problem);
+    cJSON_AddItemToArray(taps, o);
+  }
+  if (first) cJSON_AddStringToObject(root, "first_divergence", first);
+  else cJSON_AddNullToObject(root, "first_divergence");
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) {
+    fprintf(stderr, "error: diff-taps: out of memory writing the JSON report\n");
+    return 2;
+  }
+  puts(text);
+  cJSON_free(text);
+  return 0;
+}
+
+static int compare(vlmc_st_archive_t *a, vlmc_st_archive_t *b, double tolerance, bool json) {
   size_t na = vlmc_st_archive_count(a), nb = vlmc_st_archive_count(b), n = 0;
   const char **names = malloc((na + nb + 1) * sizeof *names);
-  if (!names) return 2;
+  tap_row_t *rows = calloc(na + nb + 1, sizeof *rows);
+  if (!names || !rows) {
+    free(names);
+    free(rows);
+    fprintf(stderr, "error: diff-taps: out of memory\n");
+    return 2;
+  }
   for (size_t i = 0; i < na; ++i) names[n++] = vlmc_st_archive_tensor(a, i)->name;
   for (size_t i = 0; i < nb; ++i)
     if (!vlmc_st_archive_find(a, vlmc_st_archive_tensor(b, i)->name))
       names[n++] = vlmc_st_archive_tensor(b, i)->name;
   qsort(names, n, sizeof *names, by_stage);
-  printf("%-20s %12s %12s %12s  %s\n", "tap", "max|Δ|", "mean|Δ|", "scale", "verdict");
   const char *first = NULL;
   int rc = 0;
-  for (size_t i = 0; i < n && rc != 2; ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    tap_row_t *r = &rows[i];
     const vlmc_st_tensor_t *ta = vlmc_st_archive_find(a, names[i]);
     const vlmc_st_tensor_t *tb = vlmc_st_archive_find(b, names[i]);
+    r->name = names[i];
     if (!ta || !tb) {
-      printf("%-20s %12s %12s %12s  only in %s\n", names[i], "-", "-", "-", ta ? "A" : "B");
+      r->only_in = ta ? "A" : "B";
       continue;
     }
-    tap_diff_t d;
-    vlmc_status_t status = diff_tensor(ta, tb, &d);
+    vlmc_status_t status = diff_tensor(ta, tb, &r->diff);
     if (status) {
-      rc = vlmc_status_report(status) ? 2 : 0;
+      vlmc_status_report(status);
+      rc = 2;
       break;
     }
-    bool diverges = d.problem || d.max_abs > tolerance * (d.scale > 0 ? d.scale : 1);
-    if (d.problem)
-      printf("%-20s %12s %12s %12s  DIVERGES (%s)\n", names[i], "-", "-", "-", d.problem);
-    else
-      printf("%-20s %12.4g %12.4g %12.4g  %s\n", names[i], d.max_abs, d.mean_abs, d.scale,
-             diverges ? "DIVERGES" : "ok");
-    if (diverges && !first) first = names[i];
-    if (diverges) rc = 1;
+    r->diverges = r->diff.problem ||
+                  r->diff.max_abs > tolerance * (r->diff.scale > 0 ? r->diff.scale : 1);
+    if (r->diverges && !first) first = names[i];
+    if (r->diverges) rc = 1;
   }
-  if (rc != 2) {
-    if (first)
-      printf("first divergence: %s\n", first);
-    else
-      printf("no divergence (tolerance %g relative to each tap's scale)\n", tolerance);
-  }
+  if (rc != 2 && json && print_json(rows, n, first, tolerance)) rc = 2;
+  else if (rc != 2 && !json) print_table(rows, n, first, tolerance);
+  free(rows);
   free(names);
   return rc;
 }
@@ -145,6 +210,7 @@ int vlmc_cmd_diff_taps(int argc, char **argv) {
   const char *paths[2] = {NULL, NULL};
   int npaths = 0;
   double tolerance = 1e-4;
+  bool json = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       print_usage(stdout);
@@ -156,6 +222,8 @@ int vlmc_cmd_diff_taps(int argc, char **argv) {
         fprintf(stderr, "error: --tolerance: expected a non-negative number, got '%s'\n", argv[i]);
         return 2;
       }
+    } else if (strcmp(argv[i], "--json") == 0) {
+      json = true;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "error: diff-taps: unknown option '%s'\n", argv[i]);
       print_usage(stderr);
@@ -174,7 +242,7 @@ int vlmc_cmd_diff_taps(int argc, char **argv) {
   vlmc_st_archive_t *a = NULL, *b = NULL;
   vlmc_status_t status = open_taps(paths[0], &a);
   if (!status) status = open_taps(paths[1], &b);
-  int rc = status ? (vlmc_status_report(status), 2) : compare(a, b, tolerance);
+  int rc = status ? (vlmc_status_report(status), 2) : compare(a, b, tolerance, json);
   vlmc_st_archive_destroy(a);
   vlmc_st_archive_destroy(b);
   return rc;

@@ -20,6 +20,7 @@
 #include "runtime/backend.h"
 #include "runtime/params.h"
 #include "runtime/validate.h"
+#include "tools/cmd_inspect.h"
 #include "tools/commands.h"
 
 static void print_sections(const vlmc_artifact_t *a) {
@@ -54,14 +55,6 @@ static void print_params(const vlmc_manifest_t *m) {
 
 /* ---- weights by storage: bits per weight of each quantized group and of the rest ---- */
 
-typedef struct {
-  int64_t bits, group;
-  vlmc_dtype_t scale_dtype;
-  uint64_t tensors, weights, bytes;
-} weight_group_t;
-
-enum { MAX_WEIGHT_GROUPS = 16 };
-
 static const vlmc_manifest_param_t *param_of(const vlmc_manifest_t *m, const vlmc_value_t *v) {
   if (!v->def || v->def->kind != VLMC_OP_PARAM) return NULL;
   return vlmc_manifest_find_param(m, vlmc_op_attr(v->def, "name")->v.symbol);
@@ -69,70 +62,91 @@ static const vlmc_manifest_param_t *param_of(const vlmc_manifest_t *m, const vlm
 
 /* Adds dequantize `op`'s tensor to its group (once per packed parameter: `seen`). */
 static void count_quantized(const vlmc_manifest_t *m, const vlmc_op_t *op, bool *seen,
-                            weight_group_t *groups, size_t *num_groups) {
+                            inspect_weight_storage_t *ws) {
   const vlmc_manifest_param_t *parts[3];
   for (int i = 0; i < 3; ++i)
     if (!(parts[i] = param_of(m, op->operands[i]))) return;
   size_t index = (size_t)(parts[0] - m->params);
   if (seen[index]) return;
   seen[index] = seen[parts[1] - m->params] = seen[parts[2] - m->params] = true;
-  weight_group_t key = {vlmc_op_attr_int(op, "bits"), vlmc_op_attr_int(op, "group"),
-                        parts[1]->dtype, 0, 0, 0};
+  inspect_weight_group_t key = {vlmc_op_attr_int(op, "bits"), vlmc_op_attr_int(op, "group"),
+                                parts[1]->dtype, 0, 0, 0};
   size_t g = 0;
-  while (g < *num_groups && !(groups[g].bits == key.bits && groups[g].group == key.group &&
-                              groups[g].scale_dtype == key.scale_dtype))
+  while (g < ws->num_groups && !(ws->groups[g].bits == key.bits &&
+                                 ws->groups[g].group == key.group &&
+                                 ws->groups[g].scale_dtype == key.scale_dtype))
     ++g;
-  if (g == *num_groups) {
-    if (g == MAX_WEIGHT_GROUPS) return;
-    groups[(*num_groups)++] = key;
+  if (g == ws->num_groups) {
+    if (g == INSPECT_MAX_WEIGHT_GROUPS) return;
+    ws->groups[ws->num_groups++] = key;
   }
-  groups[g].tensors += 1;
-  groups[g].weights += (uint64_t)parts[0]->shape[0] * (uint64_t)vlmc_op_attr_int(op, "cols");
-  groups[g].bytes += parts[0]->nbytes + parts[1]->nbytes + parts[2]->nbytes;
+  ws->groups[g].tensors += 1;
+  ws->groups[g].weights += (uint64_t)parts[0]->shape[0] * (uint64_t)vlmc_op_attr_int(op, "cols");
+  ws->groups[g].bytes += parts[0]->nbytes + parts[1]->nbytes + parts[2]->nbytes;
 }
 
-static void print_weight_storage(const vlmc_module_t *module, const vlmc_manifest_t *m) {
+bool inspect_weight_storage(const vlmc_module_t *module, const vlmc_manifest_t *m,
+                            inspect_weight_storage_t *ws) {
+  memset(ws, 0, sizeof *ws);
   bool *seen = calloc(m->num_params + 1, sizeof *seen);
-  if (!seen) return;
-  weight_group_t groups[MAX_WEIGHT_GROUPS];
-  size_t num_groups = 0;
+  if (!seen) return false;
   for (uint32_t f = 0; f < module->num_funcs; ++f)
     for (const vlmc_op_t *op = module->funcs[f]->body.first; op; op = op->next)
-      if (op->kind == VLMC_OP_DEQUANTIZE) count_quantized(m, op, seen, groups, &num_groups);
-  uint64_t plain_bytes[VLMC_DTYPE_COUNT] = {0}, plain_weights[VLMC_DTYPE_COUNT] = {0};
+      if (op->kind == VLMC_OP_DEQUANTIZE) count_quantized(m, op, seen, ws);
   for (size_t i = 0; i < m->num_params; ++i) {
     const vlmc_manifest_param_t *p = &m->params[i];
     if (seen[i] || !vlmc_dtype_info(p->dtype)->is_float) continue;
     uint64_t n = 1;
     for (uint32_t d = 0; d < p->rank; ++d) n *= (uint64_t)p->shape[d];
-    plain_weights[p->dtype] += n;
-    plain_bytes[p->dtype] += p->nbytes;
+    ws->plain_weights[p->dtype] += n;
+    ws->plain_bytes[p->dtype] += p->nbytes;
   }
-  printf("weights by storage:\n");
-  for (size_t g = 0; g < num_groups; ++g)
-    printf("  q%lld g%lld (%s scale + bias) %5llu tensors %14llu weights %6.2f bits/weight "
-           "%14llu bytes\n", (long long)groups[g].bits, (long long)groups[g].group,
-           vlmc_dtype_info(groups[g].scale_dtype)->name, (unsigned long long)groups[g].tensors,
-           (unsigned long long)groups[g].weights,
-           groups[g].weights ? 8.0 * (double)groups[g].bytes / (double)groups[g].weights : 0.0,
-           (unsigned long long)groups[g].bytes);
-  for (int d = 0; d < VLMC_DTYPE_COUNT; ++d)
-    if (plain_weights[d])
-      printf("  %-26s %14llu weights %6.2f bits/weight %14llu bytes\n",
-             vlmc_dtype_info((vlmc_dtype_t)d)->name, (unsigned long long)plain_weights[d],
-             8.0 * (double)plain_bytes[d] / (double)plain_weights[d],
-             (unsigned long long)plain_bytes[d]);
   free(seen);
+  return true;
+}
+
+static void print_weight_storage(const vlmc_module_t *module, const vlmc_manifest_t *m) {
+  inspect_weight_storage_t ws;
+  if (!inspect_weight_storage(module, m, &ws)) return;
+  printf("weights by storage:\n");
+  for (size_t g = 0; g < ws.num_groups; ++g) {
+    const inspect_weight_group_t *wg = &ws.groups[g];
+    printf("  q%lld g%lld (%s scale + bias) %5llu tensors %14llu weights %6.2f bits/weight "
+           "%14llu bytes\n", (long long)wg->bits, (long long)wg->group,
+           vlmc_dtype_info(wg->scale_dtype)->name, (unsigned long long)wg->tensors,
+           (unsigned long long)wg->weights,
+           wg->weights ? 8.0 * (double)wg->bytes / (double)wg->weights : 0.0,
+           (unsigned long long)wg->bytes);
+  }
+  for (int d = 0; d < VLMC_DTYPE_COUNT; ++d)
+    if (ws.plain_weights[d])
+      printf("  %-26s %14llu weights %6.2f bits/weight %14llu bytes\n",
+             vlmc_dtype_info((vlmc_dtype_t)d)->name, (unsigned long long)ws.plain_weights[d],
+             8.0 * (double)ws.plain_bytes[d] / (double)ws.plain_weights[d],
+             (unsigned long long)ws.plain_bytes[d]);
+}
+
+vlmc_status_t inspect_parse_program(const vlmc_artifact_t *a, bool verify,
+                                    vlmc_module_t **out) {
+  *out = NULL;
+  const vlmc_artifact_section_t *s = vlmc_artifact_find(a, "program");
+  if (!s) return vlmc_status_make(VLMC_NOT_FOUND, "no program section");
+  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
+  vlmc_status_t st = vlmc_module_parse((const char *)s->data, (size_t)s->size, &po, out);
+  if (!st && verify) st = vlmc_module_verify(*out);
+  if (st) {
+    vlmc_module_destroy(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 static void print_program(const vlmc_artifact_t *a, const vlmc_manifest_t *m) {
-  const vlmc_artifact_section_t *s = vlmc_artifact_find(a, "program");
   vlmc_module_t *module = NULL;
-  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
-  vlmc_status_t status =
-      s ? vlmc_module_parse((const char *)s->data, (size_t)s->size, &po, &module) : NULL;
-  if (!s || status) {
-    printf("program: %s\n", s ? vlmc_status_message(status) : "missing");
+  vlmc_status_t status = inspect_parse_program(a, false, &module);
+  if (status) {
+    printf("program: %s\n", vlmc_artifact_find(a, "program") ? vlmc_status_message(status)
+                                                              : "missing");
     vlmc_status_free(status);
     return;
   }
@@ -212,44 +226,43 @@ static void print_kernel_table(const char *path, const vlmc_artifact_section_t *
   vlmc_kernel_table_deinit(&t);
 }
 
-static const void *find_section(void *ctx, const char *name, size_t *out_size) {
+const void *inspect_find_section(void *ctx, const char *name, size_t *out_size) {
   const vlmc_artifact_section_t *sec = vlmc_artifact_find(ctx, name);
   *out_size = sec ? (size_t)sec->size : 0;
   return sec ? sec->data : NULL;
 }
 
-/* Each backend whose sections the artifact carries checks them against the program, as it
- * would at open, without running anything from the artifact. */
-static void print_backend_checks(const vlmc_artifact_t *a, const char *path,
-                                 const vlmc_module_t *module) {
-  vlmc_backend_open_params_t bp = {.source = path, .module = module, .section = find_section,
-                                   .section_ctx = (void *)a, .threads = 1};
+void inspect_backend_checks(const vlmc_artifact_t *a, const char *path, const vlmc_module_t *module,
+                            inspect_check_report_fn report, void *ctx) {
+  vlmc_backend_open_params_t bp = {.source = path, .module = module,
+                                   .section = inspect_find_section, .section_ctx = (void *)a,
+                                   .threads = 1};
   for (size_t i = 0; i < vlmc_backend_count(); ++i) {
     const vlmc_backend_iface_t *b = vlmc_backend_at(i);
-    if (!b->check || !vlmc_backend_has_sections(b, find_section, (void *)a)) continue;
+    if (!b->check || !vlmc_backend_has_sections(b, inspect_find_section, (void *)a)) continue;
     vlmc_status_t st = module ? b->check(&bp) : vlmc_status_make(VLMC_NOT_FOUND, "no program");
-    if (st) printf("  backend %s: NOT LOADABLE: %s\n", b->name, vlmc_status_message(st));
-    else printf("  backend %s: table checked against the program; every dispatch has a kernel\n",
-                b->name);
+    report(ctx, b->name, st);
     vlmc_status_free(st);
   }
+}
+
+static void print_backend_check(void *ctx, const char *backend, vlmc_status_t st) {
+  (void)ctx;
+  if (st) printf("  backend %s: NOT LOADABLE: %s\n", backend, vlmc_status_message(st));
+  else printf("  backend %s: table checked against the program; every dispatch has a kernel\n",
+              backend);
 }
 
 /* The kernels section as the runtime would load it: every dispatch must have a kernel. */
 static void print_kernels(const vlmc_artifact_t *a, const char *path) {
   const vlmc_artifact_section_t *so = vlmc_artifact_find(a, "kernels.cpu");
   const vlmc_artifact_section_t *table = vlmc_artifact_find(a, "kernels.cpu.json");
-  const vlmc_artifact_section_t *program = vlmc_artifact_find(a, "program");
   if (!so || !table) {
     printf("cpu kernels: none (compiled without --target cpu)\n");
     return;
   }
   vlmc_module_t *module = NULL;
-  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
-  vlmc_status_t st = program ? vlmc_module_parse((const char *)program->data,
-                                                 (size_t)program->size, &po, &module)
-                             : vlmc_status_make(VLMC_NOT_FOUND, "no program");
-  if (!st) st = vlmc_module_verify(module);
+  vlmc_status_t st = inspect_parse_program(a, true, &module);
   printf("cpu kernels: %.1f KB shared object\n", (double)so->size / 1e3);
   if (!st) print_dispatch_summary(module);
   print_kernel_table(path, table);
@@ -304,34 +317,41 @@ static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_
          (long long)int_field(k, "combine_spirv_size"));
 }
 
-/* A target's kernel table (sections kernels.TARGET for the code and kernels.TARGET.json) and
- * how many dispatches use each kernel (*out_uses, malloc'd); false, with the line printed,
- * when the artifact has none or it does not parse. */
-static bool load_kernel_table(const vlmc_artifact_t *a, const char *path, const char *target,
-                              const vlmc_artifact_section_t **out_code, vlmc_kernel_table_t *t,
-                              uint32_t **out_uses) {
+vlmc_status_t inspect_kernel_table(const vlmc_artifact_t *a, const char *path, const char *target,
+                                   const vlmc_artifact_section_t **out_code,
+                                   vlmc_kernel_table_t *t, uint32_t **out_uses) {
   char code_name[64], table_name[64];
   snprintf(code_name, sizeof code_name, "kernels.%s", target);
   snprintf(table_name, sizeof table_name, "kernels.%s.json", target);
+  *out_uses = NULL;
   *out_code = vlmc_artifact_find(a, code_name);
   const vlmc_artifact_section_t *table = vlmc_artifact_find(a, table_name);
-  if (!*out_code || !table) {
-    printf("%s kernels: none (compiled without --target %s)\n", target, target);
-    return false;
-  }
-  vlmc_status_t st = vlmc_kernel_table_parse(path, target, (const char *)table->data,
-                                             (size_t)table->size, t);
-  *out_uses = st ? NULL : calloc(t->num_kernels + 1, sizeof **out_uses);
-  if (st || !*out_uses) {
-    printf("%s kernels: the kernel table does not parse%s%s\n", target, st ? ": " : "",
-           st ? vlmc_status_message(st) : "");
-    vlmc_status_free(st);
+  if (!*out_code || !table)
+    return vlmc_status_make(VLMC_NOT_FOUND, "none (compiled without --target %s)", target);
+  VLMC_RETURN_IF_ERROR(vlmc_kernel_table_parse(path, target, (const char *)table->data,
+                                               (size_t)table->size, t));
+  *out_uses = calloc(t->num_kernels + 1, sizeof **out_uses);
+  if (!*out_uses) {
     vlmc_kernel_table_deinit(t);
-    return false;
+    return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
   for (size_t i = 0; i < t->num_dispatches; ++i)
     if (t->dispatches[i].kernel < t->num_kernels) (*out_uses)[t->dispatches[i].kernel]++;
-  return true;
+  return NULL;
+}
+
+/* inspect_kernel_table, printing the line that says why there is none. */
+static bool load_kernel_table(const vlmc_artifact_t *a, const char *path, const char *target,
+                              const vlmc_artifact_section_t **out_code, vlmc_kernel_table_t *t,
+                              uint32_t **out_uses) {
+  vlmc_status_t st = inspect_kernel_table(a, path, target, out_code, t, out_uses);
+  if (!st) return true;
+  if (vlmc_status_code(st) == VLMC_NOT_FOUND)
+    printf("%s kernels: %s\n", target, vlmc_status_message(st));
+  else
+    printf("%s kernels: the kernel table does not parse: %s\n", target, vlmc_status_message(st));
+  vlmc_status_free(st);
+  return false;
 }
 
 /* The vulkan kernels (sections kernels.vulkan and kernels.vulkan.json). */
@@ -399,14 +419,9 @@ static void print_metal_kernels(const vlmc_artifact_t *a, const char *path) {
 
 /* Every backend with sections here checks them against the (verified) program. */
 static void print_all_backend_checks(const vlmc_artifact_t *a, const char *path) {
-  const vlmc_artifact_section_t *program = vlmc_artifact_find(a, "program");
   vlmc_module_t *module = NULL;
-  vlmc_parse_options_t po = {.filename = "program", .first_line = 1};
-  vlmc_status_t st = program ? vlmc_module_parse((const char *)program->data,
-                                                 (size_t)program->size, &po, &module)
-                             : vlmc_status_make(VLMC_NOT_FOUND, "no program");
-  if (!st) st = vlmc_module_verify(module);
-  if (!st) print_backend_checks(a, path, module);
+  vlmc_status_t st = inspect_parse_program(a, true, &module);
+  if (!st) inspect_backend_checks(a, path, module, print_backend_check, NULL);
   vlmc_status_free(st);
   vlmc_module_destroy(module);
 }
@@ -420,25 +435,24 @@ static vlmc_status_t verify_inline_params(const vlmc_artifact_t *a, const vlmc_m
   return st;
 }
 
-/* --verify: the validation vlmc-run runs at open, then every checksum in the file. */
-static vlmc_status_t verify_artifact(const vlmc_artifact_t *a) {
+vlmc_status_t inspect_verify(const vlmc_artifact_t *a, FILE *report) {
   vlmc_manifest_t m;
   vlmc_module_t *module = NULL;
   VLMC_RETURN_IF_ERROR(vlmc_artifact_validate(a, &m, &module));
-  printf("verify: manifest, program, parameters and kernel tables agree\n");
+  if (report) fprintf(report, "verify: manifest, program, parameters and kernel tables agree\n");
   vlmc_status_t st = NULL;
   for (size_t i = 0; !st && i < vlmc_artifact_section_count(a); ++i)
     st = vlmc_artifact_section_verify(a, vlmc_artifact_section(a, i));
   if (!st && !m.params_external && m.num_params) st = verify_inline_params(a, &m);
-  if (!st)
-    printf("verify: every section matches its checksum%s\n",
-           m.params_external ? "" : ", and every inline parameter its own");
+  if (!st && report)
+    fprintf(report, "verify: every section matches its checksum%s\n",
+            m.params_external ? "" : ", and every inline parameter its own");
   vlmc_module_destroy(module);
   vlmc_manifest_deinit(&m);
   return st;
 }
 
-static int inspect(const char *path, bool verify) {
+static int inspect(const char *path, bool verify, bool json) {
   vlmc_artifact_t *a = NULL;
   vlmc_status_t status = vlmc_artifact_open(path, &a);
   if (status) return vlmc_status_report(status);
@@ -447,7 +461,9 @@ static int inspect(const char *path, bool verify) {
   vlmc_manifest_init(&m);
   status = vlmc_artifact_require(a, "manifest", "vlmc inspect", &ms);
   if (!status) status = vlmc_manifest_from_json(path, (const char *)ms->data, (size_t)ms->size, &m);
-  if (!status) {
+  if (!status && json) {
+    status = inspect_json(a, path, &m, verify);
+  } else if (!status) {
     printf("artifact: %s\n", path);
     printf("model: %s, vocabulary %lld, produced by %s\n", m.model_family,
            (long long)m.vocab_size, m.producer);
@@ -489,7 +505,7 @@ static int inspect(const char *path, bool verify) {
     print_all_backend_checks(a, path);
     print_params(&m);
   }
-  if (!status && verify) status = verify_artifact(a);
+  if (!status && verify && !json) status = inspect_verify(a, stdout);
   vlmc_manifest_deinit(&m);
   vlmc_artifact_destroy(a);
   return vlmc_status_report(status);
@@ -497,17 +513,21 @@ static int inspect(const char *path, bool verify) {
 
 int vlmc_cmd_inspect(int argc, char **argv) {
   const char *path = NULL;
-  bool verify = false;
+  bool verify = false, json = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: vlmc inspect model.vlmc [--verify]\n"
-             "  Prints the sections, model, compile options, program functions and parameter\n"
-             "  summary. --verify runs the validation vlmc-run does at open (manifest,\n"
-             "  program, parameters and kernel tables cross-checked) and every checksum,\n"
-             "  parameters included; it exits non-zero if any check fails.\n");
+      printf("usage: vlmc inspect model.vlmc [--verify] [--json]\n"
+             "  Prints the sections, model, compile options, program functions, kernels of\n"
+             "  each target, each backend's check and the parameter summary.\n"
+             "  --verify   also run the validation vlmc-run does at open (manifest, program,\n"
+             "             parameters and kernel tables cross-checked) and check every\n"
+             "             checksum, parameters included; exit 1 if any check fails\n"
+             "  --json     the same as one JSON document on stdout (docs/cli.md lists its\n"
+             "             keys)\n");
       return 0;
     }
     if (!strcmp(argv[i], "--verify")) verify = true;
+    else if (!strcmp(argv[i], "--json")) json = true;
     else if (!path && argv[i][0] != '-') path = argv[i];
     else {
       fprintf(stderr, "error: vlmc inspect: unexpected argument '%s'\n", argv[i]);
@@ -515,8 +535,8 @@ int vlmc_cmd_inspect(int argc, char **argv) {
     }
   }
   if (!path) {
-    fprintf(stderr, "usage: vlmc inspect model.vlmc [--verify]\n");
+    fprintf(stderr, "usage: vlmc inspect model.vlmc [--verify] [--json]\n");
     return 2;
   }
-  return inspect(path, verify);
+  return inspect(path, verify, json);
 }

@@ -31,6 +31,8 @@ static void print_usage(FILE *stream) {
           "Decodes PNG/JPEG images and runs Qwen2.5-VL image preprocessing (smart resize,\n"
           "bicubic resize, normalize, patchify), writing pixel_values (F32 [N,1176]) and\n"
           "image_grid_thw (I64 [n,3]) to OUT (.safetensors).\n"
+          "  --image IMG      a PNG or JPEG image (repeatable: one grid each)\n"
+          "  -o OUT           the .safetensors file to write\n"
           "  --min-pixels N   smallest resized area (default 3136)\n"
           "  --max-pixels N   largest resized area (default 12845056)\n"
           "  --resample R     torchvision (transformers 5.x default) or pil\n");

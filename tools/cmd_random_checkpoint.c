@@ -347,6 +347,8 @@ static void print_help(FILE *out) {
           "  a Qwen2.5-VL checkpoint with random bf16 weights for CONFIG.json: config.json,\n"
           "  generation_config.json, preprocessor_config.json, sharded safetensors and their\n"
           "  index; tensors are streamed to disk (memory stays small for any size)\n"
+          "  --config FILE     the model's config.json (e.g. tests/fixtures/configs/)\n"
+          "  -o DIR            the checkpoint folder to write\n"
           "  --seed S          the random seed (default 0): same seed, same bytes\n"
           "  --shard-size N    at most N bytes per shard, with an optional K, M or G (binary)\n"
           "                    suffix (default 4G); a bigger tensor gets a shard of its own\n"

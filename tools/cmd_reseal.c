@@ -31,7 +31,11 @@ static void print_usage(FILE *out) {
                "[--drop SECTION]...\n"
                "       vlmc reseal IN.vlmc --extract SECTION=FILE...\n"
                "  Rewrites every section with fresh checksums (for tests that plant hostile\n"
-               "  content past the checksums; the runtime must still refuse it).\n");
+               "  content past the checksums; the runtime must still refuse it).\n"
+               "  -o OUT.vlmc              the artifact to write\n"
+               "  --replace SECTION=FILE   SECTION's bytes from FILE (repeatable)\n"
+               "  --drop SECTION           leave SECTION out (repeatable)\n"
+               "  --extract SECTION=FILE   write SECTION's bytes to FILE instead (repeatable)\n");
 }
 
 /* NAME=FILE into e; false when there is no '='. */

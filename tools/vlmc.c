@@ -36,8 +36,9 @@ static void print_usage(FILE *out) {
   fprintf(out, "usage: vlmc <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
     fprintf(out, "  %-18s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n`vlmc <command> --help` describes a command's options; `vlmc --version` the\n"
-               "version, git revision, targets and backends.\n");
+  fprintf(out, "\noptions:\n"
+               "  --version          the version, git revision, targets and backends\n"
+               "  -h, --help         this text; `vlmc <command> --help` describes a command\n");
 }
 
 /* --version: the version and git revision, the targets and backends built in. */

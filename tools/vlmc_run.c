@@ -23,6 +23,8 @@
 #include "runtime/session.h"
 #include "runtime/stop_text.h"
 #include "support/file.h"
+#include <cJSON.h>
+
 #include "support/json.h"
 #include "support/strbuf.h"
 #include "tools/cli.h"
@@ -46,6 +48,7 @@ typedef struct {
   bool load_only;
   bool print_ids;
   bool stats;
+  bool json; /* --json: --stats as JSON lines */
   bool list_devices;
   bool quiet;
   unsigned given; /* GIVEN_*: the sampling flags on the command line (over the artifact's) */
@@ -85,7 +88,8 @@ static void print_usage(FILE *out) {
           "                         transformers' processor kwargs; default: the artifact's,\n"
           "                         from the checkpoint's processor config: `vlmc inspect`)\n"
           "  -n N                   at most N new tokens per answer (default 128)\n"
-          "  -t TEMP                temperature; 0 = greedy, > 0 samples\n"
+          "  -t, --temperature TEMP\n"
+          "                         temperature; 0 = greedy, > 0 samples\n"
           "  --top-k K, --top-p P   sampling limits\n"
           "                         (-t, --top-k, --top-p and --repeat-penalty default to the\n"
           "                         checkpoint's generation_config.json, as transformers'\n"
@@ -126,11 +130,14 @@ static void print_usage(FILE *out) {
           "  --ids-out FILE         write each turn's ids as a JSON line: {\"turn\", \"context\"\n"
           "                         (every token the model saw before answering), \"generated\"}\n"
           "  --stats                timings and peak memory on stderr\n"
+          "  --json                 what --stats says, as one JSON object per answer on one\n"
+          "                         line of stderr (implies --stats; docs/cli.md: the keys)\n"
           "  --quiet                no progress lines (an image encode or a weight upload that\n"
           "                         runs past a second shows its progress on stderr)\n"
           "  --load-only            open the artifact (and --verify it) and stop: checks that\n"
           "                         it loads here; with --stats, how long that took\n"
           "  --version              the version, git revision and backends built in\n"
+          "  -h, --help             this text\n"
           "Options take values as --name VALUE, --name=VALUE, -n 5 or -n5; -- ends them.\n"
           "Exit status: 0 done, 1 a failure (named on stderr), 2 a usage error.\n");
 }
@@ -205,6 +212,7 @@ static void show_progress(void *ctx, const char *what, uint64_t done, uint64_t t
 /* Flags that take no value; true when `a` was one. */
 static bool parse_switch(const char *a, run_options_t *o) {
   if (!strcmp(a, "--stats")) o->stats = true;
+  else if (!strcmp(a, "--json")) o->stats = o->json = true;
   else if (!strcmp(a, "--verify")) o->session.verify_params = true;
   else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) o->interactive = true;
   else if (!strcmp(a, "--ids")) o->print_ids = true;
@@ -326,6 +334,7 @@ static int check_batch_args(const run_options_t *o) {
 static const vlmc_cli_option_t kOptions[] = {
     {"--help", "-h", false},         {"--version", NULL, false},
     {"--stats", NULL, false},        {"--verify", NULL, false},
+    {"--json", NULL, false},
     {"--interactive", "-i", false},  {"--ids", NULL, false},
     {"--load-only", NULL, false},    {"--list-devices", NULL, false},
     {"--quiet", NULL, false},        {"-n", NULL, true},
@@ -467,7 +476,70 @@ static void print_transfers(const vlmc_session_stats_t *st) {
                                             : "");
 }
 
-static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_result_t *r) {
+/* --json: what print_stats says, as one JSON object on one line of stderr (docs/cli.md), so
+ * that a script reads each answer's numbers without parsing prose. Times are ms, sizes bytes. */
+static void print_stats_json(const vlmc_session_t *s, int turn, const vlmc_generate_result_t *r) {
+  int64_t decoded = r->generated_tokens > 1 ? r->generated_tokens - 1 : 0;
+  vlmc_session_stats_t st;
+  vlmc_session_stats(s, &st);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "backend", vlmc_session_backend(s));
+  cJSON_AddNumberToObject(o, "turn", turn + 1);
+  cJSON_AddNumberToObject(o, "context_tokens", (double)r->context_tokens);
+  cJSON_AddNumberToObject(o, "load_ms", vlmc_session_open_ms(s));
+  cJSON_AddNumberToObject(o, "encode_ms", r->encode_ms);
+  cJSON_AddNumberToObject(o, "prompt_tokens", (double)r->prompt_tokens);
+  cJSON_AddNumberToObject(o, "prefill_ms", r->prefill_ms);
+  cJSON_AddNumberToObject(o, "prefill_tokens_per_s",
+                          r->prefill_ms > 0 ? 1e3 * (double)r->prompt_tokens / r->prefill_ms : 0);
+  cJSON_AddNumberToObject(o, "generated_tokens", (double)r->generated_tokens);
+  cJSON_AddNumberToObject(o, "decode_tokens", (double)decoded);
+  cJSON_AddNumberToObject(o, "decode_ms", r->decode_ms);
+  cJSON_AddNumberToObject(o, "decode_tokens_per_s",
+                          r->decode_ms > 0 ? 1e3 * (double)decoded / r->decode_ms : 0);
+  cJSON_AddStringToObject(o, "stopped_by", r->stopped_on_eos      ? "eos"
+                                           : r->stopped_on_string ? "stop string"
+                                                                  : "token limit");
+  cJSON_AddNumberToObject(o, "peak_memory_bytes", (double)r->peak_rss_kb * 1024.0);
+  cJSON_AddNumberToObject(o, "weight_bytes", (double)st.weight_bytes);
+  cJSON_AddNumberToObject(o, "packed_weight_bytes", (double)st.packed_weight_bytes);
+  cJSON_AddNumberToObject(o, "kernel_calls", (double)st.backend.kernel_calls);
+  cJSON_AddNumberToObject(o, "kernel_ms", st.backend.kernel_seconds * 1e3);
+  cJSON_AddNumberToObject(o, "activation_bytes", (double)st.memory.slot_bytes);
+  cJSON_AddNumberToObject(o, "activation_slots", st.memory.slots);
+  cJSON_AddNumberToObject(o, "largest_live_set_bytes", (double)st.memory.largest_live_set);
+  cJSON_AddNumberToObject(o, "submits", (double)st.backend.submits);
+  cJSON_AddNumberToObject(o, "gpu_ms", st.backend.device_seconds * 1e3);
+  cJSON_AddNumberToObject(o, "record_ms", st.backend.record_seconds * 1e3);
+  cJSON_AddNumberToObject(o, "params_uploaded_bytes", (double)st.memory.params_uploaded);
+  cJSON_AddBoolToObject(o, "host_memory", st.host_memory);
+  cJSON *transfers = cJSON_AddArrayToObject(o, "transfers");
+  for (size_t i = 0; i < st.num_transfers; ++i) {
+    const vlmc_program_transfers_t *t = &st.transfers[i];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "function", t->func);
+    cJSON_AddNumberToObject(e, "calls", (double)t->calls);
+    cJSON_AddNumberToObject(e, "bytes_to_device", (double)t->bytes_to_device);
+    cJSON_AddNumberToObject(e, "bytes_to_host", (double)t->bytes_to_host);
+    cJSON_AddItemToArray(transfers, e);
+  }
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text) fprintf(stderr, "%s\n", text);
+  cJSON_free(text);
+}
+
+static void print_load_stats_json(const vlmc_session_t *s, long peak_kb) {
+  fprintf(stderr, "{\"backend\":\"%s\",\"load_ms\":%.3f,\"peak_memory_bytes\":%.0f}\n",
+          vlmc_session_backend(s), vlmc_session_open_ms(s), (double)peak_kb * 1024.0);
+}
+
+static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_result_t *r,
+                        bool json) {
+  if (json) {
+    print_stats_json(s, turn, r);
+    return;
+  }
   double prefill_tps = r->prefill_ms > 0 ? 1e3 * (double)r->prompt_tokens / r->prefill_ms : 0;
   int64_t decoded = r->generated_tokens > 1 ? r->generated_tokens - 1 : 0;
   double decode_tps = r->decode_ms > 0 ? 1e3 * (double)decoded / r->decode_ms : 0;
@@ -503,9 +575,13 @@ static void print_stats(const vlmc_session_t *s, int turn, const vlmc_generate_r
     fprintf(stderr, "stats: stopped at the token limit (-n), not at an end-of-sequence token\n");
 }
 
-static void print_load_stats(const vlmc_session_t *s) {
+static void print_load_stats(const vlmc_session_t *s, bool json) {
   struct rusage usage;
   long peak_kb = getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
+  if (json) {
+    print_load_stats_json(s, peak_kb);
+    return;
+  }
   fprintf(stderr, "stats: backend %s | load %.1f ms | peak memory %.1f MB\n",
           vlmc_session_backend(s), vlmc_session_open_ms(s),
           peak_kb / 1024.0);
@@ -657,7 +733,8 @@ static vlmc_status_t run_turn(runner_t *r, const char *prompt, const int64_t *id
   printf("\n");
   fflush(stdout);
   vlmc_status_t status = write_ids_out(r, &res);
-  if (r->o->stats) print_stats(r->session, r->o->interactive ? r->turn : 0, &res);
+  if (r->o->stats)
+    print_stats(r->session, r->o->interactive ? r->turn : 0, &res, r->o->json);
   ++r->turn;
   vlmc_generate_result_deinit(&res);
   return status;
@@ -876,7 +953,7 @@ static bool run_batch_request(runner_t *r, const char *name, size_t number, cons
     put_batch_error(out, q.id, number, vlmc_status_message(status));
   } else {
     put_batch_answer(out, q.id, vlmc_strbuf_cstr(&answer), &res);
-    if (o->stats) print_stats(r->session, 0, &res);
+    if (o->stats) print_stats(r->session, 0, &res, o->json);
   }
   bool ok = status == NULL;
   vlmc_status_free(status);
@@ -955,7 +1032,7 @@ static vlmc_status_t run(runner_t *r) {
   VLMC_RETURN_IF_ERROR(vlmc_session_open(&o->session, &r->session));
   apply_generation_defaults(o, r->session);
   if (o->load_only) {
-    if (o->stats) print_load_stats(r->session);
+    if (o->stats) print_load_stats(r->session, o->json);
     return NULL;
   }
   if (o->batch_path) return run_batch(r);

@@ -474,6 +474,7 @@ static void print_usage(FILE *out) {
           "  --backend NAME, --threads N, --device N, --weights MODE, --params DIR\n"
           "                         as vlmc-run's\n"
           "  --version              the version, git revision and backends built in\n"
+          "  -h, --help             this text\n"
           "Sampling defaults to the checkpoint's generation_config.json (as vlmc-run);\n"
           "max_tokens defaults to 128. SIGTERM or SIGINT: stop accepting, finish the requests\n"
           "in flight, exit 0.\n"
