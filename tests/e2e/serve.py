@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """vlmc-serve end to end (issue 20), with the shapes model (assets/shapes-vl) on the cpu backend:
-/health and /v1/models; a text and an image chat completion, each equal to vlmc-run's answer
+/health and /v1/models; a text and two image chat completions (336x336, and 448x448 timed), each equal to vlmc-run's answer
 for the same prompt; a conversation of earlier turns equal to vlmc-run -i's last answer; streaming gives the same text and ends with [DONE]; 8 concurrent clients
 all answered correctly; malformed JSON, a body over --max-body, bad base64, bad image bytes, an
 unknown path and a wrong API key each get a 4xx with an OpenAI error body, and the server keeps
@@ -23,6 +23,7 @@ import time
 
 VLMC, SERVE, RUN = sys.argv[1:4]
 IMAGE = "tests/fixtures/shapes_scenes/scene_336x336_00.png"
+IMAGE_448 = "tests/fixtures/images/square_448.png"  # the issue's latency figure: a 448x448 image
 IMAGE_Q = "What shapes and colors are in this image? Answer briefly."
 COUNT_Q = "How many shapes are in this image? Answer briefly."
 TEXT_Q = "What shapes are there?"
@@ -163,11 +164,14 @@ def main():
                        capture_output=True)
         want_text = vlmc_run(artifact, TEXT_Q)
         want_image = vlmc_run(artifact, IMAGE_Q, IMAGE)
+        want_448 = vlmc_run(artifact, IMAGE_Q, IMAGE_448)
         want_chat = vlmc_chat(artifact, [IMAGE_Q, COUNT_Q], IMAGE)
         late_chat = vlmc_chat(artifact, [TEXT_Q, "/image " + IMAGE, IMAGE_Q])
         with open(IMAGE, "rb") as f:
             png = f.read()
         data_uri = "data:image/png;base64," + base64.b64encode(png).decode()
+        with open(IMAGE_448, "rb") as f:
+            uri_448 = "data:image/png;base64," + base64.b64encode(f.read()).decode()
 
         s = Server(artifact, "--max-body", str(1 << 20))
         status, text, ctype = s.request("GET", "/health")
@@ -191,6 +195,13 @@ def main():
         check(status == 200 and answer_text(doc) == want_image,
               f"image request equals vlmc-run --image's answer: {want_image!r} "
               f"({image_ms:.0f} ms)")
+
+        t0 = time.time()
+        status, doc = s.chat(user(IMAGE_Q, uri_448))
+        ms_448 = (time.time() - t0) * 1000
+        check(status == 200 and answer_text(doc) == want_448,
+              f"a 448x448 image request equals vlmc-run's answer: {want_448!r} ({ms_448:.0f} ms, "
+              f"{doc['usage']['completion_tokens'] if status == 200 else '-'} tokens)")
 
         status, ctype, text, finish, done = stream(s, user(IMAGE_Q, data_uri))
         check(status == 200 and ctype.startswith("text/event-stream") and text == want_image
@@ -380,7 +391,8 @@ def main():
         check(text == want_image and events[-1] == "data: [DONE]",
               "the request in flight at SIGTERM was answered to the end")
         check(not os.listdir(tmp), "the servers removed their temp dirs")
-        print(f"served {served} requests; image request {image_ms:.0f} ms")
+        print(f"served {served} requests; image request {image_ms:.0f} ms (336x336), "
+              f"{ms_448:.0f} ms (448x448)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{'FAIL' if failed else 'ok'}: {failed} failures")
