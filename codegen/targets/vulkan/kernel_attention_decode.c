@@ -293,7 +293,10 @@ static void emit_store(const decode_t *D, const int *state) {
 static void stage_queries(const decode_t *D) {
   vlmc_kernel_emit_t *e = D->e;
   int64_t count = D->group * D->d, rounds = (count + D->threads - 1) / D->threads;
-  int first = mul(e, add(e, mul(e, D->i, idx(e, D->heads)), mul(e, D->g, idx(e, D->group))), idx(e, D->d));
+  int row_heads = mul(e, D->i, idx(e, D->heads));
+  int group_heads = mul(e, D->g, idx(e, D->group));
+  int head = add(e, row_heads, group_heads);
+  int first = mul(e, head, idx(e, D->d));
   int values[MAX_DIM], slots[MAX_DIM];
   for (int64_t i = 0; i < rounds; ++i) {
     int f = add(e, D->tid, idx(e, i * D->threads));
