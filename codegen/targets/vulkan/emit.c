@@ -77,8 +77,46 @@ static int load_bf16(vlmc_kernel_emit_t *e, int input, int flat) {
   return v;
 }
 
+static bool is_quads(const vlmc_kernel_emit_t *e, int input) {
+  const vlmc_vk_emit_t *vk = e->target;
+  return input >= 0 && input < 32 && (vk->quad_inputs >> input) & 1;
+}
+
+/* The quad of a declared input at index SSA `quad`: a vector<4xT> SSA. */
+static int load_quad_vector(vlmc_kernel_emit_t *e, int input, int quad) {
+  const char *st = vlmc_kernel_emit_storage_type(vlmc_kernel_emit_input_storage(e, (uint32_t)input));
+  int v = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xvector<4x%s>>", v,
+                        input, quad, st);
+  return v;
+}
+
+/* Element `lane` (an index SSA, or a constant 0..3 when lane_ssa is false) of quad vector v,
+ * as f32. */
+static int quad_element(vlmc_kernel_emit_t *e, int input, int v, int lane, bool lane_ssa) {
+  vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)input);
+  const char *st = vlmc_kernel_emit_storage_type(storage);
+  int x = vlmc_kernel_emit_fresh(e);
+  if (lane_ssa)
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[" VLMC_SSA "] : %s from vector<4x%s>", x,
+                          v, lane, st, st);
+  else
+    vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : %s from vector<4x%s>", x, v, lane,
+                          st, st);
+  if (storage != VLMC_DTYPE_F16) return x;
+  int wide = vlmc_kernel_emit_fresh(e);
+  vlmc_kernel_emit_line(e, VLMC_SSA " = arith.extf " VLMC_SSA " : f16 to f32", wide, x);
+  return wide;
+}
+
 static int load_input(vlmc_kernel_emit_t *e, int input, vlmc_dtype_t storage, int flat) {
   if (storage == VLMC_DTYPE_BF16) return load_bf16(e, input, flat);
+  if (is_quads(e, input)) {
+    int four = vlmc_kernel_emit_index(e, 4);
+    int quad = vlmc_kernel_emit_index_op(e, "arith.divui", flat, four);
+    int lane = vlmc_kernel_emit_index_op(e, "arith.remui", flat, four);
+    return quad_element(e, input, load_quad_vector(e, input, quad), lane, true);
+  }
   const char *st = vlmc_kernel_emit_storage_type(storage);
   int raw = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?x%s>", raw, input,
@@ -95,6 +133,8 @@ static const char *binding_type(const vlmc_kernel_emit_t *e, uint32_t i) {
   const vlmc_vk_emit_t *vk = e->target;
   if (i < 32 && (vk->wide_inputs >> i) & 1) return "vector<4xi32>";
   vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, i);
+  if (i < 32 && (vk->quad_inputs >> i) & 1)
+    return storage == VLMC_DTYPE_F16 ? "vector<4xf16>" : "vector<4xf32>";
   return storage == VLMC_DTYPE_BF16 ? "i32" : vlmc_kernel_emit_storage_type(storage);
 }
 
@@ -304,6 +344,32 @@ int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at) {
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xvector<4xi32>>", v,
                         input, at);
   return v;
+}
+
+bool vlmc_vk_emit_can_declare_quads(const vlmc_kernel_emit_t *e, int input) {
+  if (input < 0 || input >= 32) return false;
+  const vlmc_vk_emit_t *vk = e->target;
+  vlmc_dtype_t storage = vlmc_kernel_emit_input_storage(e, (uint32_t)input);
+  return (storage == VLMC_DTYPE_F32 || storage == VLMC_DTYPE_F16) && !((vk->wide_inputs >> input) & 1);
+}
+
+void vlmc_vk_emit_declare_quads(vlmc_kernel_emit_t *e, int input) {
+  if (!vlmc_vk_emit_can_declare_quads(e, input)) {
+    vlmc_kernel_emit_fail(e, "quad loads are for f32 and f16 inputs 0..31 not read as words (input %d)", input);
+    return;
+  }
+  vlmc_vk_emit_t *vk = e->target;
+  vk->quad_inputs |= 1u << input;
+}
+
+void vlmc_vk_emit_load_quad(vlmc_kernel_emit_t *e, int input, int quad, int out[4]) {
+  if (!is_quads(e, input)) {
+    vlmc_kernel_emit_fail(e, "quad load of input %d, which was not declared as quads", input);
+    for (int i = 0; i < 4; ++i) out[i] = vlmc_kernel_emit_f32(e, 0);
+    return;
+  }
+  int v = load_quad_vector(e, input, quad);
+  for (int i = 0; i < 4; ++i) out[i] = quad_element(e, input, v, i, false);
 }
 
 /* The two bf16 halves of i32 word `word` widened to f32: the low half is the even element

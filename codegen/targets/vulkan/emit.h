@@ -45,6 +45,8 @@ typedef struct {
                              row together (0 or 1: one invocation per row) */
   uint32_t wide_inputs;   /* bit i: binding i is declared memref<?xvector<4xi32>> (16-byte
                              loads, vlmc_vk_emit_load_words4); only read that way */
+  uint32_t quad_inputs;   /* bit i: binding i (f32 or f16) is declared memref<?xvector<4xT>>
+                             (vlmc_vk_emit_declare_quads): element loads extract from a quad */
   bool coop_matrix;       /* uses cooperative matrices: a SPIR-V 1.6 module (the mma helpers) */
   /* A split kernel (vlmc_vk_emit_set_split): its first stage runs `split` workgroup units per
    * work unit, writing `scratch_floats` floats each to the scratch binding; then `combine`
@@ -124,6 +126,16 @@ void vlmc_vk_emit_group_units(vlmc_kernel_emit_t *e, int *first, int *end);
 int vlmc_vk_emit_load_words4(vlmc_kernel_emit_t *e, int input, int at);
 /* The 8 bf16 elements of a vector<4xi32> from vlmc_vk_emit_load_words4, widened to f32. */
 void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]);
+
+/* Quads: an f32 or f16 input read four elements per load (16 or 8 bytes; MLIR 19 lowers
+ * memref<?xvector<4xT>> loads to valid SPIR-V). On llvmpipe every load in a loop is a per-lane
+ * scalar loop whatever its width, so four elements per load is four times fewer of them.
+ * Declare before the kernel's first load of the input; vlmc_kernel_emit_load of a declared
+ * input then loads its quad and extracts the element, so every other load stays correct. */
+bool vlmc_vk_emit_can_declare_quads(const vlmc_kernel_emit_t *e, int input);
+void vlmc_vk_emit_declare_quads(vlmc_kernel_emit_t *e, int input);
+/* Elements 4 quad .. 4 quad + 3 of a declared input, widened to f32 into out[]. */
+void vlmc_vk_emit_load_quad(vlmc_kernel_emit_t *e, int input, int quad, int out[4]);
 
 /* The two bf16 elements of 32-bit word `word_at` of bf16 input `input` (elements 2 word_at
  * and 2 word_at + 1), widened to f32 into out[]; returns the word (an i32 SSA). */

@@ -11,7 +11,8 @@
  * row, query head) and keeps their q (D floats), running max m, sum l and Dv accumulators in
  * registers; the workgroup's slots all sit on one kv head, so each k and v element is loaded
  * once (at an address the same in every invocation) for P FMAs of every lane, with no staging
- * and no barrier.
+ * and no barrier. q, k and v rows come four elements a load where their bindings allow
+ * (quads, emit.h): a 16-byte load costs a lane what a 4-byte one does.
  *
  * A workgroup takes `rows` consecutive query rows (rows * G slots, G = Hq / Hkv: about LANES
  * * P slots in about LANES invocations; one row when G >= LANES * P or S is static 1) on
@@ -55,6 +56,7 @@ typedef struct {
   int slot[MAX_PER];                        /* this invocation's slots, clamped to the last */
   int row[MAX_PER];                         /* their query rows, clamped into S */
   int key_start[MAX_PER], key_end[MAX_PER]; /* their rows' key ranges */
+  int q_quads, k_quads, v_quads;            /* the input read as quads (emit.h); -1: not */
 } lanes_attention_t;
 
 /* An invocation's online-softmax states: per slot p, at p * (2 + Dv): m, l, then the Dv
@@ -135,6 +137,19 @@ static int kv_base(const lanes_attention_t *A, int key, int kvh, int64_t dim) {
   return mul(e, key_head, idx(e, dim));
 }
 
+/* Elements base .. base + n - 1 of `value` into out[]: a quad per 4 where the input is read
+ * as quads (base and n multiples of 4: every row starts a quad), else one load each. */
+static void load_row(const lanes_attention_t *A, const vlmc_value_t *value, int quads, int base, int64_t n,
+                     int *out) {
+  vlmc_kernel_emit_t *e = A->e;
+  if (quads >= 0) {
+    int first = divu(e, base, 4);
+    for (int64_t x = 0; x < n; x += 4) vlmc_vk_emit_load_quad(e, quads, x ? add(e, first, idx(e, x / 4)) : first, out + x);
+    return;
+  }
+  for (int64_t x = 0; x < n; ++x) out[x] = vlmc_kernel_emit_load(e, value, add(e, base, idx(e, x)));
+}
+
 /* CK keys from j0: each k row loaded once for the P slots' scores (uniform addresses), per
  * slot one max update and rescale, then each v row loaded once for the P slots' accumulators.
  * Keys past T are read at T - 1 and masked by the slots' ranges. */
@@ -147,7 +162,7 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
     int key = add(e, j0, idx(e, c));
     bases[c] = vlmc_kernel_emit_index_op(e, "arith.minsi", key, last_key);
     int base = kv_base(A, bases[c], kvh, A->d);
-    for (int64_t x = 0; x < A->d; ++x) kx[x] = vlmc_kernel_emit_load(e, A->k, add(e, base, idx(e, x)));
+    load_row(A, A->k, A->k_quads, base, A->d, kx);
     for (int64_t p = 0; p < A->per; ++p) {
       int dot = vlmc_kernel_emit_float_op(e, "arith.mulf", q[p][0], kx[0], 0);
       for (int64_t x = 1; x < A->d; ++x) dot = vlmc_vk_emit_fma(e, q[p][x], kx[x], dot);
@@ -175,12 +190,12 @@ static void emit_chunk(const lanes_attention_t *A, const int (*q)[MAX_HEAD_DIM],
       w[p] = vlmc_vk_emit_softmax_weight(e, scores[p][c], m[p]);
       st[1] = vlmc_kernel_emit_float_op(e, "arith.addf", st[1], w[p], 0);
     }
-    int base = kv_base(A, bases[c], kvh, A->dv);
+    int base = kv_base(A, bases[c], kvh, A->dv), vx[MAX_HEAD_DIM];
+    load_row(A, A->v, A->v_quads, base, A->dv, vx);
     for (int64_t x = 0; x < A->dv; ++x) {
-      int vx = vlmc_kernel_emit_load(e, A->v, add(e, base, idx(e, x)));
       for (int64_t p = 0; p < A->per; ++p) {
         int *st = slot_state(A, s, p);
-        st[2 + x] = vlmc_vk_emit_fma(e, w[p], vx, st[2 + x]);
+        st[2 + x] = vlmc_vk_emit_fma(e, w[p], vx[x], st[2 + x]);
       }
     }
   }
@@ -212,7 +227,7 @@ static void emit_block(const lanes_attention_t *A, int i0, int kvh, int start, i
   for (int64_t p = 0; p < A->per; ++p) {
     int q_head = row_head(A, p, A->row[p], kvh);
     int q_base = mul(e, q_head, idx(e, A->d));
-    for (int64_t x = 0; x < A->d; ++x) q[p][x] = vlmc_kernel_emit_load(e, A->q, add(e, q_base, idx(e, x)));
+    load_row(A, A->q, A->q_quads, q_base, A->d, q[p]);
     int *st = slot_state(A, &init, p);
     st[0] = vlmc_kernel_emit_f32(e, -INFINITY);
     st[1] = vlmc_kernel_emit_f32(e, 0);
@@ -269,6 +284,19 @@ static void choose_block(lanes_attention_t *A) {
   if (A->chunk < 1) A->chunk = 1;
 }
 
+/* q, k and v straight from distinct f32 / f16 bindings are read as quads when their head dim
+ * is a multiple of 4 (each k and v element still feeds P FMAs; a quad load costs llvmpipe what
+ * an element load does). */
+static int quads_for(lanes_attention_t *A, const vlmc_value_t *value, int64_t dim) {
+  int input = vlmc_kernel_emit_source_input(A->e, value);
+  const vlmc_value_t *all[3] = {A->q, A->k, A->v};
+  for (int i = 0; i < 3; ++i)
+    if (all[i] != value && vlmc_kernel_emit_source_input(A->e, all[i]) == input) return -1;
+  if (dim % 4 || !vlmc_vk_emit_can_declare_quads(A->e, input)) return -1;
+  vlmc_vk_emit_declare_quads(A->e, input);
+  return input;
+}
+
 /* Refuses, by name, what the kernel cannot take; fills the shape fields. */
 static bool check_shapes(lanes_attention_t *A) {
   vlmc_kernel_emit_t *e = A->e;
@@ -315,6 +343,9 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e) {
   A.cu = op->num_operands > 3 ? op->operands[3] : NULL;
   if (!check_shapes(&A)) return NULL;
   choose_block(&A);
+  A.q_quads = quads_for(&A, A.q, A.d);
+  A.k_quads = quads_for(&A, A.k, A.d);
+  A.v_quads = quads_for(&A, A.v, A.dv);
   const vlmc_attr_t *scale = vlmc_op_attr(op, "scale"), *causal = vlmc_op_attr(op, "causal");
   A.scale = scale ? scale->v.f : 1.0 / sqrt((double)A.d);
   A.causal = causal && causal->v.b;

@@ -15,7 +15,10 @@
  *    accumulators, rows m0 + t + LANES * r. Per k it loads ROWS x values and FEATURES
  *    weights (the same addresses in every invocation, which a GPU broadcasts): 32 FMAs for 12
  *    loads. The k loop is unrolled by K_UNROLL (8; the loop's mask bookkeeping is paid once
- *    per step), the K % K_UNROLL remainder written out (K is static).
+ *    per step), the K % K_UNROLL remainder written out (K is static). Where x or W comes
+ *    straight from an f32 / f16 binding and K % 4 == 0, it is read as quads (emit.h: four
+ *    elements per load), bf16 weights as 16-byte words (eight): 3 or 2 loads per 32 FMAs
+ *    instead of 12.
  *  - linear with a static M of 1 (the decode GEMV): invocation t takes GEMV_FEATURES (4)
  *    features n0 + t + LANES j (128 features, GEMV_UNITS units, a workgroup); x[k] is loaded
  *    once for the 4 (each W element feeds one FMA: a GEMV has nothing else to reuse), k
@@ -54,6 +57,8 @@ typedef struct {
   int tid;    /* invocation in the workgroup */
   int n0;     /* first feature of the workgroup */
   int n_end;  /* one past its last feature: min(end unit * 4, N) */
+  int x_quads, w_quads; /* the input x / w is read as quads (K % 4 == 0); -1: element loads */
+  int w_words;          /* the bf16 input w read as 16-byte words (K % 8 == 0); -1: not */
 } lanes_linear_t;
 
 /* ---- small emitters ---- */
@@ -100,7 +105,48 @@ static int load_bias(const lanes_linear_t *L, int col) {
 /* ---- the k loop, shared by both paths ----
  * a[i] and b[j] are the flat bases (index SSAs) of the na left and nb right operands' rows;
  * acc[i * nb + j] += A[a[i] + k] * B[b[j] + k] for k in [0, K): a loop of K_UNROLL steps, then
- * the remainder written out. */
+ * the remainder written out. An operand read wide (wide_kind) takes one load per 4 k (quads
+ * of f32 / f16: K % 4 == 0, so every row and every group of 4 k starts a quad) or per 8 k
+ * (16-byte words of bf16: K % 8 == 0); the FMAs are the same, in the same order, either way. */
+
+/* How operand v is read: 4 or 8 elements per load, or 1. */
+static int wide_kind(const lanes_linear_t *L, const vlmc_value_t *v, int *input) {
+  if (v == L->x && L->x_quads >= 0) { *input = L->x_quads; return 4; }
+  if (v == L->w && L->w_quads >= 0) { *input = L->w_quads; return 4; }
+  if (v == L->w && L->w_words >= 0) { *input = L->w_words; return 8; }
+  *input = -1;
+  return 1;
+}
+
+/* Elements base + k .. base + k + n - 1 of operand v into out[] (n a multiple of its width). */
+static void load_run(const lanes_linear_t *L, const vlmc_value_t *v, int base, int k, int n, int *out) {
+  vlmc_kernel_emit_t *e = L->e;
+  int input, width = wide_kind(L, v, &input);
+  if (width > 1 && n % width == 0) {
+    int at = add(e, base, k);
+    int first = vlmc_kernel_emit_index_op(e, "arith.divui", at, idx(e, width));
+    for (int u = 0; u < n; u += width) {
+      int which = u ? add(e, first, idx(e, u / width)) : first;
+      if (width == 4) vlmc_vk_emit_load_quad(e, input, which, out + u);
+      else vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, input, which), out + u);
+    }
+    return;
+  }
+  for (int u = 0; u < n; ++u) out[u] = vlmc_kernel_emit_load(e, v, add(e, base, add(e, k, idx(e, u))));
+}
+
+/* The FMAs of k .. k + n - 1 (n <= K_UNROLL): the loads, then each k's na x nb products. */
+static void emit_k_run(const lanes_linear_t *L, const vlmc_value_t *va, const int *a, int na,
+                       const vlmc_value_t *vb, const int *b, int nb, int k, int n, int *acc) {
+  vlmc_kernel_emit_t *e = L->e;
+  int av[ROWS][K_UNROLL], bv[FEATURES][K_UNROLL];
+  for (int i = 0; i < na; ++i) load_run(L, va, a[i], k, n, av[i]);
+  for (int j = 0; j < nb; ++j) load_run(L, vb, b[j], k, n, bv[j]);
+  for (int u = 0; u < n; ++u)
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j) acc[i * nb + j] = vlmc_vk_emit_fma(e, av[i][u], bv[j][u], acc[i * nb + j]);
+}
+
 static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, const int *a, int na,
                            const vlmc_value_t *vb, const int *b, int nb, int *acc) {
   vlmc_kernel_emit_t *e = L->e;
@@ -110,23 +156,13 @@ static void emit_dot_block(const lanes_linear_t *L, const vlmc_value_t *va, cons
     int k0;
     int from = idx(e, 0), to = idx(e, main_k), step = idx(e, K_UNROLL);
     int results = open_acc_loop(e, from, to, step, n, acc, &k0);
-    for (int u = 0; u < K_UNROLL; ++u) {
-      int k = add(e, k0, idx(e, u));
-      int av[ACCS], bv[ACCS];
-      for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
-      for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
-      for (int i = 0; i < na; ++i)
-        for (int j = 0; j < nb; ++j) acc[i * nb + j] = vlmc_vk_emit_fma(e, av[i], bv[j], acc[i * nb + j]);
-    }
+    emit_k_run(L, va, a, na, vb, b, nb, k0, K_UNROLL, acc);
     close_acc_loop(e, results, n, acc);
   }
-  for (int64_t kk = main_k; kk < L->k; ++kk) {
-    int k = idx(e, kk);
-    int av[ACCS], bv[ACCS];
-    for (int i = 0; i < na; ++i) av[i] = vlmc_kernel_emit_load(e, va, add(e, a[i], k));
-    for (int j = 0; j < nb; ++j) bv[j] = vlmc_kernel_emit_load(e, vb, add(e, b[j], k));
-    for (int i = 0; i < na; ++i)
-      for (int j = 0; j < nb; ++j) acc[i * nb + j] = vlmc_vk_emit_fma(e, av[i], bv[j], acc[i * nb + j]);
+  /* the remainder: runs of 4 (quads; bf16 words need K % 8 == 0, so none is left for them) */
+  for (int64_t kk = main_k; kk < L->k; kk += 4) {
+    int run = L->k - kk < 4 ? (int)(L->k - kk) : 4;
+    emit_k_run(L, va, a, na, vb, b, nb, idx(e, kk), run, acc);
   }
 }
 
@@ -207,10 +243,24 @@ static void emit_gemv(const lanes_linear_t *L) {
 }
 
 
+/* x and w straight from f32 / f16 bindings are read as quads when K % 4 == 0, a bf16 w as
+ * 16-byte words when K % 8 == 0 (a fused producer or another storage keeps element loads). */
+static void declare_quads(lanes_linear_t *L) {
+  if (L->k % 4) return;
+  int x = vlmc_kernel_emit_source_input(L->e, L->x), w = vlmc_kernel_emit_source_input(L->e, L->w);
+  if (x == w) return;
+  if (vlmc_vk_emit_can_declare_quads(L->e, x)) L->x_quads = x;
+  if (vlmc_vk_emit_can_declare_quads(L->e, w)) L->w_quads = w;
+  if (L->k % 8 == 0 && w >= 0 && w < 32 && vlmc_kernel_emit_input_storage(L->e, (uint32_t)w) == VLMC_DTYPE_BF16)
+    L->w_words = w;
+  if (L->x_quads >= 0) vlmc_vk_emit_declare_quads(L->e, L->x_quads);
+  if (L->w_quads >= 0) vlmc_vk_emit_declare_quads(L->e, L->w_quads);
+}
+
 vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   lanes_linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                      0, 0, -1, -1, -1, -1};
+                      0, 0, -1, -1, -1, -1, -1, -1, -1};
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
   if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
       wt->dims[0].off < 1 || wt->dims[1].off < 1) {
@@ -223,6 +273,7 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   bool gemv = vlmc_vk_static_rows(xt) == 1; /* as vlmc_vk_kernel_linear chooses */
   e->template_name = gemv ? "linear" : "linear_tiles";
   vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, gemv ? GEMV_UNITS : TILES_UNITS_PER_GROUP);
+  declare_quads(&L);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   if (!gemv) {
