@@ -48,6 +48,11 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e);
 /* kernel_attention_lanes.c: attention; up to 4 (query row, query head) slots per invocation,
  * all on one kv head, so each k and v load feeds them all. */
 vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e);
+/* kernel_norm_lanes.c: rms_norm and layer_norm; a row per invocation, for static rows of up
+ * to 16384 elements (applies). */
+vlmc_status_t vlmc_vk_kernel_rms_norm_lanes(vlmc_kernel_emit_t *e);
+vlmc_status_t vlmc_vk_kernel_layer_norm_lanes(vlmc_kernel_emit_t *e);
+bool vlmc_vk_norm_lanes_applies(const vlmc_op_t *op);
 
 /* Variants for GPUs with cooperative matrices (feature "cooperativeMatrix"). */
 /* kernel_linear_coop.c: linear_tiles on 16 x 16 f16 -> f32 cooperative matrices, for an f16 x. */
