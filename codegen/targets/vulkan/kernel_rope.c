@@ -22,7 +22,10 @@
 #include "reference/rope_tables.h"
 
 /* Invocations per workgroup: a (token, head) unit's rotary slots (64 for head dim 128). */
-enum { GROUP = 64 };
+enum {
+  GROUP = 64,
+  LANES_UNITS = 64, /* units a workgroup of the variant for CPU devices walks */
+};
 
 typedef struct {
   vlmc_kernel_emit_t *e;
@@ -220,7 +223,9 @@ static void emit_unit(const rope_t *R, int u, int freq, int planes, int64_t plan
   pass_through(R, base);
 }
 
-vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
+/* The kernel: one (token, head) unit per workgroup (lanes false: the GPU's shape), or
+ * LANES_UNITS units per workgroup walked in turn after the one barrier (lanes true). */
+static vlmc_status_t emit_rope(vlmc_kernel_emit_t *e, bool lanes) {
   const vlmc_op_t *op = e->anchor;
   rope_t R = {e, op->operands[0], op->operands[1], 0, 0, 0, 0, -1};
   if (!rope_dims(e, op, &R)) return NULL;
@@ -252,13 +257,27 @@ vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) {
     R.heads = xt->dims[1].off;
     e->cost = R.half * 40 + R.head_dim * 4; /* a unit: one head of one token */
     R.tokens = vlmc_kernel_emit_dim(e, xt->dims[0]);
-    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, 1);
+    vlmc_vk_emit_set_workgroup(e, GROUP, 1, 1, lanes ? LANES_UNITS : 1);
     int freq, planes;
     emit_tables(&R, inv_freq, plane, &freq, &planes);
-    emit_unit(&R, vlmc_vk_emit_open_group_unit(e), freq, planes, plane[0]);
+    if (lanes) {
+      int first, end;
+      vlmc_vk_emit_group_units(e, &first, &end);
+      int u = vlmc_kernel_emit_for(e, first, end, vlmc_kernel_emit_index(e, 1));
+      emit_unit(&R, u, freq, planes, plane[0]);
+    } else {
+      emit_unit(&R, vlmc_vk_emit_open_group_unit(e), freq, planes, plane[0]);
+    }
     vlmc_kernel_emit_line(e, "}");
   }
   free(plane);
   free(inv_freq);
   return NULL;
 }
+
+vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e) { return emit_rope(e, false); }
+
+/* For CPU devices (lavapipe): llvmpipe runs a workgroup's 64 invocations as 8 SIMD batches on
+ * one thread and a barrier is a coroutine switch of every batch, so the tables' barrier is
+ * paid once per LANES_UNITS units rather than once per unit. */
+vlmc_status_t vlmc_vk_kernel_rope_lanes(vlmc_kernel_emit_t *e) { return emit_rope(e, true); }

@@ -53,6 +53,8 @@ vlmc_status_t vlmc_vk_kernel_attention_lanes(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_rms_norm_lanes(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_layer_norm_lanes(vlmc_kernel_emit_t *e);
 bool vlmc_vk_norm_lanes_applies(const vlmc_op_t *op);
+/* kernel_rope.c: rope_heads; a workgroup walks 64 units after its tables' one barrier. */
+vlmc_status_t vlmc_vk_kernel_rope_lanes(vlmc_kernel_emit_t *e);
 
 /* Variants for GPUs with cooperative matrices (feature "cooperativeMatrix"). */
 /* kernel_linear_coop.c: linear_tiles on 16 x 16 f16 -> f32 cooperative matrices, for an f16 x. */

@@ -37,7 +37,12 @@ const vlmc_vk_variant_t *vlmc_vk_variants_for(vlmc_op_kind_t kind, size_t *out_c
                                                  {"gpu", vlmc_vk_kernel_attention_coop, vlmc_vk_attention_coop_applies}};
   static const vlmc_vk_variant_t kRmsNorm[] = {{"cpu", vlmc_vk_kernel_rms_norm_lanes, vlmc_vk_norm_lanes_applies}};
   static const vlmc_vk_variant_t kLayerNorm[] = {{"cpu", vlmc_vk_kernel_layer_norm_lanes, vlmc_vk_norm_lanes_applies}};
+  static const vlmc_vk_variant_t kRope[] = {{"cpu", vlmc_vk_kernel_rope_lanes, NULL}};
   *out_count = 0;
+  if (kind == VLMC_OP_ROPE) {
+    *out_count = 1;
+    return kRope;
+  }
   if (kind == VLMC_OP_RMS_NORM || kind == VLMC_OP_LAYER_NORM) {
     *out_count = 1;
     return kind == VLMC_OP_RMS_NORM ? kRmsNorm : kLayerNorm;
