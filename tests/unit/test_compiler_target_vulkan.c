@@ -104,7 +104,8 @@ static void test_kernels_lower_validate_and_match_the_abi(void) {
     EXPECT_STREQ(t.abi ? t.abi : "", "vulkan-spirv-1");
     const vlmc_kernel_table_field_t *version = vlmc_kernel_table_field(&t, "spirv_version");
     EXPECT_TRUE(version && version->string && !strcmp(version->string, "1.3"));
-    /* The linear and attention regions also get a variant for CPU devices (lavapipe). */
+    /* The linear, attention, norm and rope regions also get a variant for CPU devices
+     * (lavapipe; templates.c, vlmc_vk_variants_for). */
     size_t mains = 0, variants = 0;
     for (size_t i = 0; i < t.num_kernels; ++i) {
       const vlmc_kernel_table_kernel_t *k = &t.kernels[i];
@@ -114,7 +115,12 @@ static void test_kernels_lower_validate_and_match_the_abi(void) {
       }
       ++variants;
       EXPECT_TRUE(vlmc_kernel_table_variant_is_for(k, "cpu"));
-      EXPECT_TRUE(!strncmp(k->template_name, "linear", 6) || !strcmp(k->template_name, "attention"));
+      static const char *const kWithVariants[] = {"linear", "linear_tiles", "attention", "rms_norm",
+                                                  "layer_norm", "rope_heads"};
+      bool known = false;
+      for (size_t n = 0; n < sizeof kWithVariants / sizeof kWithVariants[0]; ++n)
+        known = known || !strcmp(k->template_name, kWithVariants[n]);
+      EXPECT_TRUE(known);
     }
     EXPECT_TRUE(mains >= 3 && t.num_dispatches >= mains);
     EXPECT_TRUE(variants >= 1);
