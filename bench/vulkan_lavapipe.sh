@@ -55,6 +55,8 @@ if [ -z "$BASE_BUILD" ]; then
   cmake --build "$WORK/build" --target vlmc >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; exit 1; }
   BASE_BUILD=$WORK/build
 fi
+[ -x "$BASE_BUILD/tools/vlmc" ] ||
+  { echo "vulkan_lavapipe.sh: no vlmc in $BASE_BUILD/tools (--baseline-build wants a build folder)" >&2; exit 1; }
 build/tools/vlmc compile assets/shapes-vl --target vulkan -o "$WORK/after.vlmc" >"$WORK/compile-after.log" 2>&1 ||
   { cat "$WORK/compile-after.log" >&2; exit 1; }
 "$BASE_BUILD/tools/vlmc" compile assets/shapes-vl --target vulkan -o "$WORK/before.vlmc" >"$WORK/compile-before.log" 2>&1 ||
