@@ -34,23 +34,28 @@ static void print_sections(const vlmc_artifact_t *a) {
   }
 }
 
-static void print_params(const vlmc_manifest_t *m) {
-  uint64_t bytes[VLMC_DTYPE_COUNT] = {0}, count[VLMC_DTYPE_COUNT] = {0}, elements = 0;
+void inspect_param_totals(const vlmc_manifest_t *m, inspect_param_totals_t *out) {
+  memset(out, 0, sizeof *out);
   for (size_t i = 0; i < m->num_params; ++i) {
     const vlmc_manifest_param_t *p = &m->params[i];
     uint64_t n = 1;
     for (uint32_t d = 0; d < p->rank; ++d) n *= (uint64_t)p->shape[d];
-    elements += n;
-    bytes[p->dtype] += p->nbytes;
-    count[p->dtype] += 1;
+    out->elements += n;
+    out->bytes[p->dtype] += p->nbytes;
+    out->tensors[p->dtype] += 1;
   }
+}
+
+static void print_params(const vlmc_manifest_t *m) {
+  inspect_param_totals_t t;
+  inspect_param_totals(m, &t);
   printf("parameters: %zu tensors, %llu elements, %s\n", m->num_params,
-         (unsigned long long)elements,
+         (unsigned long long)t.elements,
          m->params_external ? "external (run with --params CKPT_DIR)" : "inline");
   for (int d = 0; d < VLMC_DTYPE_COUNT; ++d)
-    if (count[d])
+    if (t.tensors[d])
       printf("  %-5s %6llu tensors %14llu bytes\n", vlmc_dtype_info((vlmc_dtype_t)d)->name,
-             (unsigned long long)count[d], (unsigned long long)bytes[d]);
+             (unsigned long long)t.tensors[d], (unsigned long long)t.bytes[d]);
 }
 
 /* ---- weights by storage: bits per weight of each quantized group and of the rest ---- */

@@ -30,6 +30,14 @@ typedef struct {
   uint64_t plain_weights[VLMC_DTYPE_COUNT], plain_bytes[VLMC_DTYPE_COUNT];
 } inspect_weight_storage_t;
 
+/* The manifest's parameters: element count, and tensors and bytes by stored dtype. */
+typedef struct {
+  uint64_t elements;
+  uint64_t tensors[VLMC_DTYPE_COUNT], bytes[VLMC_DTYPE_COUNT];
+} inspect_param_totals_t;
+
+void inspect_param_totals(const vlmc_manifest_t *m, inspect_param_totals_t *out);
+
 /* false when out of memory. */
 bool inspect_weight_storage(const vlmc_module_t *module, const vlmc_manifest_t *m,
                             inspect_weight_storage_t *out);

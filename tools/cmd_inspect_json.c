@@ -270,25 +270,18 @@ static void add_kernels(cJSON *root, const vlmc_artifact_t *a, const char *path,
 }
 
 static void add_params(cJSON *root, const vlmc_manifest_t *m) {
-  uint64_t bytes[VLMC_DTYPE_COUNT] = {0}, count[VLMC_DTYPE_COUNT] = {0}, elements = 0;
-  for (size_t i = 0; i < m->num_params; ++i) {
-    const vlmc_manifest_param_t *p = &m->params[i];
-    uint64_t n = 1;
-    for (uint32_t d = 0; d < p->rank; ++d) n *= (uint64_t)p->shape[d];
-    elements += n;
-    bytes[p->dtype] += p->nbytes;
-    count[p->dtype] += 1;
-  }
+  inspect_param_totals_t t;
+  inspect_param_totals(m, &t);
   cJSON *o = cJSON_AddObjectToObject(root, "parameters");
   cJSON_AddNumberToObject(o, "tensors", (double)m->num_params);
-  cJSON_AddNumberToObject(o, "elements", (double)elements);
+  cJSON_AddNumberToObject(o, "elements", (double)t.elements);
   cJSON_AddStringToObject(o, "storage", m->params_external ? "external" : "inline");
   cJSON *by = cJSON_AddObjectToObject(o, "by_dtype");
   for (int d = 0; d < VLMC_DTYPE_COUNT; ++d) {
-    if (!count[d]) continue;
+    if (!t.tensors[d]) continue;
     cJSON *e = cJSON_AddObjectToObject(by, vlmc_dtype_info((vlmc_dtype_t)d)->name);
-    cJSON_AddNumberToObject(e, "tensors", (double)count[d]);
-    cJSON_AddNumberToObject(e, "bytes", (double)bytes[d]);
+    cJSON_AddNumberToObject(e, "tensors", (double)t.tensors[d]);
+    cJSON_AddNumberToObject(e, "bytes", (double)t.bytes[d]);
   }
 }
 
