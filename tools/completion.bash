@@ -7,16 +7,27 @@
 # whose value is a FILE, DIR, IMG or CKPT_DIR completes paths; --backend and --target their
 # names; after `-o` or a positional, paths.
 
+# An awk function both readers of --help share: the option column of a line of --help (what
+# precedes the first double space of a line indented 2 to 7 spaces that starts with "-"), or
+# "" for any other line (a description, even one that starts with an option name, is indented
+# deeper).
+_VLMC_OPTION_COLUMN_AWK='
+  function option_column(line,    col, i) {
+    if (line !~ /^  +-/) return ""
+    match(line, /^ +/)
+    if (RLENGTH > 7) return ""
+    col = line
+    sub(/^ +/, "", col)
+    i = index(col, "  ")
+    if (i) col = substr(col, 1, i - 1)
+    return col
+  }'
+
 # _vlmc_help_options TOOL [SUBCOMMAND]: the options TOOL's --help lists, one per line.
 _vlmc_help_options() {
-  "$@" --help 2>/dev/null | awk '
-    /^  +-/ {
-      match($0, /^ +/)
-      if (RLENGTH > 7) next # deeper: a description line that starts with an option name
-      col = $0
-      sub(/^ +/, "", col)
-      i = index(col, "  ")
-      if (i) col = substr(col, 1, i - 1)
+  "$@" --help 2>/dev/null | awk "$_VLMC_OPTION_COLUMN_AWK"'
+    {
+      col = option_column($0)
       while (match(col, /--?[A-Za-z][A-Za-z0-9-]*/)) {
         print substr(col, RSTART, RLENGTH)
         col = substr(col, RSTART + RLENGTH)
@@ -28,14 +39,10 @@ _vlmc_help_options() {
 # "NAME", ...), or nothing for a switch.
 _vlmc_value_kind() {
   local opt=${*: -1}
-  "${@:1:$#-1}" --help 2>/dev/null | awk -v opt="$opt" '
-    /^  +-/ {
-      match($0, /^ +/)
-      if (RLENGTH > 7) next # deeper: a description line that starts with an option name
-      col = $0
-      sub(/^ +/, "", col)
-      i = index(col, "  ")
-      if (i) col = substr(col, 1, i - 1)
+  "${@:1:$#-1}" --help 2>/dev/null | awk -v opt="$opt" "$_VLMC_OPTION_COLUMN_AWK"'
+    {
+      col = option_column($0)
+      if (col == "") next
       n = split(col, w, /[ ,]+/)
       for (k = 1; k <= n; ++k) {
         if (w[k] != opt) continue
