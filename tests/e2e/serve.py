@@ -128,6 +128,13 @@ def answer_text(doc):
     return doc["choices"][0]["message"]["content"]
 
 
+def timed_chat(server, body):
+    """server.chat(body) and how long it took, in ms."""
+    t0 = time.time()
+    status, doc = server.chat(body)
+    return status, doc, (time.time() - t0) * 1000
+
+
 def is_error(status, doc, code, kind="invalid_request_error"):
     return (status == code and isinstance(doc, dict) and isinstance(doc.get("error"), dict)
             and doc["error"].get("type") == kind and isinstance(doc["error"].get("message"), str))
@@ -189,16 +196,12 @@ def main():
               + doc["usage"]["completion_tokens"],
               f"text request equals vlmc-run's answer: {want_text!r}")
 
-        t0 = time.time()
-        status, doc = s.chat(user(IMAGE_Q, data_uri))
-        image_ms = (time.time() - t0) * 1000
+        status, doc, image_ms = timed_chat(s, user(IMAGE_Q, data_uri))
         check(status == 200 and answer_text(doc) == want_image,
               f"image request equals vlmc-run --image's answer: {want_image!r} "
               f"({image_ms:.0f} ms)")
 
-        t0 = time.time()
-        status, doc = s.chat(user(IMAGE_Q, uri_448))
-        ms_448 = (time.time() - t0) * 1000
+        status, doc, ms_448 = timed_chat(s, user(IMAGE_Q, uri_448))
         check(status == 200 and answer_text(doc) == want_448,
               f"a 448x448 image request equals vlmc-run's answer: {want_448!r} ({ms_448:.0f} ms, "
               f"{doc['usage']['completion_tokens'] if status == 200 else '-'} tokens)")
