@@ -245,7 +245,7 @@ static void emit_gemv(const lanes_linear_t *L) {
 
 /* x and w straight from f32 / f16 bindings are read as quads when K % 4 == 0, a bf16 w as
  * 16-byte words when K % 8 == 0 (a fused producer or another storage keeps element loads). */
-static void declare_quads(lanes_linear_t *L) {
+static void choose_wide_loads(lanes_linear_t *L) {
   if (L->k % 4) return;
   int x = vlmc_kernel_emit_source_input(L->e, L->x), w = vlmc_kernel_emit_source_input(L->e, L->w);
   if (x == w) return;
@@ -273,7 +273,7 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   bool gemv = vlmc_vk_static_rows(xt) == 1; /* as vlmc_vk_kernel_linear chooses */
   e->template_name = gemv ? "linear" : "linear_tiles";
   vlmc_vk_emit_set_workgroup(e, LANES, 1, 1, gemv ? GEMV_UNITS : TILES_UNITS_PER_GROUP);
-  declare_quads(&L);
+  choose_wide_loads(&L);
   L.tid = vlmc_vk_emit_thread_id(e, 0);
   L.m = vlmc_kernel_emit_dims_product(e, xt, 0, xt->rank - 1);
   if (!gemv) {

@@ -141,32 +141,28 @@ static bool check_applies(vlmc_kernel_emit_t *e) {
   return false;
 }
 
-vlmc_status_t vlmc_vk_kernel_rms_norm_lanes(vlmc_kernel_emit_t *e) {
+/* rms_norm (layer false): w * (x * inv) with inv from the sum of squares; layer_norm: the mean
+ * first, inv from the squared deviations from it, then (x - mean) * inv * w (+ b). */
+static vlmc_status_t emit_norm(vlmc_kernel_emit_t *e, bool layer) {
   const vlmc_op_t *op = e->anchor;
-  e->template_name = "rms_norm";
+  e->template_name = layer ? "layer_norm" : "rms_norm";
   if (!check_applies(e)) return NULL;
   lanes_row_t R;
   open_row(e, &R, op);
-  e->cost = 4 * R.len;
+  e->cost = (layer ? 7 : 4) * R.len;
   int eps = vlmc_kernel_emit_f32(e, vlmc_op_attr_float(op, "eps"));
-  int inv = inverse_std(e, row_sum(&R, true, -1), R.len, eps);
-  write_row(&R, -1, inv, op->operands[1], NULL);
+  int mean = -1; /* rms_norm: no centre */
+  if (layer) {
+    int sum = row_sum(&R, false, -1);
+    mean = fop(e, "arith.divf", sum, vlmc_kernel_emit_f32(e, (double)R.len));
+  }
+  int inv = inverse_std(e, row_sum(&R, true, mean), R.len, eps);
+  const vlmc_value_t *bias = layer && op->num_operands > 2 ? op->operands[2] : NULL;
+  write_row(&R, mean, inv, op->operands[1], bias);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
 }
 
-vlmc_status_t vlmc_vk_kernel_layer_norm_lanes(vlmc_kernel_emit_t *e) {
-  const vlmc_op_t *op = e->anchor;
-  e->template_name = "layer_norm";
-  if (!check_applies(e)) return NULL;
-  lanes_row_t R;
-  open_row(e, &R, op);
-  e->cost = 7 * R.len;
-  int eps = vlmc_kernel_emit_f32(e, vlmc_op_attr_float(op, "eps"));
-  int sum = row_sum(&R, false, -1);
-  int mean = fop(e, "arith.divf", sum, vlmc_kernel_emit_f32(e, (double)R.len));
-  int inv = inverse_std(e, row_sum(&R, true, mean), R.len, eps);
-  write_row(&R, mean, inv, op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL);
-  vlmc_kernel_emit_line(e, "}");
-  return NULL;
-}
+vlmc_status_t vlmc_vk_kernel_rms_norm_lanes(vlmc_kernel_emit_t *e) { return emit_norm(e, false); }
+
+vlmc_status_t vlmc_vk_kernel_layer_norm_lanes(vlmc_kernel_emit_t *e) { return emit_norm(e, true); }
