@@ -5,7 +5,14 @@
 # image). Everything it measures goes to $OUT (or ./h200-out): vulkan_h200.json, the table
 # vulkan_h200.txt, and log.txt with every step's output.
 #
-#   bench/vulkan_h200_device.sh [--reps N] [--skip-hf] [--precisions "f16 f32"]
+#   bench/vulkan_h200_device.sh [--reps N] [--skip-hf] [--precisions "f16 f32"] [--also "NAME..."]
+#                               [--figures-only]
+#
+# --also: more f16 artifacts of .h200/ (NAME.vlmc, e.g. one an earlier revision compiled,
+# renamed 3b-vk-f16-base) measured by the same batch right after the others, each a line of
+# vlmc.jsonl whose "precision" is its name: a before/after of a kernel change in one run.
+# --figures-only: the batches and the summary only (no 4-bit run, profiles or submission
+# modes): a sweep of kernel variants in one short device call.
 #
 # In one run: the machine (nvidia-smi, versions), the 3B checkpoint rewritten from the skeleton
 # (bench/random_checkpoint.py, the bytes the artifacts were compiled against), the prompts
@@ -22,12 +29,16 @@ OUT=${OUT:-$PWD/h200-out}
 REPS=3
 SKIP_HF=0
 PRECISIONS="f16 f32" # --precisions f16: a quicker run (the f32 artifact left out)
+ALSO=
+FIGURES_ONLY=0
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=$2; shift 2 ;;
     --skip-hf) SKIP_HF=1; shift ;;
     --precisions) PRECISIONS=$2; shift 2 ;;
-    *) echo "usage: $0 [--reps N] [--skip-hf] [--precisions \"f16 f32\"]" >&2; exit 2 ;;
+    --also) ALSO=$2; shift 2 ;;
+    --figures-only) FIGURES_ONLY=1; shift ;;
+    *) echo "usage: $0 [--reps N] [--skip-hf] [--precisions \"f16 f32\"] [--also \"NAME...\"] [--figures-only]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -139,8 +150,9 @@ with open(sys.argv[2], "w") as f:
 EOF
 
 : >"$W/vlmc.jsonl"
-for P in $PRECISIONS; do
+for P in $PRECISIONS $ALSO; do
   A=$H/3b-vk-$P.vlmc
+  case " $ALSO " in *" $P "*) A=$H/$P.vlmc ;; esac
   step "vlmc vulkan $P: batch of $(wc -l <"$W/requests.jsonl") requests"
   base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$W/mem.$P.txt" &
@@ -174,6 +186,12 @@ print(json.dumps(out))
 EOF
   tail -1 "$W/vlmc.jsonl" | cut -c1-400 | tee -a "$LOG"
 done
+
+if [ "$FIGURES_ONLY" = 1 ]; then
+  step "summary"
+  python3 bench/vulkan_h200_summary.py "$W" "$OUT" 2>&1 | tee -a "$LOG"
+  exit 0
+fi
 
 # 4-bit weights (issue 16): the same checkpoint in MLX's 4-bit format, made here as
 # bench/vulkan_h200.sh made it there (tests/oracle/make_mlx_checkpoint.py, numpy), and the

@@ -413,6 +413,8 @@ int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int 
 static int64_t type_bytes(const char *type) {
   if (!strcmp(type, "i64") || !strcmp(type, "f64")) return 8;
   if (!strcmp(type, "f16") || !strcmp(type, "i16")) return 2;
+  if (!strcmp(type, "vector<4xf16>")) return 8;
+  if (!strcmp(type, "vector<4xf32>")) return 16;
   return 4;
 }
 
@@ -494,11 +496,13 @@ int vlmc_vk_emit_mma_load_as(vlmc_kernel_emit_t *e, int shared, int index, int64
   vk->coop_matrix = true;
   int64_t count;
   const char *type = shared_type(e, shared, &count);
+  /* a vector<4xf16> array holds f16 elements four to a slot; index and lead count slots */
+  const char *element = !strcmp(type, "vector<4xf16>") ? "f16" : type;
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = gpu.subgroup_mma_load_matrix " VLMC_SSA "[" VLMC_SSA "] {leadDimension = "
                         "%lld : index%s} : memref<%lldx%s, #spirv.storage_class<Workgroup>> -> "
                         "!gpu.mma_matrix<16x16x%s, \"%s\">", v, shared, index, (long long)lead,
-                        transpose ? ", transpose" : "", (long long)count, type, type, use);
+                        transpose ? ", transpose" : "", (long long)count, type, element, use);
   return v;
 }
 

@@ -143,7 +143,8 @@ int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int 
 
 /* ---- workgroup cooperation ---- */
 
-/* A workgroup-memory array of `count` elements of `type` ("f32", "i32", "i64"), declared
+/* A workgroup-memory array of `count` elements of `type` ("f32", "i32", "i64", "f16",
+ * "vector<4xf16>"), declared
  * once at the top of the kernel (memref.alloc in #spirv.storage_class<Workgroup>); counts
  * toward shared_bytes. Returns the memref SSA; read and write it with the two below. */
 int vlmc_vk_emit_shared(vlmc_kernel_emit_t *e, const char *type, int64_t count);
@@ -203,7 +204,8 @@ const char *vlmc_vk_mma_acc_type(void);
 int vlmc_vk_emit_mma_zero(vlmc_kernel_emit_t *e);
 /* The 16 x 16 f16 operand at element `index` of workgroup array `shared` (f16), rows `lead`
  * elements apart: an A operand (row-major), or with b_operand a B operand read transposed
- * (the array holds B's columns as rows: W [N, K] as it is). */
+ * (the array holds B's columns as rows: W [N, K] as it is). An array of "vector<4xf16>"
+ * holds four f16 a slot (filled by 8-byte stores); its index and lead count slots. */
 int vlmc_vk_emit_mma_load(vlmc_kernel_emit_t *e, int shared, int index, int64_t lead, bool b_operand);
 /* The same for any use: "AOp", "BOp" (f16 arrays) or "COp" (an f32 array: an accumulator),
  * read transposed or not (a B operand held row-major as [K, N]: transpose false). */
