@@ -362,19 +362,26 @@ void vlmc_vk_emit_declare_quads(vlmc_kernel_emit_t *e, int input) {
   vk->quad_inputs |= 1u << input;
 }
 
-void vlmc_vk_emit_load_quad(vlmc_kernel_emit_t *e, int input, int quad, int out[4]) {
+int vlmc_vk_emit_load_quad_vector(vlmc_kernel_emit_t *e, int input, int quad) {
   if (!is_quads(e, input)) {
     vlmc_kernel_emit_fail(e, "quad load of input %d, which was not declared as quads", input);
-    for (int i = 0; i < 4; ++i) out[i] = vlmc_kernel_emit_f32(e, 0);
+    return vlmc_kernel_emit_f32(e, 0);
+  }
+  return load_quad_vector(e, input, quad);
+}
+
+void vlmc_vk_emit_load_quad(vlmc_kernel_emit_t *e, int input, int quad, int out[4]) {
+  int v = vlmc_vk_emit_load_quad_vector(e, input, quad);
+  if (!is_quads(e, input)) { /* failed: v is a 0 */
+    for (int i = 0; i < 4; ++i) out[i] = v;
     return;
   }
-  int v = load_quad_vector(e, input, quad);
   for (int i = 0; i < 4; ++i) out[i] = quad_element(e, input, v, i, false);
 }
 
 /* The two bf16 halves of i32 word `word` widened to f32: the low half is the even element
  * (little-endian), the high half the odd one. */
-static void unpack_bf16_word(vlmc_kernel_emit_t *e, int word, int out[2]) {
+void vlmc_vk_emit_bf16_word(vlmc_kernel_emit_t *e, int word, int out[2]) {
   int lo = vlmc_kernel_emit_fresh(e), hi = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.shli " VLMC_SSA ", " VLMC_SSA " : i32", lo, word, i32_constant(e, 16));
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.andi " VLMC_SSA ", " VLMC_SSA " : i32", hi, word,
@@ -390,7 +397,7 @@ void vlmc_vk_emit_bf16x8(vlmc_kernel_emit_t *e, int words, int out[8]) {
     int word = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.extract " VLMC_SSA "[%d] : i32 from vector<4xi32>", word,
                           words, w);
-    unpack_bf16_word(e, word, out + 2 * w);
+    vlmc_vk_emit_bf16_word(e, word, out + 2 * w);
   }
 }
 
@@ -404,7 +411,7 @@ int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int 
   }
   int word = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xi32>", word, input, word_at);
-  unpack_bf16_word(e, word, out);
+  vlmc_vk_emit_bf16_word(e, word, out);
   return word;
 }
 
@@ -414,7 +421,6 @@ static int64_t type_bytes(const char *type) {
   if (!strcmp(type, "i64") || !strcmp(type, "f64")) return 8;
   if (!strcmp(type, "f16") || !strcmp(type, "i16")) return 2;
   if (!strcmp(type, "vector<4xf16>")) return 8;
-  if (!strcmp(type, "vector<4xf32>")) return 16;
   return 4;
 }
 

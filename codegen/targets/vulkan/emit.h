@@ -136,10 +136,14 @@ bool vlmc_vk_emit_can_declare_quads(const vlmc_kernel_emit_t *e, int input);
 void vlmc_vk_emit_declare_quads(vlmc_kernel_emit_t *e, int input);
 /* Elements 4 quad .. 4 quad + 3 of a declared input, widened to f32 into out[]. */
 void vlmc_vk_emit_load_quad(vlmc_kernel_emit_t *e, int input, int quad, int out[4]);
+/* The same quad as loaded: a vector<4xf32> or vector<4xf16> SSA (the input's storage). */
+int vlmc_vk_emit_load_quad_vector(vlmc_kernel_emit_t *e, int input, int quad);
 
 /* The two bf16 elements of 32-bit word `word_at` of bf16 input `input` (elements 2 word_at
  * and 2 word_at + 1), widened to f32 into out[]; returns the word (an i32 SSA). */
 int vlmc_vk_emit_load_bf16x2(vlmc_kernel_emit_t *e, int input, int word_at, int out[2]);
+/* The two bf16 halves of an i32 word SSA widened to f32 (the low half is the even element). */
+void vlmc_vk_emit_bf16_word(vlmc_kernel_emit_t *e, int word, int out[2]);
 
 /* ---- workgroup cooperation ---- */
 

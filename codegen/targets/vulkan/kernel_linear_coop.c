@@ -117,7 +117,7 @@ static int convert(vlmc_kernel_emit_t *e, const char *op, int a, const char *fro
   return v;
 }
 
-static int i32c(vlmc_kernel_emit_t *e, const char *type, const char *value) {
+static int constant(vlmc_kernel_emit_t *e, const char *type, const char *value) {
   int v = vlmc_kernel_emit_fresh(e);
   vlmc_kernel_emit_line(e, VLMC_SSA " = arith.constant %s : %s", v, value, type);
   return v;
@@ -149,23 +149,14 @@ static int vector4(vlmc_kernel_emit_t *e, const int s[4]) {
   return v;
 }
 
-/* bf16 pairs: the even element is a word's low half (little-endian), the odd one its high
- * half; each widened by putting its bits in an f32's top half. TYPE is i32 or vector<4xi32>. */
-static void bf16_pairs(vlmc_kernel_emit_t *e, int words, const char *type, int *even, int *odd) {
-  bool vec = strcmp(type, "i32") != 0;
-  const char *f = vec ? "vector<4xf32>" : "f32";
-  int sixteen = i32c(e, type, vec ? "dense<16>" : "16");
-  int mask = i32c(e, type, vec ? "dense<-65536>" : "-65536");
-  int lo = vector_op(e, "arith.shli", words, sixteen, type);
-  int hi = vector_op(e, "arith.andi", words, mask, type);
-  *even = convert(e, "arith.bitcast", lo, type, f);
-  *odd = convert(e, "arith.bitcast", hi, type, f);
-}
-
-/* The 8 bf16 of a vector<4xi32> as two vector<4xf32> (elements 0..3, 4..7). */
+/* The 8 bf16 of a vector<4xi32> as two vector<4xf32> (elements 0..3, 4..7): a word's low half
+ * is its even element (little-endian), each widened by putting its bits in an f32's top half. */
 static void bf16x8_quads(vlmc_kernel_emit_t *e, int words, int out[2]) {
-  int even, odd;
-  bf16_pairs(e, words, "vector<4xi32>", &even, &odd);
+  const char *type = "vector<4xi32>";
+  int sixteen = constant(e, type, "dense<16>"), mask = constant(e, type, "dense<-65536>");
+  int lo = vector_op(e, "arith.shli", words, sixteen, type), hi = vector_op(e, "arith.andi", words, mask, type);
+  int even = convert(e, "arith.bitcast", lo, type, "vector<4xf32>");
+  int odd = convert(e, "arith.bitcast", hi, type, "vector<4xf32>");
   for (int h = 0; h < 2; ++h) {
     out[h] = vlmc_kernel_emit_fresh(e);
     vlmc_kernel_emit_line(e, VLMC_SSA " = vector.shuffle " VLMC_SSA ", " VLMC_SSA " [%d, %d, %d, %d] : "
@@ -208,17 +199,24 @@ static void load_step(const coop_t *C, const operand_t *O, int row0, int k0, int
   for (int i = 0; i < loads_per_step(O); ++i) {
     int row, ks;
     load_place(C, O, i, &row, &ks);
-    int k = add(e, k0, ks), ok = in_range(C, O, row0, row, k);
+    int k = add(e, k0, ks);
+    if (O->source == ELEMENTS) { /* each element masked as it loads */
+      int s[4];
+      for (int c = 0; c < 4; ++c) {
+        int kc = addc(e, k, c), ok_c = in_range(C, O, row0, row, kc);
+        int at = clamp0(e, ok_c, add(e, mul(e, add(e, row0, row), kk), kc));
+        int v = vlmc_kernel_emit_load(e, O->v, at), zero = vlmc_kernel_emit_f32(e, 0);
+        s[c] = vlmc_vk_emit_select(e, ok_c, v, zero, "f32");
+      }
+      raw[n++] = vector4(e, s);
+      continue;
+    }
+    int ok = in_range(C, O, row0, row, k);
     int flat = clamp0(e, ok, add(e, mul(e, add(e, row0, row), kk), k));
     switch (O->source) {
-    case QUADS: {
-      const char *st = vlmc_kernel_emit_storage_type(vlmc_kernel_emit_input_storage(e, (uint32_t)O->input));
-      int at = divu(e, flat, 4), v = vlmc_kernel_emit_fresh(e);
-      vlmc_kernel_emit_line(e, VLMC_SSA " = memref.load %%b%d[" VLMC_SSA "] : memref<?xvector<4x%s>>", v,
-                            O->input, at, st);
-      raw[n++] = v;
+    case QUADS:
+      raw[n++] = vlmc_vk_emit_load_quad_vector(e, O->input, divu(e, flat, 4));
       break;
-    }
     case WIDE:
       raw[n++] = vlmc_vk_emit_load_words4(e, O->input, divu(e, flat, 8));
       break;
@@ -232,22 +230,15 @@ static void load_step(const coop_t *C, const operand_t *O, int row0, int k0, int
         raw[n++] = v;
       }
       break;
-    case ELEMENTS: {
-      int s[4];
-      for (int c = 0; c < 4; ++c) {
-        int kc = addc(e, k, c), ok_c = in_range(C, O, row0, row, kc);
-        int at = clamp0(e, ok_c, add(e, mul(e, add(e, row0, row), kk), kc));
-        int v = vlmc_kernel_emit_load(e, O->v, at), zero = vlmc_kernel_emit_f32(e, 0);
-        s[c] = vlmc_vk_emit_select(e, ok_c, v, zero, "f32");
-      }
-      raw[n++] = vector4(e, s);
+    case ELEMENTS: /* loaded above */
       break;
-    }
     }
   }
 }
 
-/* The step at k0's raw values of O (loaded by load_step) masked, as f16, into O's staged tile. */
+/* The step at k0's raw values of O (loaded by load_step) masked, as f16, into O's staged tile.
+ * The masks are recomputed here rather than applied at the load: a select on a loaded value
+ * would wait for the load there, before the step's multiply-adds. */
 static void store_step(const coop_t *C, const operand_t *O, int row0, int k0, const int *raw) {
   vlmc_kernel_emit_t *e = C->e;
   int n = 0;
@@ -275,9 +266,9 @@ static void store_step(const coop_t *C, const operand_t *O, int row0, int k0, co
     case WORDS: {
       int w[2], f[4];
       for (int h = 0; h < 2; ++h) {
-        int k_h = addc(e, k, 2 * h), ok_h = in_range(C, O, row0, row, k_h), zero = i32c(e, "i32", "0");
+        int k_h = addc(e, k, 2 * h), ok_h = in_range(C, O, row0, row, k_h), zero = constant(e, "i32", "0");
         w[h] = vlmc_vk_emit_select(e, ok_h, raw[n++], zero, "i32");
-        bf16_pairs(e, w[h], "i32", f + 2 * h, f + 2 * h + 1);
+        vlmc_vk_emit_bf16_word(e, w[h], f + 2 * h);
       }
       halves[0] = to_half4(e, vector4(e, f));
       break;
