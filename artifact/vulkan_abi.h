@@ -23,6 +23,10 @@ typedef enum {
   VLMC_VK_NUM_FEATURES = 6,
 } vlmc_vk_feature_t;
 
+/* A split kernel's combine stage runs at most this many workgroups per work unit
+ * (`combine_groups`, docs/vulkan.md "Split kernels"). */
+enum { VLMC_VK_MAX_COMBINE_GROUPS = 1024 };
+
 /* The feature's name as the table spells it ("shaderFloat16"), by bit index; "?" past them. */
 const char *vlmc_vk_feature_name(unsigned bit);
 

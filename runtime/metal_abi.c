@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "artifact/vulkan_abi.h" /* VLMC_VK_MAX_COMBINE_GROUPS: the kernels are vulkan's */
+
 static int64_t field(const vlmc_kernel_table_kernel_t *k, const char *key, int64_t dflt) {
   const vlmc_kernel_table_field_t *f = vlmc_kernel_table_kernel_field(k, key);
   return f && !f->string ? f->integer : dflt;
@@ -164,6 +166,10 @@ vlmc_status_t vlmc_metal_plan(const vlmc_metal_table_t *t, const vlmc_region_cal
   out->words_index++;
   out->combine_threads[0] = (uint32_t)field(k, "combine_threadgroup_x", 1);
   out->combine_threads[1] = out->combine_threads[2] = 1;
-  grid_of(out->work, out->combine_groups);
+  int64_t per_unit = field(k, "combine_groups", 1); /* absent: a threadgroup per unit */
+  if (per_unit < 1 || per_unit > VLMC_VK_MAX_COMBINE_GROUPS)
+    return vlmc_status_make(VLMC_PARSE_ERROR, "metal kernel %s: combine_groups = %lld: expected "
+                            "1 to %d", k->symbol, (long long)per_unit, VLMC_VK_MAX_COMBINE_GROUPS);
+  grid_of(out->work * per_unit, out->combine_groups);
   return NULL;
 }

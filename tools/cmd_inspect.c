@@ -289,6 +289,11 @@ static const char *string_field(const vlmc_kernel_table_kernel_t *k, const char 
 
 /* One vulkan kernel: its grid shape, push constants (docs/vulkan.md: word 0 the work units,
  * then the symbols), bindings (the inputs' storage, the output last) and device features. */
+/* A split kernel's combine workgroups per unit (absent in artifacts before it existed: 1). */
+static int64_t combine_groups_of(const vlmc_kernel_table_kernel_t *k) {
+  return vlmc_kernel_table_kernel_field(k, "combine_groups") ? int_field(k, "combine_groups") : 1;
+}
+
 static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_table_kernel_t *k,
                                 uint32_t uses) {
   char serves[160];
@@ -313,11 +318,12 @@ static void print_vulkan_kernel(const vlmc_kernel_table_t *t, const vlmc_kernel_
   const char *features = string_field(k, "features");
   printf("           features: %s\n", features[0] ? features : "none");
   if (!vlmc_kernel_table_kernel_field(k, "split")) return;
+  int64_t combine_groups = combine_groups_of(k);
   printf("           split: %lld parts per unit, %lld floats of scratch each (binding %u); "
-         "then %s: workgroup %lldx1x1 per unit, %lld B shared, %lld B SPIR-V\n",
+         "then %s: %lld workgroup%s of %lldx1x1 per unit, %lld B shared, %lld B SPIR-V\n",
          (long long)int_field(k, "split"), (long long)int_field(k, "scratch_floats"),
-         k->num_inputs + 1, string_field(k, "combine_entry"),
-         (long long)int_field(k, "combine_workgroup_x"),
+         k->num_inputs + 1, string_field(k, "combine_entry"), (long long)combine_groups,
+         combine_groups == 1 ? "" : "s", (long long)int_field(k, "combine_workgroup_x"),
          (long long)int_field(k, "combine_shared_bytes"),
          (long long)int_field(k, "combine_spirv_size"));
 }
@@ -398,10 +404,12 @@ static void print_metal_kernel(const vlmc_kernel_table_kernel_t *k, uint32_t use
   for (uint32_t i = 0; i < k->num_syms; ++i) printf(", %s", k->syms[i]);
   printf("\n");
   if (!vlmc_kernel_table_kernel_field(k, "split")) return;
+  int64_t combine_groups = combine_groups_of(k);
   printf("           split: %lld parts per unit, %lld floats of scratch each; then %s: "
-         "threadgroup %lldx1x1 per unit, %lld B threadgroup memory\n",
+         "%lld threadgroup%s of %lldx1x1 per unit, %lld B threadgroup memory\n",
          (long long)int_field(k, "split"), (long long)int_field(k, "scratch_floats"),
-         string_field(k, "combine_entry"), (long long)int_field(k, "combine_threadgroup_x"),
+         string_field(k, "combine_entry"), (long long)combine_groups, combine_groups == 1 ? "" : "s",
+         (long long)int_field(k, "combine_threadgroup_x"),
          (long long)int_field(k, "combine_threadgroup_bytes"));
 }
 

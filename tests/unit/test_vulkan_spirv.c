@@ -203,6 +203,8 @@ static vlmc_status_t read_fields(const char *abi, const char *target) {
       EXPECT_EQ_INT(info[0].split, 8);
       EXPECT_EQ_INT(info[0].scratch_floats, 130);
       EXPECT_EQ_INT(info[0].combine_workgroup_x, 64);
+      /* absent: a workgroup per unit, as artifacts before the field had */
+      EXPECT_EQ_INT(info[0].combine_groups, strstr(target, "\"combine_groups\"") ? 4 : 1);
     }
   }
   vlmc_kernel_table_deinit(&table);
@@ -239,12 +241,13 @@ static vlmc_status_t with_split_field(const char *key, const char *value) {
   for (size_t i = 0; i < combine.n; ++i) put(&g_module_words, combine.w[i]);
   static const char *const keys[] = {"split", "scratch_floats", "combine_entry",
                                      "combine_spirv_offset", "combine_spirv_size",
-                                     "combine_workgroup_x", "combine_shared_bytes"};
+                                     "combine_workgroup_x", "combine_shared_bytes",
+                                     "combine_groups"};
   char offset[16], size[16], first_size[16];
   snprintf(offset, sizeof offset, "%zu", 4 * first.n);
   snprintf(size, sizeof size, "%zu", 4 * combine.n);
   snprintf(first_size, sizeof first_size, "%zu", 4 * first.n);
-  const char *values[] = {"8", "130", "\"vk0_combine\"", offset, size, "64", "0"};
+  const char *values[] = {"8", "130", "\"vk0_combine\"", offset, size, "64", "0", "4"};
   char target[1024];
   size_t used = (size_t)snprintf(target, sizeof target, "\"entry\": \"vk0\", \"spirv_offset\": 0, "
                                  "\"spirv_size\": %s, \"workgroup_x\": 64, \"workgroup_y\": 1, "
@@ -273,6 +276,10 @@ static void test_split_fields(void) {
   EXPECT_ERROR(with_split_field("combine_workgroup_x", "32"), "LocalSize 64 x 1 x 1, the table says 32");
   EXPECT_ERROR(with_split_field("combine_workgroup_x", "2048"), "target.combine_workgroup_x = 2048");
   EXPECT_ERROR(with_split_field("combine_shared_bytes", NULL), "target.combine_shared_bytes is missing");
+  EXPECT_OK(with_split_field("combine_groups", NULL)); /* optional: 1 */
+  EXPECT_ERROR(with_split_field("combine_groups", "0"), "target.combine_groups = 0: expected 1 to 1024");
+  EXPECT_ERROR(with_split_field("combine_groups", "1025"), "target.combine_groups = 1025");
+  EXPECT_ERROR(with_split_field("combine_groups", "\"4\""), "target.combine_groups: expected an integer");
 }
 
 static void test_table_fields(void) {

@@ -197,6 +197,7 @@ static vlmc_status_t metal_kernel(codegen_t *g, const vlmc_target_section_t *spi
       {"combine_msl_offset", (int64_t)at},
       {"combine_msl_size", (int64_t)(g->msl.len - at)},
       {"combine_threadgroup_x", combine_threads},
+      {"combine_groups", int_field(vk, "combine_groups", 1)},
       {"combine_threadgroup_bytes", combine_bytes},
   };
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_string_field(out, "combine_entry", combine));

@@ -36,6 +36,7 @@ typedef struct {
   int64_t scratch_floats;
   char *combine_text;
   int combine_workgroup;
+  int combine_groups; /* workgroups per work unit (>= 1) */
   int64_t combine_shared_bytes;
   size_t combine_offset, combine_size;
 } vk_kernel_t;
@@ -103,9 +104,10 @@ static vlmc_status_t write_combine(codegen_t *g, const vlmc_func_t *func,
                           (long long)vk.shared_bytes, (long long)vk.max_shared_bytes);
   if (!st) {
     info->combine_workgroup = vk.workgroup[0];
+    info->combine_groups = vk.combine_groups > 0 ? vk.combine_groups : 1;
     info->combine_shared_bytes = vk.shared_bytes;
     if (vk.units_per_group != 1)
-      st = vlmc_status_make(VLMC_INTERNAL, "the combine stage takes a workgroup per unit");
+      st = vlmc_status_make(VLMC_INTERNAL, "the combine stage takes whole workgroups per unit");
   }
   if (!st) {
     info->combine_text = vlmc_strbuf_take(&text);
@@ -302,6 +304,7 @@ static vlmc_status_t add_target_fields(vlmc_kernel_table_kernel_t *k, const vk_k
       {"combine_spirv_offset", (int64_t)info->combine_offset},
       {"combine_spirv_size", (int64_t)info->combine_size},
       {"combine_workgroup_x", info->combine_workgroup},
+      {"combine_groups", info->combine_groups},
       {"combine_shared_bytes", info->combine_shared_bytes},
   };
   VLMC_RETURN_IF_ERROR(vlmc_kernel_table_kernel_add_string_field(k, "combine_entry", entry));

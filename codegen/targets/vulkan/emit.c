@@ -225,6 +225,26 @@ void vlmc_vk_emit_set_split(vlmc_kernel_emit_t *e, int split, int64_t scratch_fl
   vk->scratch = true;
 }
 
+void vlmc_vk_emit_set_combine_groups(vlmc_kernel_emit_t *e, int groups) {
+  vlmc_vk_emit_t *vk = e->target;
+  if (groups < 1 || groups > VLMC_VK_MAX_COMBINE_GROUPS) {
+    vlmc_kernel_emit_fail(e, "a combine stage takes 1 to %d workgroups per unit (%d)",
+                          VLMC_VK_MAX_COMBINE_GROUPS, groups);
+    return;
+  }
+  vk->combine_groups = groups;
+}
+
+int vlmc_vk_emit_open_combine_unit(vlmc_kernel_emit_t *e, int *piece) {
+  const vlmc_vk_emit_t *vk = e->target;
+  int n = vlmc_kernel_emit_index(e, vk->combine_groups > 0 ? vk->combine_groups : 1);
+  int group = vlmc_vk_emit_group(e);
+  int unit = vlmc_kernel_emit_index_op(e, "arith.divui", group, n);
+  *piece = vlmc_kernel_emit_index_op(e, "arith.remui", group, n);
+  vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", unit, vlmc_vk_emit_work(e)));
+  return unit;
+}
+
 int vlmc_vk_emit_scratch_load(vlmc_kernel_emit_t *e, int index) {
   vlmc_vk_emit_t *vk = e->target;
   vk->scratch = true;

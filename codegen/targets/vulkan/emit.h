@@ -32,6 +32,7 @@
 
 #include <stdint.h>
 
+#include "artifact/vulkan_abi.h" /* VLMC_VK_MAX_COMBINE_GROUPS */
 #include "codegen/kernel_emit.h"
 
 enum { VLMC_VK_MAX_SHARED = 16 };
@@ -54,6 +55,7 @@ typedef struct {
   int split;
   int64_t scratch_floats;
   vlmc_status_t (*combine)(vlmc_kernel_emit_t *e);
+  int combine_groups;     /* a combine stage's workgroups per work unit (0: one) */
   bool scratch;           /* declares the scratch binding (binding n + 1) */
   /* Workgroup memory the kernel may declare: 16384 (every Vulkan device), unless a variant
    * for GPUs raised it (vlmc_vk_emit_allow_shared: the backend runs the main kernel instead
@@ -84,12 +86,19 @@ void vlmc_vk_emit_set_workgroup(vlmc_kernel_emit_t *e, int x, int y, int z, int 
  * of these), each writing scratch_floats floats of partial results to the scratch buffer the
  * backend binds at binding n + 1 (unit u, part p at (u * split + p) * scratch_floats); after a
  * barrier, stage 2 (written by `combine` on a fresh emitter over the same region, the same
- * push constants and bindings) runs the work units, reads the partials and writes the output.
- * Decode attention splits a step's few (row, kv head) units over the keys this way. */
+ * push constants and bindings) runs the work units, reads the partials and writes the output:
+ * a workgroup per unit, or `groups` per unit (vlmc_vk_emit_set_combine_groups), so that a
+ * step's few units spread over more of the GPU. Decode attention splits a step's few
+ * (row, kv head) units over the keys this way, and combines them a workgroup per head. */
 
 /* Called by a stage-1 template: split >= 2, scratch_floats >= 1. */
 void vlmc_vk_emit_set_split(vlmc_kernel_emit_t *e, int split, int64_t scratch_floats,
                             vlmc_status_t (*combine)(vlmc_kernel_emit_t *e));
+/* Called by a combine template: `groups` workgroups per work unit (1 to VLMC_VK_MAX_COMBINE_GROUPS). */
+void vlmc_vk_emit_set_combine_groups(vlmc_kernel_emit_t *e, int groups);
+/* A combine stage of n groups per unit (after vlmc_vk_emit_set_combine_groups): opens
+ * `scf.if unit < work {` and returns the unit, group / n; *piece = group % n. */
+int vlmc_vk_emit_open_combine_unit(vlmc_kernel_emit_t *e, int *piece);
 /* Scratch element `index` (an f32) of either stage, and a store of f32 `value` there. */
 int vlmc_vk_emit_scratch_load(vlmc_kernel_emit_t *e, int index);
 void vlmc_vk_emit_scratch_store(vlmc_kernel_emit_t *e, int value, int index);

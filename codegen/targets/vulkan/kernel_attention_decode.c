@@ -31,7 +31,9 @@
  * kernels"): stage 1 gives each unit P workgroups (P a power of two, S x Hkv x P <= 64,
  * P <= 32), part p taking the p-th of P equal slices of the row's keys and writing its running
  * max, sum and unnormalized accumulators (per head: [m, l, acc[Dv]]) to scratch; stage 2
- * (a workgroup of the same shape per unit) combines the P partials of each head:
+ * (a workgroup per (unit, head): G per unit, an invocation per output dim; one workgroup per
+ * unit, the G x R shape, had read 32 x 1,026 floats per head on 2 SMs, about half of the
+ * step's 30 us a call on an H100) combines the P partials of each head:
  * M = max m_p, L = sum exp(m_p - M) l_p, out = sum exp(m_p - M) acc_p / L. A slice without
  * keys has m = -inf, l = 0 and weighs 0. The order of the sums differs from one pass's, so the
  * results agree with it to rounding, not bit for bit. */
@@ -405,6 +407,13 @@ static void emit_combine(decode_t *D) {
   emit_store(D, state);
 }
 
+/* The combine's invocations per head: Dv rounded up to whole subgroups of 32, at most 256
+ * (an invocation per dim up to Dv = 256). */
+static int64_t combine_lanes(int64_t dv) {
+  int64_t lanes = (dv + 31) / 32 * 32;
+  return lanes < MAX_THREADS ? lanes : MAX_THREADS;
+}
+
 /* The kernel's shape from the region's anchor (false: failed through e). */
 static bool setup(decode_t *D, vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
@@ -431,11 +440,16 @@ static bool setup(decode_t *D, vlmc_kernel_emit_t *e) {
   choose_shape(D);
   e->template_name = "attention";
   e->cost = 256 * D->group * (2 * D->d + 2 * D->dv + 16);
+  return true;
+}
+
+/* Stage 1 (or the one stage): G x R invocations, (h, r) = (tid / R, tid % R). */
+static void head_lanes(decode_t *D) {
+  vlmc_kernel_emit_t *e = D->e;
   vlmc_vk_emit_set_workgroup(e, (int)D->threads, 1, 1, 1);
   D->tid = vlmc_vk_emit_thread_id(e, 0);
   D->h = vlmc_kernel_emit_index_op(e, "arith.divui", D->tid, idx(e, D->lanes));
   D->r = vlmc_kernel_emit_index_op(e, "arith.remui", D->tid, idx(e, D->lanes));
-  return true;
 }
 
 static void unit_coordinates(decode_t *D, int unit) {
@@ -451,10 +465,17 @@ static void declare_shared(decode_t *D) {
   D->qs = vlmc_vk_emit_shared(D->e, "f32", D->group * D->d + 1); /* + a spare slot */
 }
 
+/* Stage 2: workgroup g combines head g % G of unit g / G, invocation r taking dims r, r + R',
+ * ... (R' = combine_lanes(Dv)). */
 static vlmc_status_t attention_decode_combine(vlmc_kernel_emit_t *e) {
   decode_t D;
   if (!setup(&D, e)) return NULL;
-  unit_coordinates(&D, vlmc_vk_emit_open_group_unit(e));
+  D.lanes = D.threads = combine_lanes(D.dv);
+  D.acc = (D.dv + D.lanes - 1) / D.lanes;
+  vlmc_vk_emit_set_workgroup(e, (int)D.threads, 1, 1, 1);
+  vlmc_vk_emit_set_combine_groups(e, (int)D.group);
+  D.tid = D.r = vlmc_vk_emit_thread_id(e, 0);
+  unit_coordinates(&D, vlmc_vk_emit_open_combine_unit(e, &D.h));
   emit_combine(&D);
   vlmc_kernel_emit_line(e, "}");
   return NULL;
@@ -463,6 +484,7 @@ static vlmc_status_t attention_decode_combine(vlmc_kernel_emit_t *e) {
 vlmc_status_t vlmc_vk_kernel_attention_decode(vlmc_kernel_emit_t *e) {
   decode_t D;
   if (!setup(&D, e)) return NULL;
+  head_lanes(&D);
   declare_shared(&D);
   if (D.split == 1) {
     unit_coordinates(&D, vlmc_vk_emit_open_group_unit(e));

@@ -117,6 +117,11 @@ static vlmc_status_t read_split_fields(const field_ctx_t *c, size_t section_size
                                     &k->combine_size));
   VLMC_RETURN_IF_ERROR(int_field(c, "combine_workgroup_x", 1, VLMC_VK_MAX_INVOCATIONS,
                                  &k->combine_workgroup_x));
+  /* absent in artifacts written before it existed: a workgroup per unit */
+  k->combine_groups = 1;
+  if (vlmc_kernel_table_kernel_field(c->kernel, "combine_groups"))
+    VLMC_RETURN_IF_ERROR(int_field(c, "combine_groups", 1, VLMC_VK_MAX_COMBINE_GROUPS,
+                                   &k->combine_groups));
   return int_field(c, "combine_shared_bytes", 0, INT32_MAX, &k->combine_shared_bytes);
 }
 

@@ -31,9 +31,10 @@ typedef struct {
   /* A split kernel (docs/vulkan.md, "Split kernels"; split 0: one stage): stage 1 (the module
    * above) runs work x split units, each writing scratch_floats floats to the scratch buffer
    * at binding n + 1; then the combine module (entry "<symbol>_combine", LocalSize
-   * [combine_workgroup_x, 1, 1], a workgroup per work unit) writes the output. */
+   * [combine_workgroup_x, 1, 1], combine_groups workgroups per work unit) writes the output. */
   uint32_t split, scratch_floats;
   uint32_t combine_offset, combine_size, combine_workgroup_x, combine_shared_bytes;
+  uint32_t combine_groups;
   uint32_t combine_minor;
 } vlmc_vk_kernel_info_t;
 

@@ -924,7 +924,7 @@ static vlmc_status_t record_region(vk_backend_t *b, const vlmc_region_call_t *c)
   if (split) { /* stage 2 reads every part's partials: same layout, bindings and constants */
     dispatch_barrier(b);
     b->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->combine_pipeline);
-    VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, work));
+    VLMC_RETURN_IF_ERROR(dispatch_groups(b, k, work * k->info.combine_groups));
     b->calls++;
   }
   if (b->profile_pool) {
