@@ -210,7 +210,8 @@ int vlmc_kernel_emit_source_input(const vlmc_kernel_emit_t *e, const vlmc_value_
 }
 
 bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
-  return vlmc_kernel_emit_source_input(e, v) >= 0 || vlmc_kernel_emit_dequantizes(e, v);
+  return vlmc_kernel_emit_source_input(e, v) >= 0 || vlmc_kernel_emit_dequantizes(e, v) ||
+         vlmc_kernel_emit_norm_prologue(e, v);
 }
 
 vlmc_dtype_t vlmc_kernel_emit_input_storage(const vlmc_kernel_emit_t *e, uint32_t i) {
@@ -280,6 +281,43 @@ int vlmc_kernel_emit_dequantized(vlmc_kernel_emit_t *e, const vlmc_op_t *dq, int
                                    bias, 0);
 }
 
+const vlmc_op_t *vlmc_kernel_emit_norm_prologue(const vlmc_kernel_emit_t *e, const vlmc_value_t *v) {
+  const vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN];
+  uint32_t n;
+  return vlmc_dispatch_norm_source(e->region, e->anchor_index, v, chain, &n);
+}
+
+void vlmc_kernel_emit_set_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int a) {
+  e->norm = norm;
+  e->norm_scale = a;
+}
+
+static bool rounds_result(const vlmc_op_t *op);
+static int round_float(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to);
+
+/* Element `flat` of a value read through norm prologue `norm` and its chain (see the header):
+ * the norm's element as its kernel computes it (kernel_norm.c's w * (x * a)), then each cast. */
+static int load_normed(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, const vlmc_op_t *const *chain,
+                       uint32_t len, int flat) {
+  if (e->norm != norm) {
+    vlmc_kernel_emit_fail(e, "template '%s' reads x through an rms_norm prologue but computes no "
+                          "row statistic for it (fuse{norm-prologue=true} regions need one)",
+                          e->template_name ? e->template_name : "?");
+    return vlmc_kernel_emit_f32(e, 0);
+  }
+  const vlmc_type_t *t = &norm->results[0].type;
+  int cols = vlmc_kernel_emit_dim(e, t->dims[t->rank - 1]);
+  int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols);
+  int x = vlmc_kernel_emit_load(e, norm->operands[0], flat);
+  int y = vlmc_kernel_emit_float_op(e, "arith.mulf", x, e->norm_scale, 0);
+  if (norm->num_operands > 1)
+    y = vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_kernel_emit_load(e, norm->operands[1], col), y, 0);
+  if (rounds_result(norm)) y = round_float(e, y, t->dtype); /* a norm computed in f16 */
+  for (uint32_t i = 0; i < len; ++i)
+    if (chain[i]->kind == VLMC_OP_CAST) y = vlmc_kernel_emit_elementwise(e, chain[i], &y);
+  return y;
+}
+
 int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat) {
   int i = vlmc_kernel_emit_source_input(e, v);
   if (i < 0) {
@@ -290,6 +328,10 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
       int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols);
       return vlmc_kernel_emit_dequantized(e, dq, row, col);
     }
+    const vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN];
+    uint32_t len;
+    const vlmc_op_t *norm = vlmc_dispatch_norm_source(e->region, e->anchor_index, v, chain, &len);
+    if (norm) return load_normed(e, norm, chain, len, flat);
     vlmc_kernel_emit_fail(e, "kernel reads a value that is neither an input nor a prologue result");
     return vlmc_kernel_emit_f32(e, 0);
   }

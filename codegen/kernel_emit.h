@@ -113,6 +113,8 @@ struct vlmc_kernel_emit_s {
   struct { int kind; int64_t key; int ssa; } memo[VLMC_KERNEL_EMIT_MAX_MEMO];
   uint32_t num_memo;
   vlmc_status_t error; /* the first error a helper met; vlmc_kernel_emit_function returns it */
+  const vlmc_op_t *norm; /* the norm prologue whose statistic the template gave (NULL: none) */
+  int norm_scale;        /* its SSA */
 };
 
 /* ---- writing ---- */
@@ -149,6 +151,14 @@ bool vlmc_kernel_emit_readable(const vlmc_kernel_emit_t *e, const vlmc_value_t *
 /* Element `flat` (an index SSA) of v as f32 (float values) or i64 (integer / bool values),
  * converted from the storage as it loads. v must be readable. */
 int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat);
+/* Norm prologues (ir/dispatch.h; fuse{norm-prologue=true}): the rms_norm that v (an operand of
+ * the anchor) is read through, or NULL. A template that serves one computes the norm's row
+ * statistic a = 1 / sqrt(mean(x^2) + eps) in f32 first, at the kernel's top level, and gives it
+ * here; from then on vlmc_kernel_emit_load(v, flat) loads x[flat] and returns
+ * w[col] * (x[flat] * a) through the chain's casts (an f16 program's rounding), as the norm's
+ * own kernel would have stored it. Without it such a load fails the kernel by name. */
+const vlmc_op_t *vlmc_kernel_emit_norm_prologue(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
+void vlmc_kernel_emit_set_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int a);
 /* Whether v is a dequantize prologue's result (vlmc_dispatch_dequantize_source): the kernel
  * reads its packed words, scales and biases; vlmc_kernel_emit_load dequantizes element by
  * element, and a hot template may read the words itself. */

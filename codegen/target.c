@@ -41,7 +41,45 @@ vlmc_status_t vlmc_target_list_parse(const char *text, vlmc_target_list_t *out) 
   return NULL;
 }
 
-vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, const char **out_tail) {
+static bool list_has(const char *list, const char *word);
+
+/* Whether every kernel target of the list serves fusion `name`. */
+static bool all_fuse(const vlmc_target_list_t *list, const char *name, size_t len) {
+  char word[64];
+  if (len >= sizeof word) return false;
+  memcpy(word, name, len);
+  word[len] = '\0';
+  for (size_t i = 0; i < list->count; ++i) {
+    const vlmc_target_t *t = list->targets[i];
+    if (t->pipeline_tail && !list_has(t->fusions, word)) return false;
+  }
+  return true;
+}
+
+/* The tail with "fuse" given the options every kernel target serves (the first one's
+ * fusions, kept where all list them). */
+static void tail_with_fusions(const vlmc_target_list_t *list, const vlmc_target_t *first,
+                              vlmc_strbuf_t *out) {
+  for (const char *p = first->pipeline_tail; *p;) {
+    size_t len = strcspn(p, ",");
+    vlmc_strbuf_printf(out, "%s%.*s", p == first->pipeline_tail ? "" : ",", (int)len, p);
+    if (len == 4 && !strncmp(p, "fuse", 4)) {
+      int taken = 0;
+      for (const char *f = first->fusions; f && *f;) {
+        size_t n = strcspn(f, ",");
+        if (n && all_fuse(list, f, n))
+          vlmc_strbuf_printf(out, "%s%.*s=true", taken++ ? "," : "{", (int)n, f);
+        f += n;
+        if (*f == ',') ++f;
+      }
+      if (taken) vlmc_strbuf_printf(out, "}");
+    }
+    p += len;
+    if (*p == ',') ++p;
+  }
+}
+
+vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, vlmc_strbuf_t *out) {
   const vlmc_target_t *first = NULL;
   for (size_t i = 0; i < list->count; ++i) {
     const vlmc_target_t *t = list->targets[i];
@@ -54,8 +92,8 @@ vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, const char *
                               first->name, t->name, first->pipeline_tail, t->pipeline_tail);
     if (!first) first = t;
   }
-  *out_tail = first ? first->pipeline_tail : "";
-  return NULL;
+  if (first) tail_with_fusions(list, first, out);
+  return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
 }
 
 /* ---- precision ---- */
@@ -130,13 +168,17 @@ static vlmc_status_t resolve_precision(const vlmc_target_list_t *list, const cha
 
 vlmc_status_t vlmc_target_list_pipeline(const vlmc_target_list_t *list, const char *precision,
                                         vlmc_strbuf_t *out) {
-  const char *resolved = "f32", *tail = "";
+  const char *resolved = "f32";
   VLMC_RETURN_IF_ERROR(resolve_precision(list, precision, &resolved));
-  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(list, &tail));
+  vlmc_strbuf_t tail;
+  vlmc_strbuf_init(&tail);
+  vlmc_status_t st = vlmc_target_list_tail(list, &tail);
   /* The precision pass names f32 everywhere `ref`. */
   vlmc_strbuf_printf(out, "mrope-layout,window-reorder,canonicalize,cse,dce,precision{target=%s}",
                      strcmp(resolved, "f32") ? resolved : "ref");
-  if (*tail) vlmc_strbuf_printf(out, ",%s", tail);
+  if (!st && tail.len) vlmc_strbuf_printf(out, ",%s", tail.data);
+  vlmc_strbuf_deinit(&tail);
+  if (st) return st;
   return out->failed ? vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory") : NULL;
 }
 
@@ -270,13 +312,16 @@ const vlmc_target_section_t *vlmc_target_output_section(const vlmc_target_output
 
 vlmc_status_t vlmc_target_run_tail(const vlmc_target_t *target, vlmc_module_t *m) {
   vlmc_target_list_t list = {{target}, 1};
-  const char *tail = "";
-  VLMC_RETURN_IF_ERROR(vlmc_target_list_tail(&list, &tail));
+  vlmc_strbuf_t tail;
+  vlmc_strbuf_init(&tail);
+  vlmc_status_t parsed = vlmc_target_list_tail(&list, &tail);
   vlmc_pass_registry_t registry;
   vlmc_pass_registry_init(&registry);
-  VLMC_RETURN_IF_ERROR(vlmc_pass_registry_add_builtin(&registry));
+  if (!parsed) parsed = vlmc_pass_registry_add_builtin(&registry);
   vlmc_pass_pipeline_t *pipeline = NULL;
-  VLMC_RETURN_IF_ERROR(vlmc_pass_pipeline_parse(&registry, tail, &pipeline));
+  if (!parsed) parsed = vlmc_pass_pipeline_parse(&registry, tail.len ? tail.data : "", &pipeline);
+  vlmc_strbuf_deinit(&tail);
+  VLMC_RETURN_IF_ERROR(parsed);
   vlmc_pass_manager_options_t o;
   memset(&o, 0, sizeof o);
   vlmc_status_t st = vlmc_pass_manager_run(pipeline, &o, m);

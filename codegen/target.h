@@ -81,6 +81,11 @@ struct vlmc_target_s {
    * "fuse,memory-plan" (regions and activation slots); NULL: none. Kernel targets of one
    * artifact must agree on it: they run the same regions. */
   const char *pipeline_tail;
+  /* The fuse pass's boolean options its kernels can serve, comma-separated ("norm-prologue":
+   * passes/fuse.c), NULL for none. The tail turns on those that every kernel target of the
+   * artifact lists (they run the same regions): a vulkan artifact gets norm prologues, a
+   * cpu,vulkan one does not. */
+  const char *fusions;
 
   /* ---- its kernels (all NULL for a target that adds no sections, like ref) ---- */
   /* Whether it can write a kernel for the region (anchor: region->ops[anchor_index]). The
@@ -120,8 +125,9 @@ vlmc_status_t vlmc_target_list_parse(const char *text, vlmc_target_list_t *out);
  * "bf16-matmul"). */
 vlmc_status_t vlmc_target_list_pipeline(const vlmc_target_list_t *list, const char *precision,
                                         vlmc_strbuf_t *out);
-/* The pipeline tail the list's kernel targets need ("" for none). */
-vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, const char **out_tail);
+/* The pipeline tail the list's kernel targets need ("" for none), with the fusions they all
+ * serve as the fuse pass's options, into out. */
+vlmc_status_t vlmc_target_list_tail(const vlmc_target_list_t *list, vlmc_strbuf_t *out);
 /* Runs one target's pipeline tail on a module (kernel tests: a program as it reaches the
  * target's code generator). */
 vlmc_status_t vlmc_target_run_tail(const vlmc_target_t *target, vlmc_module_t *module);

@@ -341,11 +341,81 @@ const vlmc_op_t *vlmc_dispatch_dequantize_source(const vlmc_dispatch_region_t *r
   return is_dequantize_prologue(region, (uint32_t)m, v->def) ? v->def : NULL;
 }
 
+/* ---- norm prologues ---- */
+
+bool vlmc_dispatch_is_norm_chain_op(const vlmc_op_t *op) {
+  if (op->kind == VLMC_OP_RESHAPE) return true;
+  return op->kind == VLMC_OP_CAST && vlmc_dtype_info(op->operands[0]->type.dtype)->is_float &&
+         !vlmc_dtype_info(op->operands[0]->type.dtype)->is_quantized &&
+         vlmc_dtype_info(op->results[0].type.dtype)->is_float;
+}
+
+/* The member that reads op's result, when exactly one does and it is a member (-1 else). */
+static int only_member_use(const vlmc_dispatch_region_t *r, const vlmc_op_t *op) {
+  int user = -1;
+  for (uint32_t i = 0; i < r->num_ops; ++i)
+    for (uint32_t j = 0; j < r->ops[i]->num_operands; ++j)
+      if (r->ops[i]->operands[j] == &op->results[0]) {
+        if (user >= 0) return -1;
+        user = (int)i;
+      }
+  return user;
+}
+
+/* Whether op (member k) is an rms_norm whose operands come from inputs through prologue
+ * members and whose result reaches operand 0 of a later linear member through norm-chain
+ * members only, each with that one use. */
+static bool is_norm_prologue(const vlmc_dispatch_region_t *r, uint32_t k, const vlmc_op_t *op) {
+  if (op->kind != VLMC_OP_RMS_NORM) return false;
+  for (uint32_t i = 0; i < op->num_operands; ++i)
+    if (vlmc_dispatch_source_input(r, k, op->operands[i]) < 0) return false;
+  const vlmc_op_t *at = op;
+  for (uint32_t steps = 0; steps <= r->num_ops; ++steps) {
+    int user = only_member_use(r, at);
+    if (user < 0) return false;
+    const vlmc_op_t *next = r->ops[user];
+    if (next->kind == VLMC_OP_LINEAR) return next->operands[0] == &at->results[0];
+    if (!vlmc_dispatch_is_norm_chain_op(next)) return false;
+    at = next;
+  }
+  return false;
+}
+
+const vlmc_op_t *vlmc_dispatch_norm_source(const vlmc_dispatch_region_t *region,
+                                           uint32_t anchor_index, const vlmc_value_t *v,
+                                           const vlmc_op_t **chain, uint32_t *chain_len) {
+  uint32_t n = 0;
+  const vlmc_op_t *stack[VLMC_DISPATCH_MAX_NORM_CHAIN];
+  for (;;) {
+    int m = region_member_index(region, v->def);
+    if (m < 0 || (uint32_t)m >= anchor_index) return NULL;
+    const vlmc_op_t *op = v->def;
+    if (is_norm_prologue(region, (uint32_t)m, op)) {
+      for (uint32_t i = 0; i < n; ++i) chain[i] = stack[n - 1 - i]; /* in the order they apply */
+      *chain_len = n;
+      return op;
+    }
+    if (!vlmc_dispatch_is_norm_chain_op(op) || n == VLMC_DISPATCH_MAX_NORM_CHAIN) return NULL;
+    stack[n++] = op;
+    v = op->operands[0];
+  }
+}
+
+/* Whether member k is part of a norm prologue: the norm, or an op of its chain to the linear. */
+static bool in_norm_prologue(const vlmc_dispatch_region_t *r, uint32_t k) {
+  const vlmc_op_t *op = r->ops[k];
+  if (is_norm_prologue(r, k, op)) return true;
+  if (!vlmc_dispatch_is_norm_chain_op(op)) return false;
+  const vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN];
+  uint32_t n;
+  return vlmc_dispatch_norm_source(r, k, op->operands[0], chain, &n) != NULL;
+}
+
 uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region) {
   /* Members before k are the prologue candidates op may read through. */
   for (uint32_t k = 0; k + 1 < region->num_ops; ++k) {
     const vlmc_op_t *op = region->ops[k];
-    if (is_dequantize_prologue(region, k, op)) continue;
+    if (is_dequantize_prologue(region, k, op) || in_norm_prologue(region, k)) continue;
     if (!vlmc_dispatch_is_prologue_op(op) ||
         vlmc_dispatch_source_input(region, k, op->operands[0]) < 0)
       return k;

@@ -73,9 +73,23 @@ int vlmc_dispatch_source_input(const vlmc_dispatch_region_t *region, uint32_t an
  * dequantizes v's elements as it loads them. NULL otherwise. */
 const vlmc_op_t *vlmc_dispatch_dequantize_source(const vlmc_dispatch_region_t *region,
                                                  uint32_t anchor_index, const vlmc_value_t *v);
+/* A norm prologue (made by fuse{norm-prologue=true}): an rms_norm member whose operands are
+ * read from inputs through prologue members, whose result reaches operand 0 of a later linear
+ * member through norm-chain members (reshapes and float casts, narrowing ones included: the
+ * rounding of an f16 program), each used once. The kernel computes the norm's row statistic
+ * first and the normed (and rounded) elements as it loads them. */
+enum { VLMC_DISPATCH_MAX_NORM_CHAIN = 8 };
+/* A reshape or a cast between (unquantized) float types. */
+bool vlmc_dispatch_is_norm_chain_op(const vlmc_op_t *op);
+/* The norm prologue (before `anchor_index`) that v is read from, with the chain ops from its
+ * result to v in the order they apply (chain[0] reads the norm's result; at most
+ * VLMC_DISPATCH_MAX_NORM_CHAIN), or NULL. */
+const vlmc_op_t *vlmc_dispatch_norm_source(const vlmc_dispatch_region_t *region,
+                                           uint32_t anchor_index, const vlmc_value_t *v,
+                                           const vlmc_op_t **chain, uint32_t *chain_len);
 /* The index in region->ops of the anchor: the first member that is not a prologue op of an
- * input (nor a dequantize of inputs); the root when every member is one. Its kind picks the
- * kernel template. */
+ * input (nor a dequantize of inputs, nor part of a norm prologue); the root when every member
+ * is one. Its kind picks the kernel template. */
 uint32_t vlmc_dispatch_anchor_index(const vlmc_dispatch_region_t *region);
 /* For a region that is a kv_cache_append without epilogue (the anchor is the root): the
  * region input it reads its cache from directly (not through a prologue), which a backend

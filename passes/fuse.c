@@ -19,12 +19,20 @@
  *             running value's shape, or be a trailing-dims suffix of it (a bias row, a
  *             scalar), so that the kernel reads them at the output's flat index.
  *
- * Not fused yet (docs/design.md): a norm into the linear that follows (its output feeds q, k
- * and v, three uses), rope into the q/k projections, multi-output regions. Norms and ropes
- * together are under 0.3% of a 3B decode's kernel time (VLMC_CPU_PROFILE=1).
+ * With norm-prologue (a target's choice, codegen/target.h "fusions"): an rms_norm over one
+ * static row (a decode step's) whose result reaches the x of linears only, through reshapes
+ * and float casts (an f16 program's rounding), becomes a *norm prologue* of each such linear
+ * (ir/dispatch.h): the norm and its chain are cloned for every linear but the first (q, k and
+ * v each recompute the 2048-wide norm: a few us of arithmetic against a dispatch of its own,
+ * 8.7 us a norm on an H100, 73 of them a 3B decode step), so that each linear's kernel
+ * computes the row's statistic and normalizes x as it loads it.
+ *
+ * Not fused yet (docs/design.md): a norm into a linear of many rows (its kernel is well
+ * parallel and its dispatch amortized), rope into the q/k projections, multi-output regions.
  *
  * Requires: verified IR; runs last (later passes may not keep regions well-formed).
- * Invalidates: nothing; it only sets op->dispatch. Statistics: regions, ops in regions,
+ * Invalidates: nothing; it only sets op->dispatch (and, with norm-prologue, adds the norms'
+ * copies). Statistics: regions, ops in regions,
  * prologue and epilogue ops (the fused ones). */
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +40,21 @@
 #include "ir/dispatch.h"
 #include "passes/pass.h"
 
-enum { STAT_REGIONS, STAT_OPS, STAT_PROLOGUE, STAT_EPILOGUE };
+enum { STAT_REGIONS, STAT_OPS, STAT_PROLOGUE, STAT_EPILOGUE, STAT_NORM_PROLOGUES, STAT_NORM_CLONES };
 
 static const char *const fuse_statistics[] = {"regions", "ops-in-regions", "prologue-ops",
-                                              "epilogue-ops"};
+                                              "epilogue-ops", "norm-prologues", "norms-cloned"};
+
+static const vlmc_pass_option_t fuse_options[] = {
+    {"norm-prologue", VLMC_PASS_OPTION_BOOL, "false",
+     "fold an rms_norm over one static row into the linears that read it (each recomputes it)"},
+};
 
 typedef struct {
   uint32_t *uses;        /* by value id: operand slots that read it (taps and return too) */
   bool *pending;         /* by value id: result of a prologue op waiting for its consumer */
+  bool *norm_chain;      /* by value id: a pending norm prologue's result or its chain's */
+  bool norm_prologue;    /* the option */
   const vlmc_op_t **root; /* by region: its last member so far */
   uint32_t next_region;
   vlmc_pass_context_t *ctx;
@@ -65,6 +80,145 @@ static bool is_dequantize_candidate(const vlmc_op_t *op, const fuse_t *f) {
   for (uint32_t i = 0; i < op->num_operands; ++i)
     if (!is_source(op->operands[i], f)) return false;
   return true;
+}
+
+/* ---- norm prologues ---- */
+
+/* Every dim but the last a static 1 (a decode step's [1, K]). */
+static bool one_static_row(const vlmc_type_t *t) {
+  if (t->rank < 1) return false;
+  for (uint32_t d = 0; d + 1 < t->rank; ++d)
+    if (!vlmc_dim_is_static(t->dims[d]) || t->dims[d].off != 1) return false;
+  return vlmc_dim_is_static(t->dims[t->rank - 1]);
+}
+
+static bool reads_as_x_only(const vlmc_op_t *user, const vlmc_value_t *v) {
+  if (user->kind != VLMC_OP_LINEAR || user->operands[0] != v) return false;
+  for (uint32_t i = 1; i < user->num_operands; ++i)
+    if (user->operands[i] == v) return false;
+  return true;
+}
+
+/* The users of v after `from` in body order, up to max (the count of them all). */
+static uint32_t users_of(const vlmc_value_t *v, vlmc_op_t *from, vlmc_op_t **out, uint32_t max) {
+  uint32_t n = 0;
+  for (vlmc_op_t *op = from; op; op = op->next)
+    for (uint32_t i = 0; i < op->num_operands; ++i)
+      if (op->operands[i] == v) {
+        if (n < max) out[n] = op;
+        ++n;
+        break;
+      }
+  return n;
+}
+
+/* For an rms_norm over one static row: the chain of single-use norm-chain ops from its result
+ * (into chain, *len of them) and the value it ends at; NULL when op is no such norm. */
+static vlmc_value_t *norm_chain_end(vlmc_op_t *op, const uint32_t *uses, vlmc_op_t **chain,
+                                    uint32_t *len) {
+  *len = 0;
+  if (op->kind != VLMC_OP_RMS_NORM || !one_static_row(&op->results[0].type)) return NULL;
+  vlmc_value_t *v = &op->results[0];
+  while (uses[v->id] == 1 && *len < VLMC_DISPATCH_MAX_NORM_CHAIN) {
+    vlmc_op_t *user = NULL;
+    if (users_of(v, op->next, &user, 1) != 1 || !vlmc_dispatch_is_norm_chain_op(user)) break;
+    chain[(*len)++] = user;
+    v = &user->results[0];
+  }
+  return v;
+}
+
+typedef struct {
+  const uint32_t *uses; /* by value id (ids from before the copies) */
+  size_t num_ids;
+  vlmc_op_t *before;    /* where the copies go: before the linear that will read them */
+} cloner_t;
+
+static vlmc_status_t copy_op(const cloner_t *c, const vlmc_op_t *def, vlmc_value_t *const *operands,
+                             vlmc_value_t **out) {
+  vlmc_op_t *copy;
+  VLMC_RETURN_IF_ERROR(vlmc_op_create_raw(c->before->block, c->before, def->kind, def->num_operands,
+                                          operands, def->attrs, 1, &def->results[0].type, &copy));
+  copy->loc = def->loc;
+  *out = &copy->results[0];
+  return NULL;
+}
+
+/* v, or a copy of its chain of single-use prologue ops (reshapes, widening casts: what a
+ * kernel reads an input through) when it has one: each copy of the norm reads its own. */
+static vlmc_status_t copy_prologue(const cloner_t *c, vlmc_value_t *v, vlmc_value_t **out) {
+  const vlmc_op_t *def = v->def;
+  *out = v;
+  if (!def || v->id >= c->num_ids || c->uses[v->id] != 1 || !vlmc_dispatch_is_prologue_op(def))
+    return NULL;
+  vlmc_value_t *operand;
+  VLMC_RETURN_IF_ERROR(copy_prologue(c, def->operands[0], &operand));
+  return copy_op(c, def, &operand, out);
+}
+
+/* A copy of the norm and its chain up to v (v's def is the norm or a chain op). */
+static vlmc_status_t copy_norm_chain(const cloner_t *c, vlmc_value_t *v, vlmc_value_t **out) {
+  const vlmc_op_t *def = v->def;
+  vlmc_value_t *operands[3];
+  if (def->kind != VLMC_OP_RMS_NORM) {
+    VLMC_RETURN_IF_ERROR(copy_norm_chain(c, def->operands[0], &operands[0]));
+    return copy_op(c, def, operands, out);
+  }
+  if (def->num_operands > 3) return vlmc_status_make(VLMC_INTERNAL, "fuse: rms_norm operands");
+  for (uint32_t i = 0; i < def->num_operands; ++i)
+    VLMC_RETURN_IF_ERROR(copy_prologue(c, def->operands[i], &operands[i]));
+  return copy_op(c, def, operands, out);
+}
+
+enum { MAX_NORM_USERS = 16 };
+
+/* Gives every linear but the first that reads a one-row norm's result (through its chain) a
+ * copy of the norm and its chain, so that each can take it as its prologue. */
+static vlmc_status_t fan_out_norms(vlmc_pass_context_t *ctx, vlmc_func_t *func) {
+  size_t num_ids = func->module->next_value_id + 1;
+  uint32_t *uses = calloc(num_ids, sizeof *uses);
+  if (!uses) return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
+  for (vlmc_op_t *op = func->body.first; op; op = op->next)
+    for (uint32_t i = 0; i < op->num_operands; ++i) uses[op->operands[i]->id]++;
+  vlmc_status_t st = NULL;
+  for (vlmc_op_t *op = func->body.first; op && !st; op = op->next) {
+    if (op->num_results != 1 || op->results[0].id >= num_ids) continue; /* a copy made here */
+    vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN], *users[MAX_NORM_USERS];
+    uint32_t len;
+    vlmc_value_t *end = norm_chain_end(op, uses, chain, &len);
+    if (!end) continue;
+    vlmc_op_t *after = len ? chain[len - 1] : op;
+    uint32_t n = users_of(end, after->next, users, MAX_NORM_USERS);
+    if (n < 2 || n > MAX_NORM_USERS || n != uses[end->id]) continue;
+    bool all_linear = true;
+    for (uint32_t i = 0; i < n; ++i) all_linear = all_linear && reads_as_x_only(users[i], end);
+    if (!all_linear) continue;
+    for (uint32_t i = 1; i < n && !st; ++i) {
+      vlmc_value_t *copy;
+      cloner_t c = {uses, num_ids, users[i]};
+      st = copy_norm_chain(&c, end, &copy);
+      if (!st) vlmc_op_set_operand(users[i], 0, copy);
+      if (!st) vlmc_pass_stat_add(ctx, STAT_NORM_CLONES, 1);
+    }
+  }
+  free(uses);
+  return st;
+}
+
+/* With norm-prologue: an rms_norm over one static row whose chain ends at a value read once,
+ * as a linear's x; or the next op of a pending norm's chain. Either joins that linear's region
+ * (marked pending and norm_chain). */
+static bool is_norm_prologue_candidate(vlmc_op_t *op, const fuse_t *f) {
+  if (!f->norm_prologue) return false;
+  if (op->kind != VLMC_OP_RMS_NORM)
+    return vlmc_dispatch_is_norm_chain_op(op) && f->norm_chain[op->operands[0]->id] &&
+           f->pending[op->operands[0]->id] && f->uses[op->results[0].id] == 1;
+  vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN], *user = NULL;
+  uint32_t len;
+  vlmc_value_t *end = norm_chain_end(op, f->uses, chain, &len);
+  if (!end || f->uses[end->id] != 1) return false;
+  return users_of(end, len ? chain[len - 1]->next : op->next, &user, 1) == 1 &&
+         reads_as_x_only(user, end);
 }
 
 static bool is_prologue_candidate(const vlmc_op_t *op, const fuse_t *f) {
@@ -131,6 +285,11 @@ static void absorb_prologue(fuse_t *f, vlmc_op_t *op, uint32_t region) {
 
 static void fuse_op(fuse_t *f, vlmc_op_t *op) {
   if (!vlmc_dispatch_may_contain(op->kind)) return;
+  if (is_norm_prologue_candidate(op, f)) {
+    f->pending[op->results[0].id] = f->norm_chain[op->results[0].id] = true;
+    if (op->kind == VLMC_OP_RMS_NORM) vlmc_pass_stat_add(f->ctx, STAT_NORM_PROLOGUES, 1);
+    return;
+  }
   if (is_prologue_candidate(op, f)) {
     f->pending[op->results[0].id] = true;
     return;
@@ -164,13 +323,16 @@ static void close_pending(fuse_t *f, vlmc_func_t *func) {
 }
 
 static vlmc_status_t fuse_func(vlmc_pass_context_t *ctx, vlmc_func_t *func) {
+  if (vlmc_pass_option_bool(ctx, "norm-prologue")) VLMC_RETURN_IF_ERROR(fan_out_norms(ctx, func));
   size_t n = func->module->next_value_id + 1, num_ops = 1;
   for (vlmc_op_t *op = func->body.first; op; op = op->next) ++num_ops;
-  fuse_t f = {calloc(n, sizeof(uint32_t)), calloc(n, sizeof(bool)),
+  fuse_t f = {calloc(n, sizeof(uint32_t)), calloc(n, sizeof(bool)), calloc(n, sizeof(bool)),
+              vlmc_pass_option_bool(ctx, "norm-prologue"),
               calloc(num_ops + 1, sizeof(vlmc_op_t *)), 0, ctx};
-  if (!f.uses || !f.pending || !f.root) {
+  if (!f.uses || !f.pending || !f.norm_chain || !f.root) {
     free(f.uses);
     free(f.pending);
+    free(f.norm_chain);
     free(f.root);
     return vlmc_status_make(VLMC_OUT_OF_MEMORY, "out of memory");
   }
@@ -182,6 +344,7 @@ static vlmc_status_t fuse_func(vlmc_pass_context_t *ctx, vlmc_func_t *func) {
   close_pending(&f, func);
   free(f.uses);
   free(f.pending);
+  free(f.norm_chain);
   free(f.root);
   return NULL;
 }
@@ -195,8 +358,8 @@ static vlmc_status_t fuse_run(vlmc_pass_context_t *ctx, vlmc_module_t *module) {
 const vlmc_pass_t vlmc_pass_fuse = {
     .name = "fuse",
     .summary = "group compute ops into dispatch regions (one kernel each)",
-    .options = NULL,
-    .num_options = 0,
+    .options = fuse_options,
+    .num_options = sizeof fuse_options / sizeof fuse_options[0],
     .statistics = fuse_statistics,
     .num_statistics = sizeof fuse_statistics / sizeof fuse_statistics[0],
     .run = fuse_run,

@@ -95,6 +95,15 @@ static void test_default_pipeline(void) {
   snprintf(expected, sizeof expected, "%sprecision{target=ref},fuse,memory-plan", common);
   expect_pipeline("ref,cpu", "auto", expected);
   expect_pipeline("ref,null", "f32", expected);
+  /* fusions: on where every kernel target serves them (vulkan and metal fold a one-row norm
+   * into its linears; cpu does not: an artifact with both fuses as cpu can run) */
+  snprintf(expected, sizeof expected, "%sprecision{target=f16},fuse{norm-prologue=true},memory-plan",
+           common);
+  expect_pipeline("ref,vulkan", "f16", expected);
+  expect_pipeline("vulkan,metal", "f16", expected);
+  snprintf(expected, sizeof expected, "%sprecision{target=ref},fuse,memory-plan", common);
+  expect_pipeline("cpu,vulkan", "f32", expected);
+  expect_pipeline("vulkan,null", "f32", expected);
   EXPECT_ERROR(pipeline_error("ref,cpu", "bf16"),
                "--precision bf16 with --target cpu: cpu kernels compute in f32 (weights stay "
                "in their bf16 / f16 storage), or with bf16-matmul in f32 with linears on "

@@ -357,6 +357,7 @@ const vlmc_target_t vlmc_target_metal = {
                       "GPUs), as the vulkan kernels they come from",
     .default_precision = "f32",
     .pipeline_tail = "fuse,memory-plan",
+    .fusions = "norm-prologue", /* its kernels are the vulkan target's */
     .supports = metal_supports,
     .create = metal_create,
     .emit_region = metal_emit_region,

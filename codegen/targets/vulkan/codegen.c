@@ -412,6 +412,8 @@ const vlmc_target_t vlmc_target_vulkan = {
                       "f32 accumulation; shaderFloat16), nothing else",
     .default_precision = "f32",
     .pipeline_tail = "fuse,memory-plan",
+    /* a one-row rms_norm folded into the GEMVs after it (kernel_linear.c, the lanes variant) */
+    .fusions = "norm-prologue",
     .supports = vk_supports,
     .create = vk_create,
     .emit_region = vk_emit_region,

@@ -257,6 +257,8 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.n0 = mul(e, first, idx(e, UNIT));
   int units_end = mul(e, end, idx(e, UNIT));
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", units_end, idx(e, L.n));
+  const vlmc_op_t *norm = vlmc_kernel_emit_norm_prologue(e, L.x); /* fused: x normalized as read */
+  if (norm) vlmc_vk_emit_norm_prologue_scale(e, norm, L.tid, L.threads);
   emit_gemv(&L, first, end);
   return NULL;
 }

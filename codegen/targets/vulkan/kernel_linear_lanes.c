@@ -285,6 +285,9 @@ vlmc_status_t vlmc_vk_kernel_linear_lanes(vlmc_kernel_emit_t *e) {
   L.n0 = mul(e, first, idx(e, UNIT));
   int units_end = mul(e, end, idx(e, UNIT));
   L.n_end = min_si(e, units_end, idx(e, L.n));
+  /* fused: each invocation sums the whole row itself (no barrier on llvmpipe) */
+  const vlmc_op_t *norm = vlmc_kernel_emit_norm_prologue(e, L.x);
+  if (norm) vlmc_vk_emit_norm_prologue_scale(e, norm, idx(e, 0), 1);
   /* A group of the 2-D grid's last row may lie past the work: nothing to do (uniform). */
   vlmc_kernel_emit_line(e, "scf.if " VLMC_SSA " {", vlmc_vk_emit_cmp(e, "slt", L.n0, L.n_end));
   emit_gemv(&L);

@@ -160,6 +160,36 @@ static int inverse_std(vlmc_kernel_emit_t *e, int sum, int len_f32, int eps) {
   return vlmc_kernel_emit_float_op(e, "arith.divf", vlmc_kernel_emit_f32(e, 1.0), root, 0);
 }
 
+/* ---- a norm prologue's statistic (kernel_emit.h, "Norm prologues") ---- */
+
+enum { PROLOGUE_UNROLL = 8 }; /* loads issued together per step of the sum */
+
+void vlmc_vk_emit_norm_prologue_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int tid,
+                                      int64_t threads) {
+  const vlmc_type_t *t = &norm->results[0].type;
+  int64_t len = t->dims[t->rank - 1].off; /* one static row (ir/dispatch.h) */
+  int zero = vlmc_kernel_emit_f32(e, 0), k0, inner, next, sum;
+  int end = vlmc_kernel_emit_index(e, len);
+  int step = vlmc_kernel_emit_index(e, threads * PROLOGUE_UNROLL);
+  int loop = vlmc_vk_emit_open_f32_loop(e, vlmc_kernel_emit_index(e, 0), end, step, 1, &zero, &k0, &inner);
+  int first = vlmc_kernel_emit_index_op(e, "arith.addi", k0, tid), x[PROLOGUE_UNROLL], ok[PROLOGUE_UNROLL];
+  for (int u = 0; u < PROLOGUE_UNROLL; ++u) {
+    int col = vlmc_kernel_emit_index_op(e, "arith.addi", first, vlmc_kernel_emit_index(e, u * threads));
+    ok[u] = vlmc_vk_emit_cmp(e, "slt", col, end);
+    x[u] = vlmc_kernel_emit_load(e, norm->operands[0], vlmc_vk_emit_select(e, ok[u], col, vlmc_kernel_emit_index(e, 0), "index"));
+  }
+  next = inner;
+  for (int u = 0; u < PROLOGUE_UNROLL; ++u) {
+    int square = vlmc_kernel_emit_float_op(e, "arith.mulf", x[u], x[u], 0);
+    next = vlmc_kernel_emit_float_op(e, "arith.addf", next, vlmc_vk_emit_select(e, ok[u], square, zero, "f32"), 0);
+  }
+  vlmc_vk_emit_close_f32_loop(e, loop, 1, &next, &sum); /* len >= 1: never zero trips */
+  if (threads > 1) sum = vlmc_vk_emit_workgroup_reduce(e, "arith.addf", "add", "f32", sum, zero);
+  int eps = vlmc_kernel_emit_f32(e, vlmc_op_attr_float(norm, "eps"));
+  int a = inverse_std(e, sum, vlmc_kernel_emit_f32(e, (double)len), eps);
+  vlmc_kernel_emit_set_norm_scale(e, norm, a);
+}
+
 /* The workgroup shape, the row (length `len`, elements `stride` apart or -1) and the loop over
  * the group's rows; returns the row index (close the loop with a "}" line). */
 static int open_rows(vlmc_kernel_emit_t *e, row_t *R, const vlmc_value_t *x, vlmc_dim_t len,

@@ -19,6 +19,12 @@ vlmc_status_t vlmc_vk_kernel_matmul(vlmc_kernel_emit_t *e);
 /* kernel_norm.c: rms_norm, layer_norm and softmax. */
 vlmc_status_t vlmc_vk_kernel_rms_norm(vlmc_kernel_emit_t *e);
 vlmc_status_t vlmc_vk_kernel_layer_norm(vlmc_kernel_emit_t *e);
+/* The statistic of a norm prologue (kernel_emit.h) that a one-row linear reads x through:
+ * invocation tid of `threads` sums the squares of elements tid, tid + threads, ... (8 loads a
+ * step), a workgroup reduction when threads > 1 (a barrier: call it in the kernel's top level),
+ * 1 / sqrt(sum / K + eps) as the norm's own kernel computes it; given to the emitter. */
+void vlmc_vk_emit_norm_prologue_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int tid,
+                                      int64_t threads);
 vlmc_status_t vlmc_vk_kernel_softmax(vlmc_kernel_emit_t *e);
 /* kernel_rope.c: rope in every layout. */
 vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e);
