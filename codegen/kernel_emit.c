@@ -295,6 +295,18 @@ void vlmc_kernel_emit_set_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *nor
 static bool rounds_result(const vlmc_op_t *op);
 static int round_float(vlmc_kernel_emit_t *e, int x, vlmc_dtype_t to);
 
+/* w * (x * a) as the norm's kernel computes it (kernel_norm.c), its result's rounding, then
+ * each cast of the chain. */
+static int normed(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, const vlmc_op_t *const *chain,
+                  uint32_t len, int x, int w, int a) {
+  int y = vlmc_kernel_emit_float_op(e, "arith.mulf", x, a, 0);
+  if (w >= 0) y = vlmc_kernel_emit_float_op(e, "arith.mulf", w, y, 0);
+  if (rounds_result(norm)) y = round_float(e, y, norm->results[0].type.dtype); /* a norm in f16 */
+  for (uint32_t i = 0; i < len; ++i)
+    if (chain[i]->kind == VLMC_OP_CAST) y = vlmc_kernel_emit_elementwise(e, chain[i], &y);
+  return y;
+}
+
 /* Element `flat` of a value read through norm prologue `norm` and its chain (see the header):
  * the norm's element as its kernel computes it (kernel_norm.c's w * (x * a)), then each cast. */
 static int load_normed(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, const vlmc_op_t *const *chain,
@@ -309,13 +321,20 @@ static int load_normed(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, const vlmc_
   int cols = vlmc_kernel_emit_dim(e, t->dims[t->rank - 1]);
   int col = vlmc_kernel_emit_index_op(e, "arith.remui", flat, cols);
   int x = vlmc_kernel_emit_load(e, norm->operands[0], flat);
-  int y = vlmc_kernel_emit_float_op(e, "arith.mulf", x, e->norm_scale, 0);
-  if (norm->num_operands > 1)
-    y = vlmc_kernel_emit_float_op(e, "arith.mulf", vlmc_kernel_emit_load(e, norm->operands[1], col), y, 0);
-  if (rounds_result(norm)) y = round_float(e, y, t->dtype); /* a norm computed in f16 */
-  for (uint32_t i = 0; i < len; ++i)
-    if (chain[i]->kind == VLMC_OP_CAST) y = vlmc_kernel_emit_elementwise(e, chain[i], &y);
-  return y;
+  int w = norm->num_operands > 1 ? vlmc_kernel_emit_load(e, norm->operands[1], col) : -1;
+  return normed(e, norm, chain, len, x, w, e->norm_scale);
+}
+
+int vlmc_kernel_emit_norm_element(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int x, int w, int a) {
+  const vlmc_op_t *chain[VLMC_DISPATCH_MAX_NORM_CHAIN];
+  uint32_t len;
+  const vlmc_op_t *norm = vlmc_dispatch_norm_source(e->region, e->anchor_index, v, chain, &len);
+  if (!norm) {
+    vlmc_kernel_emit_fail(e, "vlmc_kernel_emit_norm_element: the value is not read through a "
+                          "norm prologue");
+    return vlmc_kernel_emit_f32(e, 0);
+  }
+  return normed(e, norm, chain, len, x, w, a);
 }
 
 int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat) {

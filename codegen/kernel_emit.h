@@ -159,6 +159,10 @@ int vlmc_kernel_emit_load(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int flat
  * own kernel would have stored it. Without it such a load fails the kernel by name. */
 const vlmc_op_t *vlmc_kernel_emit_norm_prologue(const vlmc_kernel_emit_t *e, const vlmc_value_t *v);
 void vlmc_kernel_emit_set_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int a);
+/* The element of v (read through a norm prologue) from the norm's input element x, its weight
+ * element w (-1: the norm has none) and the statistic a, through the chain's casts: for a
+ * template that loads x and w itself (the GEMV's one pass). */
+int vlmc_kernel_emit_norm_element(vlmc_kernel_emit_t *e, const vlmc_value_t *v, int x, int w, int a);
 /* Whether v is a dequantize prologue's result (vlmc_dispatch_dequantize_source): the kernel
  * reads its packed words, scales and biases; vlmc_kernel_emit_load dequantizes element by
  * element, and a hot template may read the words itself. */

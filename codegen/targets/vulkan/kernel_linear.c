@@ -30,6 +30,7 @@ enum {
   UNIT = VLMC_KERNEL_LINEAR_UNIT,
   MM_THREADS = 64,
   GEMV_THREADS = 128, /* one unit (4 features) per workgroup */
+  MAX_NORMED_STEPS = 4, /* words of a row per invocation, one-pass normed GEMV (K <= 4096) */
 };
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
   int w_input;     /* the GEMV's bf16 weight input, read 16 bytes at a time; -1: elementwise */
   const vlmc_op_t *dq; /* the weight's dequantize when its words are read 16 bytes at a time */
   int q_input;     /* its packed words' input (-1: none) */
+  const vlmc_op_t *norm; /* x's norm prologue, summed in the same pass as the dot (one_pass) */
 } linear_t;
 
 /* ---- small emitters ---- */
@@ -120,6 +122,62 @@ static void gemv_partials_wide(const linear_t *L, int n0, int *partial) {
     partial[j] = vlmc_vk_emit_guard_empty(e, L->tid, words, partial[j], zero, "f32");
 }
 
+/* The bf16-word GEMV of x read through a norm prologue, in one pass: each invocation holds
+ * all its S = ceil(K / 8 / threads) words of the 4 rows and the 8 S elements of x and of the
+ * norm's weight, their loads issued together (the weight words first); the row statistic is
+ * the workgroup's sum of those x^2; then x is normalized in registers and the dot product
+ * taken. (The norm's statistic in a pass of its own, every x element loaded again after it,
+ * made the 3B's gate GEMV 50 us a call on an H100 against 27 us unfused: each phase's latency
+ * in series.) */
+static void gemv_partials_normed(const linear_t *L, int n0, int *partial) {
+  vlmc_kernel_emit_t *e = L->e;
+  int64_t words_per_row = L->k / 8, steps = (words_per_row + L->threads - 1) / L->threads;
+  int zero = vlmc_kernel_emit_f32(e, 0), words = idx(e, words_per_row);
+  int w_row[UNIT], at[MAX_NORMED_STEPS], ok[MAX_NORMED_STEPS];
+  int wv[MAX_NORMED_STEPS][UNIT][8], xv[MAX_NORMED_STEPS][8], gv[MAX_NORMED_STEPS][8];
+  weight_rows(L, n0, words, w_row);
+  for (int64_t s = 0; s < steps; ++s) {
+    int word = add(e, L->tid, idx(e, s * L->threads));
+    ok[s] = (s + 1) * L->threads > words_per_row ? vlmc_vk_emit_cmp(e, "slt", word, words) : -1;
+    at[s] = ok[s] >= 0 ? vlmc_vk_emit_select(e, ok[s], word, idx(e, 0), "index") : word;
+    for (int j = 0; j < UNIT; ++j)
+      vlmc_vk_emit_bf16x8(e, vlmc_vk_emit_load_words4(e, L->w_input, add(e, w_row[j], at[s])), wv[s][j]);
+  }
+  int sum = zero;
+  for (int64_t s = 0; s < steps; ++s) {
+    int base = mul(e, at[s], idx(e, 8)), part = zero;
+    for (int c = 0; c < 8; ++c) {
+      int col = add(e, base, idx(e, c));
+      xv[s][c] = vlmc_kernel_emit_load(e, L->norm->operands[0], col);
+      gv[s][c] = L->norm->num_operands > 1 ? vlmc_kernel_emit_load(e, L->norm->operands[1], col) : -1;
+      part = vlmc_kernel_emit_float_op(e, "arith.addf", part,
+                                       vlmc_kernel_emit_float_op(e, "arith.mulf", xv[s][c], xv[s][c], 0), 0);
+    }
+    if (ok[s] >= 0) part = vlmc_vk_emit_select(e, ok[s], part, zero, "f32"); /* a word past the row */
+    sum = vlmc_kernel_emit_float_op(e, "arith.addf", sum, part, 0);
+  }
+  int a = vlmc_vk_emit_norm_scale(e, L->norm, sum, L->threads);
+  for (int j = 0; j < UNIT; ++j) partial[j] = zero;
+  for (int64_t s = 0; s < steps; ++s) {
+    int acc[UNIT];
+    for (int j = 0; j < UNIT; ++j) acc[j] = zero;
+    for (int c = 0; c < 8; ++c) {
+      int x = vlmc_kernel_emit_norm_element(e, L->x, xv[s][c], gv[s][c], a);
+      for (int j = 0; j < UNIT; ++j) acc[j] = vlmc_vk_emit_fma(e, x, wv[s][j][c], acc[j]);
+    }
+    for (int j = 0; j < UNIT; ++j) {
+      if (ok[s] >= 0) acc[j] = vlmc_vk_emit_select(e, ok[s], acc[j], zero, "f32");
+      partial[j] = vlmc_kernel_emit_float_op(e, "arith.addf", partial[j], acc[j], 0);
+    }
+  }
+}
+
+/* Whether the one-pass normed GEMV takes this linear: a norm prologue on x, the bf16 weight
+ * read in words, at most MAX_NORMED_STEPS words of a row per invocation. */
+static bool normed_fits(const linear_t *L, const vlmc_op_t *norm) {
+  return norm && L->w_input >= 0 && (L->k / 8 + L->threads - 1) / L->threads <= MAX_NORMED_STEPS;
+}
+
 /* The same for a quantized weight: 16-byte words of V = 4 * 32 / bits values, one group per
  * load (G a multiple of V), s * sum q x + b * sum x per load and feature. */
 static void gemv_partials_packed(const linear_t *L, int n0, int *partial) {
@@ -188,7 +246,8 @@ static void emit_gemv(const linear_t *L, int first, int end) {
   int u = vlmc_kernel_emit_for(e, first, end, idx(e, 1));
   int n0 = mul(e, u, idx(e, UNIT));
   int partial[UNIT];
-  if (L->q_input >= 0) gemv_partials_packed(L, n0, partial);
+  if (L->norm) gemv_partials_normed(L, n0, partial);
+  else if (L->q_input >= 0) gemv_partials_packed(L, n0, partial);
   else if (L->w_input >= 0) gemv_partials_wide(L, n0, partial);
   else gemv_partials(L, n0, partial);
   int parity = vlmc_kernel_emit_index_op(e, "arith.remui", u, idx(e, 2));
@@ -229,7 +288,7 @@ static void emit_gemv(const linear_t *L, int first, int end) {
 vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   const vlmc_op_t *op = e->anchor;
   linear_t L = {e, op->operands[0], op->operands[1], op->num_operands > 2 ? op->operands[2] : NULL,
-                0, 0, -1, -1, -1, GEMV_THREADS, -1, NULL, -1};
+                0, 0, -1, -1, -1, GEMV_THREADS, -1, NULL, -1, NULL};
   const vlmc_type_t *wt = &L.w->type, *xt = &L.x->type;
   if (vlmc_vk_static_rows(xt) != 1) return vlmc_vk_kernel_linear_tiles(e); /* prefill, vision */
   if (wt->rank != 2 || !vlmc_dim_is_static(wt->dims[0]) || !vlmc_dim_is_static(wt->dims[1]) ||
@@ -257,8 +316,11 @@ vlmc_status_t vlmc_vk_kernel_linear(vlmc_kernel_emit_t *e) {
   L.n0 = mul(e, first, idx(e, UNIT));
   int units_end = mul(e, end, idx(e, UNIT));
   L.n_end = vlmc_kernel_emit_index_op(e, "arith.minsi", units_end, idx(e, L.n));
-  const vlmc_op_t *norm = vlmc_kernel_emit_norm_prologue(e, L.x); /* fused: x normalized as read */
-  if (norm) vlmc_vk_emit_norm_prologue_scale(e, norm, L.tid, L.threads);
+  /* fused: x normalized as read, in the dot's own pass where it fits, else after a pass of
+   * the statistic's own */
+  const vlmc_op_t *norm = vlmc_kernel_emit_norm_prologue(e, L.x);
+  if (normed_fits(&L, norm)) L.norm = norm;
+  else if (norm) vlmc_vk_emit_norm_prologue_scale(e, norm, L.tid, L.threads);
   emit_gemv(&L, first, end);
   return NULL;
 }

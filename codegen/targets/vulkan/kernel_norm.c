@@ -184,10 +184,17 @@ void vlmc_vk_emit_norm_prologue_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *no
     next = vlmc_kernel_emit_float_op(e, "arith.addf", next, vlmc_vk_emit_select(e, ok[u], square, zero, "f32"), 0);
   }
   vlmc_vk_emit_close_f32_loop(e, loop, 1, &next, &sum); /* len >= 1: never zero trips */
-  if (threads > 1) sum = vlmc_vk_emit_workgroup_reduce(e, "arith.addf", "add", "f32", sum, zero);
+  vlmc_kernel_emit_set_norm_scale(e, norm, vlmc_vk_emit_norm_scale(e, norm, sum, threads));
+}
+
+int vlmc_vk_emit_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int partial, int64_t threads) {
+  const vlmc_type_t *t = &norm->results[0].type;
+  int64_t len = t->dims[t->rank - 1].off;
+  int sum = partial;
+  if (threads > 1)
+    sum = vlmc_vk_emit_workgroup_reduce(e, "arith.addf", "add", "f32", partial, vlmc_kernel_emit_f32(e, 0));
   int eps = vlmc_kernel_emit_f32(e, vlmc_op_attr_float(norm, "eps"));
-  int a = inverse_std(e, sum, vlmc_kernel_emit_f32(e, (double)len), eps);
-  vlmc_kernel_emit_set_norm_scale(e, norm, a);
+  return inverse_std(e, sum, vlmc_kernel_emit_f32(e, (double)len), eps);
 }
 
 /* The workgroup shape, the row (length `len`, elements `stride` apart or -1) and the loop over

@@ -25,6 +25,10 @@ vlmc_status_t vlmc_vk_kernel_layer_norm(vlmc_kernel_emit_t *e);
  * 1 / sqrt(sum / K + eps) as the norm's own kernel computes it; given to the emitter. */
 void vlmc_vk_emit_norm_prologue_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int tid,
                                       int64_t threads);
+/* The statistic from this invocation's partial sum of squares of the row (a workgroup
+ * reduction over `threads` invocations when threads > 1; top level only), not given to the
+ * emitter: for a template that sums the row in its own loads (the one-pass GEMV). */
+int vlmc_vk_emit_norm_scale(vlmc_kernel_emit_t *e, const vlmc_op_t *norm, int partial, int64_t threads);
 vlmc_status_t vlmc_vk_kernel_softmax(vlmc_kernel_emit_t *e);
 /* kernel_rope.c: rope in every layout. */
 vlmc_status_t vlmc_vk_kernel_rope(vlmc_kernel_emit_t *e);
