@@ -213,6 +213,11 @@ static void render_part(const vlmc_chat_part_t *part, const vlmc_chat_render_opt
   }
 }
 
+/* "an image" or "a video", for messages that refuse one. */
+static const char *vision_part_name(const vlmc_chat_part_t *part) {
+  return part->kind == VLMC_CHAT_PART_IMAGE ? "an image" : "a video";
+}
+
 /* ---- the text templates ---- */
 
 static bool is_text_kind(vlmc_chat_template_kind_t kind) {
@@ -230,9 +235,8 @@ static vlmc_status_t check_text_messages(const vlmc_chat_message_t *messages, si
                               "chat template no tools", i);
     for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
       if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
-        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has an %s, which a text "
-                                "chat template has no slot for", i,
-                                messages[i].parts[k].kind == VLMC_CHAT_PART_IMAGE ? "image" : "video");
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has %s, which a text "
+                                "chat template has no slot for", i, vision_part_name(&messages[i].parts[k]));
   }
   return NULL;
 }
@@ -356,15 +360,57 @@ static void render_qwen3_text(const vlmc_chat_message_t *messages, size_t count,
   vlmc_strbuf_deinit(&text);
 }
 
+/* ---- Qwen3-VL ---- */
+
+/* Its template prints vision slots in user turns only (and in tool turns, which vlmc has none
+ * of): an image elsewhere would have no slot. */
+static vlmc_status_t check_qwen3_vl_messages(const vlmc_chat_message_t *messages, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (role_is(&messages[i], "tool"))
+      return vlmc_status_make(VLMC_UNSUPPORTED, "message %zu is a tool turn; vlmc passes the "
+                              "chat template no tools", i);
+    if (role_is(&messages[i], "user")) continue;
+    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
+      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu (%s) has %s; the Qwen3-VL "
+                                "chat template prints images and videos in user turns only", i,
+                                messages[i].role, vision_part_name(&messages[i].parts[k]));
+  }
+  return NULL;
+}
+
+/* Qwen3-VL-Instruct's template without tools: the first system message's text, then user
+ * turns with their slots and assistant turns with their text; other messages print nothing. */
+static void render_qwen3_vl(const vlmc_chat_message_t *messages, size_t count,
+                            const vlmc_chat_render_options_t *options, vlmc_strbuf_t *out) {
+  if (count && role_is(&messages[0], "system")) plain_turn(&messages[0], out);
+  vision_counts_t counts = {0, 0};
+  for (size_t i = 0; i < count; ++i) {
+    const vlmc_chat_message_t *m = &messages[i];
+    if (role_is(m, "assistant")) {
+      plain_turn(m, out);
+    } else if (role_is(m, "user")) {
+      vlmc_strbuf_puts(out, "<|im_start|>user\n");
+      if (!m->parts) vlmc_strbuf_append(out, m->text, m->text_len);
+      for (size_t k = 0; m->parts && k < m->part_count; ++k)
+        render_part(&m->parts[k], options, &counts, out);
+      vlmc_strbuf_puts(out, "<|im_end|>\n");
+    }
+  }
+}
+
 vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_template,
                                         const vlmc_chat_message_t *messages, size_t count,
                                         const vlmc_chat_render_options_t *options,
                                         vlmc_strbuf_t *out) {
   vlmc_chat_template_kind_t kind = chat_template->kind;
-  if (kind != VLMC_CHAT_TEMPLATE_QWEN2_VL && !is_text_kind(kind))
+  if (kind != VLMC_CHAT_TEMPLATE_QWEN2_VL && kind != VLMC_CHAT_TEMPLATE_QWEN3_VL && !is_text_kind(kind))
     return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d", (int)kind);
   if (is_text_kind(kind)) VLMC_RETURN_IF_ERROR(check_text_messages(messages, count));
-  if (kind == VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT) {
+  if (kind == VLMC_CHAT_TEMPLATE_QWEN3_VL) {
+    VLMC_RETURN_IF_ERROR(check_qwen3_vl_messages(messages, count));
+    render_qwen3_vl(messages, count, options, out);
+  } else if (kind == VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT) {
     render_qwen2_5_text(messages, count, out);
   } else if (kind == VLMC_CHAT_TEMPLATE_QWEN3_TEXT) {
     render_qwen3_text(messages, count, out);

@@ -1,5 +1,6 @@
-/* The chat template of Qwen2-VL / Qwen2.5-VL (and the text templates of Qwen2-, Qwen2.5- and
- * Qwen3-Instruct, which text-only checkpoints carry: text messages only, no image slots):
+/* The chat template of Qwen2-VL / Qwen2.5-VL and of Qwen3-VL (and the text templates of Qwen2-,
+ * Qwen2.5- and Qwen3-Instruct, which text-only checkpoints carry: text messages only, no image
+ * slots):
  * recognising it in a checkpoint, rendering messages to prompt text, and tokenizing that text
  * with each <|image_pad|> expanded to the image's merged-token count (spec §5.1, §2.5).
  *
@@ -37,6 +38,12 @@ typedef enum {
    * user query keeps its reasoning as <think>...</think>, earlier ones drop it; the generation
    * prompt adds an empty think block when thinking is switched off. Text messages only. */
   VLMC_CHAT_TEMPLATE_QWEN3_TEXT,
+  /* Qwen3-VL-Instruct's: no default system turn; a first system message prints its text (a
+   * string or its text parts), later ones print nothing; user turns carry the image and video
+   * slots (numbered with add_vision_id, as Qwen2-VL's), assistant turns their text only; a tools
+   * branch and tool turns, which vlmc never uses. An image or video in any turn but a user's
+   * (which the template would drop, leaving the processor an image without a slot) is refused. */
+  VLMC_CHAT_TEMPLATE_QWEN3_VL,
 } vlmc_chat_template_kind_t;
 
 typedef struct {

@@ -135,10 +135,11 @@ static void fuzz_chat_template(const uint8_t *data, size_t size) {
     vlmc_chat_render_options_t options = {size % 2 == 0, size % 3 == 0, size % 5 == 0};
     vlmc_strbuf_t out;
     vlmc_strbuf_init(&out);
-    /* every text template on the same messages, then Qwen2-VL's (whose text is tokenized) */
+    /* every text template and Qwen3-VL's on the same messages, then Qwen2-VL's (whose text is
+     * tokenized) */
     static const vlmc_chat_template_kind_t kinds[] = {
         VLMC_CHAT_TEMPLATE_QWEN2_TEXT, VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT,
-        VLMC_CHAT_TEMPLATE_QWEN3_TEXT, VLMC_CHAT_TEMPLATE_QWEN2_VL};
+        VLMC_CHAT_TEMPLATE_QWEN3_TEXT, VLMC_CHAT_TEMPLATE_QWEN3_VL, VLMC_CHAT_TEMPLATE_QWEN2_VL};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k) {
       vlmc_chat_template_t qwen = {kinds[k]};
       vlmc_strbuf_clear(&out);

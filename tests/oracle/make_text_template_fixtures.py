@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Renders of the text-only chat templates vlmc knows (Qwen2-, Qwen2.5- and Qwen3-Instruct's:
-tests/fixtures/chat_templates/{qwen2,qwen2_5,qwen3}_text.jinja) for a set of conversations,
-written to tests/fixtures/chat_templates/text_template_cases.json.
+"""Renders of the chat templates vlmc knows besides Qwen2-VL's (whose cases come from
+transformers on the device machine: make_parity_fixtures.py): the text-only Qwen2-, Qwen2.5- and
+Qwen3-Instruct's (tests/fixtures/chat_templates/{qwen2,qwen2_5,qwen3}_text.jinja) and
+Qwen3-VL-Instruct's (qwen3_vl.jinja, with image and video turns too) for a set of
+conversations, written to tests/fixtures/chat_templates/text_template_cases.json.
 
 The renderer is jinja2 set up as transformers sets it up for apply_chat_template
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, raise_exception,
@@ -23,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TEMPLATES = os.path.join(ROOT, "tests", "fixtures", "chat_templates")
 OUT = os.path.join(TEMPLATES, "text_template_cases.json")
 KINDS = {"qwen2_text": "qwen2_text.jinja", "qwen2_5_text": "qwen2_5_text.jinja",
-         "qwen3_text": "qwen3_text.jinja"}
+         "qwen3_text": "qwen3_text.jinja", "qwen3_vl": "qwen3_vl.jinja"}
 
 U = lambda t: {"role": "user", "content": t}  # noqa: E731
 A = lambda t: {"role": "assistant", "content": t}  # noqa: E731
@@ -44,6 +46,25 @@ CASES = [
      [U("q"), A("\n<think>a<think>\nb\n</think>mid</think>\n\nend")], False, None),
     ("thinking_off", [U("Hi")], True, False),
     ("thinking_on", [U("Hi")], True, True),
+]
+
+IMG = {"type": "image"}
+VID = {"type": "video"}
+T = lambda t: {"type": "text", "text": t}  # noqa: E731
+# Vision turns, for the Qwen3-VL template only: (name, messages, add_generation_prompt,
+# add_vision_id).
+VL_CASES = [
+    ("image_then_text", [{"role": "user", "content": [IMG, T("Describe this image.")]}], True, False),
+    ("two_images_numbered",
+     [{"role": "user", "content": [IMG, T("and"), IMG, T("differ how?")]}], True, True),
+    ("video_numbered", [{"role": "user", "content": [VID, T("What happens?")]}], True, True),
+    ("images_across_turns",
+     [S("Be brief."), {"role": "user", "content": [IMG, T("What is it?")]},
+      A("A square."), {"role": "user", "content": [T("And this one? "), IMG]}], True, True),
+    ("system_parts", [{"role": "system", "content": [T("Answer "), T("in French.")]},
+                      {"role": "user", "content": [IMG]}], True, False),
+    ("assistant_parts", [U("Hi"), {"role": "assistant", "content": [T("Hello"), T(" there")]}],
+     False, False),
 ]
 
 
@@ -80,6 +101,14 @@ def render_all():
             out.append({"kind": kind, "name": name, "messages": messages,
                         "add_generation_prompt": gen,
                         "enable_thinking": thinking, "text": text})
+        if kind != "qwen3_vl":
+            continue
+        for name, messages, gen, vision_id in VL_CASES:
+            text = template.render(messages=messages, tools=None, documents=None,
+                                   add_generation_prompt=gen, add_vision_id=vision_id)
+            out.append({"kind": kind, "name": name, "messages": messages,
+                        "add_generation_prompt": gen, "add_vision_id": vision_id,
+                        "enable_thinking": None, "text": text})
     return {"renderer": "jinja2 %s, transformers' apply_chat_template settings" % jinja2.__version__,
             "cases": out}
 

@@ -239,6 +239,28 @@ static void test_render_text_template(void) {
                      NULL, "message 0 has an image");
 }
 
+/* Qwen3-VL's template prints vision slots in user turns only: an image the template would drop
+ * (an assistant's or a system message's) is refused by name rather than left without a slot,
+ * and so is a tool turn. The renders themselves are checked against jinja2's in
+ * test_chat_template_parity.c. */
+static void test_render_qwen3_vl_refusals(void) {
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_VL,
+                     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+                     "\"content\":[{\"type\":\"image\"}]}]",
+                     false, false, NULL,
+                     "message 1 (assistant) has an image; the Qwen3-VL chat template prints "
+                     "images and videos in user turns only");
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_VL,
+                     "[{\"role\":\"system\",\"content\":[{\"type\":\"video\"}]}]", true,
+                     false, NULL, "message 0 (system) has a video");
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_VL,
+                     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"tool\",\"content\":\"42\"}]",
+                     true, false, NULL, "message 1 is a tool turn; vlmc passes the chat template no tools");
+  /* no default system turn, unlike Qwen2-VL's */
+  expect_render_with(VLMC_CHAT_TEMPLATE_QWEN3_VL, "[{\"role\":\"user\",\"content\":\"Hi\"}]",
+                     true, false, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", NULL);
+}
+
 static void expect_messages_error(const char *messages_json, const char *error) {
   cJSON *messages = cJSON_Parse(messages_json);
   vlmc_arena_t arena;
@@ -344,6 +366,7 @@ int main(void) {
   RUN_TEST(test_template_text_from_json_files);
   RUN_TEST(test_render_matches_jinja);
   RUN_TEST(test_render_text_template);
+  RUN_TEST(test_render_qwen3_vl_refusals);
   RUN_TEST(test_malformed_messages);
   RUN_TEST(test_spec_prompt_ids);
   RUN_TEST(test_several_images_and_a_video);

@@ -106,7 +106,7 @@ static void test_chat_cases_match_transformers(void) {
   free(data);
 }
 
-/* The text templates (Qwen2-, Qwen2.5-, Qwen3-Instruct's) against jinja2's renders of them
+/* The text templates (Qwen2-, Qwen2.5-, Qwen3-Instruct's) and Qwen3-VL's against jinja2's renders of them
  * (tests/oracle/make_text_template_fixtures.py: transformers' apply_chat_template settings). A
  * case the template itself cannot render (content given as a list of parts: the templates add
  * strings to it) is recorded with text null and is not compared; vlmc prints its text parts. */
@@ -120,6 +120,7 @@ static const struct {
     {"qwen2_5_text", "tests/fixtures/chat_templates/qwen2_5_text.jinja",
      VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT},
     {"qwen3_text", "tests/fixtures/chat_templates/qwen3_text.jinja", VLMC_CHAT_TEMPLATE_QWEN3_TEXT},
+    {"qwen3_vl", "tests/fixtures/chat_templates/qwen3_vl.jinja", VLMC_CHAT_TEMPLATE_QWEN3_VL},
 };
 
 static void check_text_case(const cJSON *c, size_t index, size_t *compared) {
@@ -149,8 +150,8 @@ static void check_text_case(const cJSON *c, size_t index, size_t *compared) {
                                          &messages, &count));
   const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
   vlmc_chat_render_options_t options = {
-      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")), false,
-      cJSON_IsFalse(thinking)};
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_vision_id")), cJSON_IsFalse(thinking)};
   vlmc_chat_template_t t = {kTextKinds[k].value};
   vlmc_strbuf_t out;
   vlmc_strbuf_init(&out);
@@ -175,7 +176,7 @@ static void test_text_templates_match_jinja(void) {
   for (const cJSON *c = cases ? cases->child : NULL; c; c = c->next, ++index)
     check_text_case(c, index, &compared);
   printf("text chat templates: %zu of %zu cases compared\n", compared, index);
-  EXPECT_TRUE(compared >= 25);
+  EXPECT_TRUE(compared >= 35);
   cJSON_Delete(root);
   free(data);
 }
