@@ -213,6 +213,15 @@ static void render_part(const vlmc_chat_part_t *part, const vlmc_chat_render_opt
   }
 }
 
+/* <|im_start|>role, the message's string or its parts with their vision slots, <|im_end|>. */
+static void vision_turn(const vlmc_chat_message_t *m, const vlmc_chat_render_options_t *options,
+                        vision_counts_t *counts, vlmc_strbuf_t *out) {
+  vlmc_strbuf_printf(out, "<|im_start|>%s\n", m->role);
+  if (!m->parts) vlmc_strbuf_append(out, m->text, m->text_len);
+  for (size_t k = 0; m->parts && k < m->part_count; ++k) render_part(&m->parts[k], options, counts, out);
+  vlmc_strbuf_puts(out, "<|im_end|>\n");
+}
+
 /* "an image" or "a video", for messages that refuse one. */
 static const char *vision_part_name(const vlmc_chat_part_t *part) {
   return part->kind == VLMC_CHAT_PART_IMAGE ? "an image" : "a video";
@@ -225,18 +234,27 @@ static bool is_text_kind(vlmc_chat_template_kind_t kind) {
          kind == VLMC_CHAT_TEMPLATE_QWEN3_TEXT;
 }
 
-/* A text template prints message['content'] as it is: a list of parts would come out as its
- * Python repr. For text parts the templates agree with Qwen2-VL's; an image or video part has
- * no slot, and a tool turn needs the tools vlmc never passes. */
-static vlmc_status_t check_text_messages(const vlmc_chat_message_t *messages, size_t count) {
+/* What vlmc passes a template: no tools, so a tool turn is refused; and an image or video only
+ * where the template prints its slot. A text template prints message['content'] as it is (a
+ * list of parts would come out as its Python repr; for text parts the templates agree with
+ * Qwen2-VL's) and has no slot at all; Qwen3-VL's prints slots in user turns only (and in tool
+ * turns), so an image elsewhere would have none (`user_slots`). */
+static vlmc_status_t check_messages(const vlmc_chat_message_t *messages, size_t count,
+                                    bool user_slots) {
   for (size_t i = 0; i < count; ++i) {
     if (strcmp(messages[i].role, "tool") == 0)
       return vlmc_status_make(VLMC_UNSUPPORTED, "message %zu is a tool turn; vlmc passes the "
                               "chat template no tools", i);
-    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
-      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
-        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has %s, which a text "
-                                "chat template has no slot for", i, vision_part_name(&messages[i].parts[k]));
+    if (user_slots && strcmp(messages[i].role, "user") == 0) continue;
+    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k) {
+      if (messages[i].parts[k].kind == VLMC_CHAT_PART_TEXT) continue;
+      if (user_slots)
+        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu (%s) has %s; the Qwen3-VL "
+                                "chat template prints images and videos in user turns only", i,
+                                messages[i].role, vision_part_name(&messages[i].parts[k]));
+      return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu has %s, which a text "
+                              "chat template has no slot for", i, vision_part_name(&messages[i].parts[k]));
+    }
   }
   return NULL;
 }
@@ -362,23 +380,6 @@ static void render_qwen3_text(const vlmc_chat_message_t *messages, size_t count,
 
 /* ---- Qwen3-VL ---- */
 
-/* Its template prints vision slots in user turns only (and in tool turns, which vlmc has none
- * of): an image elsewhere would have no slot. */
-static vlmc_status_t check_qwen3_vl_messages(const vlmc_chat_message_t *messages, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (role_is(&messages[i], "tool"))
-      return vlmc_status_make(VLMC_UNSUPPORTED, "message %zu is a tool turn; vlmc passes the "
-                              "chat template no tools", i);
-    if (role_is(&messages[i], "user")) continue;
-    for (size_t k = 0; messages[i].parts && k < messages[i].part_count; ++k)
-      if (messages[i].parts[k].kind != VLMC_CHAT_PART_TEXT)
-        return vlmc_status_make(VLMC_INVALID_ARGUMENT, "message %zu (%s) has %s; the Qwen3-VL "
-                                "chat template prints images and videos in user turns only", i,
-                                messages[i].role, vision_part_name(&messages[i].parts[k]));
-  }
-  return NULL;
-}
-
 /* Qwen3-VL-Instruct's template without tools: the first system message's text, then user
  * turns with their slots and assistant turns with their text; other messages print nothing. */
 static void render_qwen3_vl(const vlmc_chat_message_t *messages, size_t count,
@@ -390,11 +391,7 @@ static void render_qwen3_vl(const vlmc_chat_message_t *messages, size_t count,
     if (role_is(m, "assistant")) {
       plain_turn(m, out);
     } else if (role_is(m, "user")) {
-      vlmc_strbuf_puts(out, "<|im_start|>user\n");
-      if (!m->parts) vlmc_strbuf_append(out, m->text, m->text_len);
-      for (size_t k = 0; m->parts && k < m->part_count; ++k)
-        render_part(&m->parts[k], options, &counts, out);
-      vlmc_strbuf_puts(out, "<|im_end|>\n");
+      vision_turn(m, options, &counts, out);
     }
   }
 }
@@ -406,9 +403,9 @@ vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_templat
   vlmc_chat_template_kind_t kind = chat_template->kind;
   if (kind != VLMC_CHAT_TEMPLATE_QWEN2_VL && kind != VLMC_CHAT_TEMPLATE_QWEN3_VL && !is_text_kind(kind))
     return vlmc_status_make(VLMC_INTERNAL, "unknown chat template kind %d", (int)kind);
-  if (is_text_kind(kind)) VLMC_RETURN_IF_ERROR(check_text_messages(messages, count));
+  if (is_text_kind(kind) || kind == VLMC_CHAT_TEMPLATE_QWEN3_VL)
+    VLMC_RETURN_IF_ERROR(check_messages(messages, count, kind == VLMC_CHAT_TEMPLATE_QWEN3_VL));
   if (kind == VLMC_CHAT_TEMPLATE_QWEN3_VL) {
-    VLMC_RETURN_IF_ERROR(check_qwen3_vl_messages(messages, count));
     render_qwen3_vl(messages, count, options, out);
   } else if (kind == VLMC_CHAT_TEMPLATE_QWEN2_5_TEXT) {
     render_qwen2_5_text(messages, count, out);
@@ -420,12 +417,7 @@ vlmc_status_t vlmc_chat_template_render(const vlmc_chat_template_t *chat_templat
     for (size_t i = 0; i < count; ++i) {
       const vlmc_chat_message_t *message = &messages[i];
       if (i == 0 && strcmp(message->role, "system") != 0) vlmc_strbuf_puts(out, kDefaultSystem);
-      vlmc_strbuf_printf(out, "<|im_start|>%s\n", message->role);
-      if (message->parts == NULL)
-        vlmc_strbuf_append(out, message->text, message->text_len);
-      for (size_t k = 0; message->parts && k < message->part_count; ++k)
-        render_part(&message->parts[k], options, &counts, out);
-      vlmc_strbuf_puts(out, "<|im_end|>\n");
+      vision_turn(message, options, &counts, out);
     }
   }
   if (options->add_generation_prompt) {

@@ -44,7 +44,7 @@ typedef struct {
   int w_input;     /* the GEMV's bf16 weight input, read 16 bytes at a time; -1: elementwise */
   const vlmc_op_t *dq; /* the weight's dequantize when its words are read 16 bytes at a time */
   int q_input;     /* its packed words' input (-1: none) */
-  const vlmc_op_t *norm; /* x's norm prologue, summed in the same pass as the dot (one_pass) */
+  const vlmc_op_t *norm; /* x's norm prologue, summed in the dot's own pass (gemv_partials_normed) */
 } linear_t;
 
 /* ---- small emitters ---- */
